@@ -1,0 +1,24 @@
+"""Model servers behind one protocol: Ollama's native API and OpenAI-compatible servers."""
+
+from crawdad.backends.base import Backend, ChatRequest, ChatResult
+from crawdad.backends.ollama import OllamaBackend
+from crawdad.backends.openai_compat import OpenAIBackend
+from crawdad.backends.pool import ModelPool
+from crawdad.config import ModelSpec
+
+
+def make_backend(spec: ModelSpec, url: str) -> Backend:
+    if spec.backend == "ollama":
+        return OllamaBackend(url, timeout=spec.timeout)
+    return OpenAIBackend(url, api_key=spec.resolved_api_key(), timeout=spec.timeout)
+
+
+__all__ = [
+    "Backend",
+    "ChatRequest",
+    "ChatResult",
+    "ModelPool",
+    "OllamaBackend",
+    "OpenAIBackend",
+    "make_backend",
+]

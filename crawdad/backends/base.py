@@ -1,0 +1,79 @@
+"""The one protocol every backend speaks: a chat request in, a ChatResult out."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from crawdad.backends.guard import StreamGuard
+from crawdad.records import StopReason
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    prompt: str  # sent as one user message: the debate history lives inside the prompt
+    temperature: float
+    top_p: float
+    top_k: int | None = None
+    max_tokens: int
+    num_ctx: int | None = None  # Ollama only
+    seed: int | None = None
+    think: bool = False
+    json_schema: dict[str, Any] | None = None  # structured output (the extractor)
+    keep_alive: str | None = None
+    stream: bool = True
+    timeout: float = 1800.0
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatResult(BaseModel):
+    text: str = ""
+    thinking: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float = 0.0
+    server_seconds: float | None = None
+    stop_reason: StopReason = "stop"
+    raw_stop_reason: str | None = None
+    endpoint: str = ""
+
+
+class Backend(Protocol):
+    """One server (one base URL) serving one or more models."""
+
+    url: str
+
+    async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult: ...
+
+    async def list_models(self) -> list[str]: ...
+
+    async def version(self) -> str | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
+
+
+def split_think(content: str, thinking: str = "") -> tuple[str, str]:
+    """Move inline <think>...</think> (closed or not, as older servers send it) into the trace.
+
+    A lone `</think>` with no opening tag (some chat templates put `<think>` in the prompt) marks
+    everything before it as thinking.
+    """
+    if "<think>" in content:
+        traces = [m.group(1).strip() for m in _THINK.finditer(content)]
+        content = _THINK.sub("", content)
+        thinking = "\n".join(t for t in [thinking.strip(), *traces] if t)
+    elif "</think>" in content:
+        before, _, content = content.partition("</think>")
+        thinking = "\n".join(t for t in [thinking.strip(), before.strip()] if t)
+    return content.strip(), thinking.strip()
+
+
+def stop_reason_of(raw: str | None) -> StopReason:
+    return "length" if raw == "length" else "stop"

@@ -1,0 +1,159 @@
+"""Ollama's native API (/api/chat) through the official `ollama` client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import ollama
+
+from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
+from crawdad.backends.guard import StreamGuard
+from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
+
+NS = 1e-9
+
+
+def _options(req: ChatRequest) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "num_predict": req.max_tokens,
+    }
+    if req.top_k is not None:
+        options["top_k"] = req.top_k
+    if req.num_ctx is not None:
+        options["num_ctx"] = req.num_ctx
+    if req.seed is not None:
+        options["seed"] = req.seed
+    return {**options, **req.options}
+
+
+def translate_error(e: BaseException, url: str, model: str) -> BackendError:
+    """One place where transport and HTTP errors become crawdad errors with a fix-it message."""
+    if isinstance(e, ollama.ResponseError):
+        if e.status_code == 404 and "not found" in str(e.error).lower():
+            return ModelNotFound(
+                f"the Ollama server at {url} does not have model {model!r}; run: ollama pull {model}",
+                endpoint=url,
+            )
+        transient = e.status_code in (-1, 408, 429) or e.status_code >= 500
+        return BackendError(
+            f"Ollama at {url} answered {e.status_code}: {e.error}",
+            transient=transient,
+            endpoint=url,
+        )
+    if isinstance(e, ConnectionError | httpx.ConnectError):
+        return ServerUnavailable(
+            f"cannot connect to Ollama at {url}; start it with `ollama serve` (or set OLLAMA_HOST / base_urls)",
+            endpoint=url,
+        )
+    if isinstance(e, httpx.TimeoutException):
+        return BackendError(
+            f"Ollama at {url} did not answer in time ({type(e).__name__})",
+            transient=True,
+            endpoint=url,
+        )
+    if isinstance(e, httpx.TransportError):
+        return BackendError(
+            f"connection to Ollama at {url} failed: {type(e).__name__}: {e}",
+            transient=True,
+            endpoint=url,
+        )
+    return BackendError(f"Ollama at {url}: {type(e).__name__}: {e}", transient=False, endpoint=url)
+
+
+class OllamaBackend:
+    def __init__(self, url: str, *, timeout: float = 1800.0) -> None:
+        self.url = url
+        self._client = ollama.AsyncClient(
+            host=url,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            limits=httpx.Limits(max_connections=None),
+        )
+
+    async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
+        start = time.monotonic()
+        kwargs: dict[str, Any] = dict(
+            model=request.model,
+            messages=[{"role": "user", "content": request.prompt}],
+            think=request.think,
+            options=_options(request),
+            keep_alive=request.keep_alive,
+        )
+        if request.json_schema is not None:
+            kwargs["format"] = request.json_schema
+        try:
+            if request.stream:
+                result = await self._stream(kwargs, guard)
+            else:
+                resp = await self._client.chat(**kwargs, stream=False)
+                result = _result(resp, resp.message.content or "", resp.message.thinking or "")
+        except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as e:
+            raise translate_error(e, self.url, request.model) from e
+        result.seconds = time.monotonic() - start
+        result.endpoint = self.url
+        return result
+
+    async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
+        content: list[str] = []
+        thinking: list[str] = []
+        stream = await self._client.chat(**kwargs, stream=True)
+        try:
+            async for part in stream:
+                delta_text, delta_think = part.message.content or "", part.message.thinking or ""
+                content.append(delta_text)
+                thinking.append(delta_think)
+                if part.done:
+                    return _result(part, "".join(content), "".join(thinking))
+                if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
+                    text, trace = split_think("".join(content), "".join(thinking))
+                    return ChatResult(
+                        text=text, thinking=trace, stop_reason=verdict, raw_stop_reason=verdict
+                    )
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        raise BackendError(
+            f"the stream from Ollama at {self.url} ended before the response was done",
+            transient=True,
+            endpoint=self.url,
+        )
+
+    async def list_models(self) -> list[str]:
+        try:
+            listing = await self._client.list()
+        except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as e:
+            raise translate_error(e, self.url, "") from e
+        names: list[str] = []
+        for m in listing.models:
+            if m.model:
+                names.append(m.model)
+                if m.model.endswith(":latest"):
+                    names.append(m.model.removesuffix(":latest"))
+        return names
+
+    async def version(self) -> str | None:
+        try:
+            resp = await self._client._client.get("/api/version")  # the client has no call for it
+            resp.raise_for_status()
+            return str(resp.json().get("version"))
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    async def aclose(self) -> None:
+        await self._client._client.aclose()
+
+
+def _result(resp: ollama.ChatResponse, content: str, thinking: str) -> ChatResult:
+    text, trace = split_think(content, thinking)
+    total = resp.total_duration
+    return ChatResult(
+        text=text,
+        thinking=trace,
+        prompt_tokens=resp.prompt_eval_count,
+        completion_tokens=resp.eval_count,
+        server_seconds=total * NS if total else None,
+        stop_reason=stop_reason_of(resp.done_reason),
+        raw_stop_reason=resp.done_reason,
+    )

@@ -1,0 +1,228 @@
+"""OpenAI-compatible servers (vLLM, llama.cpp server, SGLang, LM Studio) through `openai`.
+
+The reasoning trace comes as `reasoning` (new vLLM), `reasoning_content` (older vLLM, llama.cpp,
+SGLang) or inline `<think>` in the content; all three are read. Structured output is asked for as
+`response_format` (JSON schema), falling back to vLLM's `structured_outputs` / `guided_json` when
+a server refuses the first form.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import openai
+
+from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
+from crawdad.backends.guard import StreamGuard
+from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
+
+STRUCTURED_FORMS = ("response_format", "structured_outputs", "guided_json")
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def translate_error(e: BaseException, url: str, model: str) -> BackendError:
+    if isinstance(e, openai.APITimeoutError):
+        return BackendError(f"{url} did not answer in time", transient=True, endpoint=url)
+    if isinstance(e, openai.APIConnectionError):
+        cause = e.__cause__
+        if isinstance(cause, httpx.ConnectError):
+            return ServerUnavailable(
+                f"cannot connect to the OpenAI-compatible server at {url}; start it, e.g. "
+                f"`vllm serve {model or 'MODEL'} --reasoning-parser deepseek_r1`",
+                endpoint=url,
+            )
+        return BackendError(
+            f"connection to {url} failed: {cause or e}", transient=True, endpoint=url
+        )
+    if isinstance(e, openai.APIStatusError):
+        message = _message(e)
+        if e.status_code == 404 or (e.status_code == 400 and "does not exist" in message):
+            return ModelNotFound(
+                f"the server at {url} does not serve model {model!r} ({message}); check the served "
+                "model name (`--served-model-name`) or start it with that model",
+                endpoint=url,
+            )
+        if e.status_code in (401, 403):
+            return BackendError(
+                f"{url} refused the API key ({e.status_code}); set api_key_env in the config",
+                endpoint=url,
+            )
+        transient = e.status_code in (408, 409, 429) or e.status_code >= 500
+        return BackendError(
+            f"{url} answered {e.status_code}: {message}", transient=transient, endpoint=url
+        )
+    if isinstance(e, httpx.HTTPError):
+        return BackendError(
+            f"connection to {url} failed: {type(e).__name__}: {e}", transient=True, endpoint=url
+        )
+    return BackendError(f"{url}: {type(e).__name__}: {e}", endpoint=url)
+
+
+def _message(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    return str(e.message)
+
+
+def _reasoning(obj: Any) -> str:
+    extra = getattr(obj, "model_extra", None) or {}
+    for name in REASONING_FIELDS:
+        value = getattr(obj, name, None) or extra.get(name)
+        if value:
+            return str(value)
+    return ""
+
+
+def _structured(form: str, schema: dict[str, Any]) -> dict[str, Any]:
+    if form == "response_format":
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        }
+    if form == "structured_outputs":
+        return {"extra_body": {"structured_outputs": {"json": schema}}}
+    return {"extra_body": {"guided_json": schema}}
+
+
+class OpenAIBackend:
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 1800.0) -> None:
+        self.url = url.rstrip("/")
+        self._client = openai.AsyncOpenAI(
+            base_url=self.url,
+            api_key=api_key or "not-needed",
+            max_retries=0,  # crawdad retries itself, per request, on transient errors only
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=None)),
+        )
+        self._structured_form = STRUCTURED_FORMS[0]
+
+    def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(
+            model=req.model,
+            messages=[{"role": "user", "content": req.prompt}],
+            temperature=req.temperature,
+            top_p=req.top_p,
+            max_tokens=req.max_tokens,
+        )
+        if req.seed is not None:
+            kwargs["seed"] = req.seed
+        extra: dict[str, Any] = dict(req.options)
+        if req.top_k is not None:
+            extra["top_k"] = req.top_k
+        if req.json_schema is not None:
+            structured = _structured(self._structured_form, req.json_schema)
+            extra.update(structured.pop("extra_body", {}))
+            kwargs.update(structured)
+        if extra:
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
+        start = time.monotonic()
+        try:
+            result = await self._chat_once(request, guard)
+        except openai.BadRequestError as e:
+            if request.json_schema is None or not self._next_structured_form(e):
+                raise translate_error(e, self.url, request.model) from e
+            return await self.chat(request, guard)
+        except (openai.APIError, httpx.HTTPError) as e:
+            raise translate_error(e, self.url, request.model) from e
+        result.seconds = time.monotonic() - start
+        result.endpoint = self.url
+        return result
+
+    def _next_structured_form(self, e: openai.BadRequestError) -> bool:
+        """After a 400 about structured output, try the next form this server may know."""
+        text = _message(e).lower()
+        if not any(
+            k in text for k in ("response_format", "json_schema", "structured", "guided", "extra")
+        ):
+            return False
+        i = STRUCTURED_FORMS.index(self._structured_form)
+        if i + 1 >= len(STRUCTURED_FORMS):
+            return False
+        self._structured_form = STRUCTURED_FORMS[i + 1]
+        return True
+
+    async def _chat_once(self, req: ChatRequest, guard: StreamGuard | None) -> ChatResult:
+        kwargs = self._kwargs(req)
+        if not req.stream:
+            resp = await self._client.chat.completions.create(**kwargs)
+            choice = resp.choices[0]
+            text, trace = split_think(choice.message.content or "", _reasoning(choice.message))
+            return ChatResult(
+                text=text,
+                thinking=trace,
+                prompt_tokens=resp.usage.prompt_tokens if resp.usage else None,
+                completion_tokens=resp.usage.completion_tokens if resp.usage else None,
+                stop_reason=stop_reason_of(choice.finish_reason),
+                raw_stop_reason=choice.finish_reason,
+            )
+        return await self._stream(kwargs, guard)
+
+    async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
+        content: list[str] = []
+        thinking: list[str] = []
+        finish: str | None = None
+        usage = None
+        stream = await self._client.chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        )
+        async with stream:
+            async for chunk in stream:
+                usage = chunk.usage or usage
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta_text, delta_think = choice.delta.content or "", _reasoning(choice.delta)
+                content.append(delta_text)
+                thinking.append(delta_think)
+                finish = choice.finish_reason or finish
+                if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
+                    text, trace = split_think("".join(content), "".join(thinking))
+                    return ChatResult(
+                        text=text, thinking=trace, stop_reason=verdict, raw_stop_reason=verdict
+                    )
+        if finish is None:
+            raise BackendError(
+                f"the stream from {self.url} ended before the response was done",
+                transient=True,
+                endpoint=self.url,
+            )
+        text, trace = split_think("".join(content), "".join(thinking))
+        return ChatResult(
+            text=text,
+            thinking=trace,
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            stop_reason=stop_reason_of(finish),
+            raw_stop_reason=finish,
+        )
+
+    async def list_models(self) -> list[str]:
+        try:
+            page = await self._client.models.list()
+        except (openai.APIError, httpx.HTTPError) as e:
+            raise translate_error(e, self.url, "") from e
+        return [m.id for m in page.data]
+
+    async def version(self) -> str | None:
+        root = self.url.removesuffix("/v1")
+        try:
+            resp = await self._client._client.get(f"{root}/version")
+            resp.raise_for_status()
+            return str(resp.json().get("version"))
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+
+    async def aclose(self) -> None:
+        await self._client.close()

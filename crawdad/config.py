@@ -1,0 +1,252 @@
+"""Run settings: pydantic models (unknown keys rejected), read from TOML, overridden by flags."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from crawdad.errors import ConfigError
+
+Backend = Literal["ollama", "openai"]
+Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
+
+DEFAULT_OLLAMA_URL = "http://localhost:11434"
+DEFAULT_OPENAI_URL = "http://localhost:8000/v1"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSpec(Strict):
+    """One served model and how to ask it."""
+
+    model: str
+    backend: Backend = "ollama"
+    # Several URLs are replicas of the same model: requests go to the least busy one.
+    base_urls: list[str] = Field(default_factory=list)
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None  # name of the environment variable holding the key
+    temperature: float = Field(0.6, ge=0.0, le=2.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=1)
+    max_tokens: int = Field(8192, ge=1)  # output budget, thinking included (num_predict)
+    # Ollama context window; "auto" sizes it to the prompt plus max_tokens, in steps of 4096.
+    num_ctx: int | Literal["auto"] = "auto"
+    think: bool = True
+    keep_alive: str | None = "30m"
+    timeout: float = Field(1800.0, gt=0)  # seconds for one response, start to end
+    max_in_flight: int | None = Field(None, ge=1)  # per endpoint; None: no cap but concurrency
+    stream: bool = True
+    options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
+
+    @model_validator(mode="after")
+    def _default_url(self) -> ModelSpec:
+        if not self.base_urls:
+            default = (
+                os.environ.get("OLLAMA_HOST", DEFAULT_OLLAMA_URL)
+                if self.backend == "ollama"
+                else DEFAULT_OPENAI_URL
+            )
+            if "://" not in default:
+                default = f"http://{default}"
+            object.__setattr__(self, "base_urls", [default.rstrip("/")])
+        return self
+
+    def resolved_api_key(self) -> str | None:
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env)
+        return None
+
+
+class AgentConfig(ModelSpec):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class ExtractorConfig(ModelSpec):
+    model: str = "granite3.3:2b"
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(256, ge=16)
+    think: bool = False
+    timeout: float = Field(120.0, gt=0)
+
+
+class ProtocolConfig(Strict):
+    max_turns: int = Field(4, ge=1, le=32)  # responses per debate, the first one included
+    early_stop: bool = True  # stop when a response agrees with the one before it
+    # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
+    # or fail the debate (recorded with error, retried on resume).
+    on_runaway: Literal["unextracted", "error"] = "unextracted"
+    loop_detection: bool = True
+    loop_min_chars: int = Field(2000, ge=200)  # never call a response a loop before this length
+    turn_time_budget: float | None = Field(None, gt=0)  # seconds; None: only the request timeout
+    store_prompts: bool = False  # store every rendered prompt in the records (bigger files)
+
+
+class SelectionConfig(Strict):
+    questions_file: str | None = None  # which questions file in a folder or zip (default balanced)
+    ranges: list[str] = Field(default_factory=list)  # index ranges "0-99", "500-"
+    rungs: list[int] = Field(default_factory=list)
+    query_types: list[str] = Field(default_factory=list)
+    alignments: list[Alignment] = Field(default_factory=list)
+    sample: int | None = Field(None, ge=1)  # seeded sample of N, stratified by rung and alignment
+    limit: int | None = Field(None, ge=1)  # first N after the filters
+
+
+class RetryConfig(Strict):
+    attempts: int = Field(6, ge=1, le=100)
+    initial_wait: float = Field(1.0, ge=0)
+    max_wait: float = Field(60.0, ge=0)
+
+
+def _default_agents() -> list[AgentConfig]:
+    return [
+        AgentConfig(name="qwen3", model="qwen3:32b"),
+        AgentConfig(name="deepseek-r1", model="deepseek-r1:32b"),
+    ]
+
+
+class RunConfig(Strict):
+    agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=2, max_length=2)
+    extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
+    protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    seed: int = 0
+    concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
+    # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
+    schedule: Literal["fifo", "grouped"] = "fifo"
+    prompts_dir: Path | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> RunConfig:
+        names = [a.name for a in self.agents]
+        if len(set(names)) != len(names):
+            raise ValueError(f"agent names must differ, got {names}")
+        return self
+
+    def agent(self, name: str) -> AgentConfig:
+        return next(a for a in self.agents if a.name == name)
+
+
+# Settings that change how a run is executed but not what its records say: they may differ when
+# a run is resumed. Everything else must match the manifest.
+OPERATIONAL = {
+    "base_urls",
+    "api_key",
+    "api_key_env",
+    "keep_alive",
+    "timeout",
+    "max_in_flight",
+    "stream",
+    "selection",
+    "retry",
+    "concurrency",
+    "schedule",
+    "prompts_dir",
+}
+
+
+def public_dump(config: RunConfig) -> dict[str, Any]:
+    """The config as written to the manifest: JSON types, secrets removed."""
+    data = config.model_dump(mode="json")
+    for spec in [*data["agents"], data["extractor"]]:
+        spec["api_key"] = "***" if spec.get("api_key") else None
+    return data
+
+
+def result_settings(dumped: dict[str, Any]) -> dict[str, Any]:
+    """The part of a dumped config that determines the records (OPERATIONAL keys removed)."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in OPERATIONAL}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(dumped)
+
+
+def diff_settings(old: Any, new: Any, path: str = "") -> list[str]:
+    """Human-readable differences between two dumped configs."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            sub = f"{path}.{key}" if path else str(key)
+            out += diff_settings(old.get(key), new.get(key), sub)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            d
+            for i, (o, n) in enumerate(zip(old, new, strict=True))
+            for d in diff_settings(o, n, f"{path}[{i}]")
+        ]
+    return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = [f"{source} is not a valid crawdad config:"]
+    for err in error.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            known = _known_keys(err["loc"][:-1])
+            hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+            extra = (
+                f" (did you mean '{hint[0]}'?)"
+                if hint
+                else f" (known keys: {', '.join(sorted(known))})"
+            )
+            lines.append(f"  - {loc}: unknown key{extra}")
+        else:
+            lines.append(f"  - {loc}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = RunConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[str(part)].annotation
+        inner = getattr(annotation, "__args__", (annotation,))
+        model = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), model)
+    return list(model.model_fields)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+
+
+def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Build the run config: defaults, then the TOML file, then flag overrides."""
+    data = read_toml(path) if path else {}
+    data = deep_merge(data, overrides or {})
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, str(path) if path else "the flags")) from None

@@ -1,0 +1,104 @@
+"""Are the servers up and do they have the models? And what to run when they don't."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from crawdad.backends import make_backend
+from crawdad.config import ModelSpec, RunConfig
+from crawdad.errors import BackendError, CrawdadError
+
+# Served names of the paper's models on vLLM, and the reasoning parser each needs.
+HF_MODELS = {
+    "qwen3:32b": ("Qwen/Qwen3-32B", "qwen3"),
+    "deepseek-r1:32b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek_r1"),
+    "granite3.3:2b": ("ibm-granite/granite-3.3-2b-instruct", None),
+}
+
+
+def fix_command(spec: ModelSpec) -> str:
+    if spec.backend == "ollama":
+        return f"ollama pull {spec.model}"
+    hf, parser = HF_MODELS.get(spec.model, (spec.model, None))
+    port = (
+        spec.base_urls[0].rsplit(":", 1)[-1].split("/")[0] if ":" in spec.base_urls[0] else "8000"
+    )
+    reasoning = f" --reasoning-parser {parser}" if parser else ""
+    return f"vllm serve {hf} --served-model-name {spec.model} --port {port}{reasoning}"
+
+
+@dataclass
+class ServerCheck:
+    url: str
+    backend: str
+    version: str | None = None
+    models: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    servers: dict[str, ServerCheck]
+    problems: list[str]  # a model no endpoint can serve: the run cannot start
+    warnings: list[str] = field(default_factory=list)  # some replicas are down
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def versions(self) -> dict[str, str | None]:
+        return {url: s.version for url, s in self.servers.items()}
+
+
+def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
+    return [(f"agent {a.name}", a) for a in config.agents] + [("extractor", config.extractor)]
+
+
+async def _check_server(spec: ModelSpec, url: str) -> ServerCheck:
+    backend = make_backend(spec, url)
+    check = ServerCheck(url=url, backend=spec.backend)
+    try:
+        check.models = await backend.list_models()
+        check.version = await backend.version()
+    except BackendError as e:
+        check.error = str(e)
+    finally:
+        await backend.aclose()
+    return check
+
+
+async def diagnose(config: RunConfig) -> DoctorReport:
+    targets = {url: spec for _, spec in _specs(config) for url in spec.base_urls}
+    checks = await asyncio.gather(*(_check_server(spec, url) for url, spec in targets.items()))
+    servers = {c.url: c for c in checks}
+    problems: list[str] = []
+    warnings: list[str] = []
+    for role, spec in _specs(config):
+        found = []
+        for url in spec.base_urls:
+            check = servers[url]
+            if check.error:
+                start = "ollama serve" if spec.backend == "ollama" else fix_command(spec)
+                found.append(f"{role}: {check.error}\n      fix: {start}")
+            elif spec.model not in check.models:
+                have = ", ".join(check.models[:8]) or "none"
+                found.append(
+                    f"{role}: model {spec.model!r} is not on {url} (it has: {have})\n      fix: {fix_command(spec)}"
+                )
+        # A model that some replica serves can run; the others are set aside and retried.
+        (problems if len(found) == len(spec.base_urls) else warnings).extend(found)
+    return DoctorReport(
+        servers=servers,
+        problems=list(dict.fromkeys(problems)),
+        warnings=list(dict.fromkeys(warnings)),
+    )
+
+
+def require_ready(report: DoctorReport) -> None:
+    if not report.ok:
+        raise CrawdadError(
+            "the model servers are not ready:\n  - "
+            + "\n  - ".join(report.problems)
+            + "\nRun `crawdad doctor` after fixing, or `crawdad demo` to try crawdad on simulated servers."
+        )

@@ -1,0 +1,43 @@
+"""Errors a user can fix. The CLI prints their message and exits 1; anything else is a bug."""
+
+from __future__ import annotations
+
+
+class CrawdadError(Exception):
+    """A problem with the user's input or setup; the message says what to fix."""
+
+
+class DataError(CrawdadError):
+    """The dataset files are missing, malformed or inconsistent."""
+
+
+class ConfigError(CrawdadError):
+    """The config file or the flags are wrong."""
+
+
+class PromptError(CrawdadError):
+    """A prompt template is missing or uses a variable that was not given."""
+
+
+class StoreError(CrawdadError):
+    """The run folder cannot be used (not writable, or made with another config)."""
+
+
+class BackendError(CrawdadError):
+    """A model server failed to answer a request (after retries, where they apply)."""
+
+    def __init__(self, message: str, *, transient: bool = False, endpoint: str = "") -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.endpoint = endpoint
+
+
+class ServerUnavailable(BackendError):
+    """A server could not be reached at all."""
+
+    def __init__(self, message: str, *, endpoint: str = "") -> None:
+        super().__init__(message, transient=True, endpoint=endpoint)
+
+
+class ModelNotFound(BackendError):
+    """The server answers but does not have the model."""

@@ -1,0 +1,121 @@
+"""One response -> its yes/no answer and confidence, and how they were got.
+
+The extractor model answers through the server's JSON-schema output; its reply is parsed strictly
+first, then tolerantly (JSON inside prose or code fences, "85%", "yes." ...). What cannot be read
+is recorded as null with the reason: never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from crawdad.records import Answer, ExtractionMethod
+
+
+class ExtractorReply(BaseModel):
+    """The JSON schema the extractor is asked to fill ("none": the response gives no answer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Literal["yes", "no", "none"]
+    confidence: float | None = Field(ge=0.0, le=1.0)
+
+
+EXTRACTOR_SCHEMA: dict[str, Any] = ExtractorReply.model_json_schema()
+
+CONFIDENCE_WORDS = {
+    "very high",
+    "high",
+    "medium",
+    "moderate",
+    "low",
+    "very low",
+    "certain",
+    "uncertain",
+}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    answer: Answer | None
+    confidence: float | None
+    method: ExtractionMethod
+    reason: str | None
+
+
+def parse_strict(raw: str) -> Parsed | None:
+    try:
+        reply = ExtractorReply.model_validate_json(raw.strip())
+    except ValidationError:
+        return None
+    if reply.answer == "none":
+        return Parsed(None, reply.confidence, "strict", "the response gives no final yes/no answer")
+    reason = None if reply.confidence is not None else "the response states no confidence"
+    return Parsed(reply.answer, reply.confidence, "strict", reason)
+
+
+def _json_object(raw: str) -> dict[str, Any] | None:
+    text = re.sub(r"```(?:json)?", "", raw, flags=re.IGNORECASE)
+    for match in re.finditer(r"\{[^{}]*\}", text, flags=re.DOTALL):
+        try:
+            value = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return {str(k).lower(): v for k, v in value.items()}
+    return None
+
+
+def normalize_answer(value: Any) -> tuple[Answer | None, str | None]:
+    if value is None:
+        return None, "no answer in the extractor's reply"
+    text = str(value).strip().strip(".!\"'*").lower()
+    if text in ("yes", "no"):
+        return text, None  # type: ignore[return-value]
+    if text in ("none", "null", "n/a", "unknown", ""):
+        return None, "the response gives no final yes/no answer"
+    return None, f"answer {value!r} is not yes or no"
+
+
+def normalize_confidence(value: Any) -> tuple[float | None, str | None]:
+    """0.85, "0.85", "85%", 85 -> 0.85; "high", 1.5, -1, missing -> None with the reason."""
+    if value is None:
+        return None, "no confidence in the extractor's reply"
+    if isinstance(value, bool):
+        return None, f"confidence {value!r} is not a number"
+    text = str(value).strip().lower()
+    percent = text.endswith("%")
+    try:
+        number = float(text.rstrip("%").strip())
+    except ValueError:
+        kind = "in words" if text in CONFIDENCE_WORDS else "not a number"
+        return None, f"confidence {value!r} is {kind}"
+    if percent or 10 <= number <= 100:
+        number /= 100
+    if not 0.0 <= number <= 1.0:
+        return None, f"confidence {value!r} is outside 0..1"
+    return number, None
+
+
+def parse_tolerant(raw: str) -> Parsed:
+    obj = _json_object(raw)
+    if obj is None:
+        answer_m = re.search(r"answer\W{0,5}(yes|no)\b", raw, flags=re.IGNORECASE)
+        conf_m = re.search(r"confidence\W{0,5}([0-9.]+\s*%?)", raw, flags=re.IGNORECASE)
+        if not answer_m:
+            return Parsed(None, None, "none", f"the extractor's reply is not JSON: {raw[:80]!r}")
+        obj = {"answer": answer_m.group(1), "confidence": conf_m.group(1) if conf_m else None}
+    answer, answer_reason = normalize_answer(obj.get("answer"))
+    confidence, conf_reason = normalize_confidence(obj.get("confidence"))
+    if answer is None:
+        return Parsed(None, confidence, "none", answer_reason)
+    return Parsed(answer, confidence, "tolerant", conf_reason)
+
+
+def parse_reply(raw: str) -> Parsed:
+    return parse_strict(raw) or parse_tolerant(raw)

@@ -1,0 +1,278 @@
+"""Many debates at once: concurrency, streaming records to disk, progress, clean interrupts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlparse
+
+from tqdm.auto import tqdm
+
+from crawdad import __version__
+from crawdad.backends import ModelPool, make_backend
+from crawdad.config import ModelSpec, RunConfig, public_dump
+from crawdad.data import Dataset, Question
+from crawdad.debate import DebateSetup, Participant, run_debate
+from crawdad.doctor import diagnose, require_ready
+from crawdad.prompts import load_prompts
+from crawdad.records import DebateRecord, RunManifest
+from crawdad.schedule import ModelGate
+from crawdad.store import RunStore, Scan
+
+log = logging.getLogger("crawdad")
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    selected: int
+    already_done: int
+    finished: int = 0  # this session
+    errored: int = 0  # this session
+    correct: int = 0  # over every finished debate in the folder
+    consensus: int = 0
+    done_total: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+    interrupted: bool = False
+    switches: int = 0
+
+    @property
+    def remaining(self) -> int:
+        return self.selected - self.done_total
+
+    def lines(self) -> list[str]:
+        acc = self.correct / self.done_total if self.done_total else 0.0
+        cons = self.consensus / self.done_total if self.done_total else 0.0
+        out = [
+            f"{self.done_total}/{self.selected} debates finished in {self.out} "
+            f"({self.finished} this session in {self.seconds:.1f} s; {self.already_done} were already done)",
+            f"final accuracy {acc:.3f}, consensus rate {cons:.3f}",
+        ]
+        if self.errored:
+            out.append(
+                f"{self.errored} debates failed (recorded with their error; a resume retries them):"
+            )
+            out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
+        if self.interrupted or self.remaining:
+            out.append(f"{self.remaining} questions left: run the same command again to resume.")
+        return out
+
+
+def _pool(spec: ModelSpec, config: RunConfig, gate: ModelGate | None) -> ModelPool:
+    return ModelPool(spec, lambda url: make_backend(spec, url), config.retry, gate)
+
+
+def build_setup(config: RunConfig, simulated: bool = False) -> tuple[DebateSetup, ModelGate | None]:
+    gate = ModelGate() if config.schedule == "grouped" else None
+    agents = {a.name: Participant(a, _pool(a, config, gate)) for a in config.agents}
+    extractor = Participant(config.extractor, _pool(config.extractor, config, gate))
+    setup = DebateSetup(
+        agents=agents,
+        extractor=extractor,
+        prompts=load_prompts(config.prompts_dir),
+        protocol=config.protocol,
+        seed=config.seed,
+        simulated=simulated,
+    )
+    return setup, gate
+
+
+def manifest_for(
+    config: RunConfig,
+    dataset: Dataset,
+    setup: DebateSetup,
+    servers: dict[str, str | None],
+    simulated: bool,
+) -> RunManifest:
+    return RunManifest(
+        crawdad_version=__version__,
+        created_at=datetime.now(UTC),
+        config=public_dump(config),
+        prompts=setup.prompts.versions(),
+        dataset=dataset.info,
+        servers=servers,
+        simulated=simulated,
+    )
+
+
+def _pools(setup: DebateSetup) -> list[ModelPool]:
+    return [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
+
+
+class Progress:
+    """tqdm bar: debates done, running accuracy and consensus, requests in flight, tokens/s."""
+
+    def __init__(self, summary: RunSummary, setup: DebateSetup, enabled: bool) -> None:
+        self.summary, self.setup = summary, setup
+        self.bar = tqdm(
+            total=summary.selected,
+            initial=summary.already_done,
+            unit="debate",
+            disable=not enabled,
+            dynamic_ncols=True,
+        )
+        self.started = time.monotonic()
+        self.tokens0 = setup.tokens[0]
+        self._last = 0.0
+
+    def update(self, record: DebateRecord) -> None:
+        self.bar.update(1)
+        now = time.monotonic()
+        if now - self._last < 0.5 and self.bar.n < self.bar.total:
+            return
+        self._last = now
+        s = self.summary
+        flights = Counter()
+        for pool in _pools(self.setup):
+            for e in pool.endpoints:
+                flights[urlparse(e.url).netloc or e.url] += e.in_flight
+        rate = (self.setup.tokens[0] - self.tokens0) / max(1e-6, now - self.started)
+        self.bar.set_postfix_str(
+            f"acc={s.correct / max(1, s.done_total):.3f} cons={s.consensus / max(1, s.done_total):.2f} "
+            f"err={s.errored} tok/s={rate:,.0f} in-flight "
+            + " ".join(f"{k}={v}" for k, v in flights.items()),
+            refresh=False,
+        )
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+async def _writer(
+    queue: asyncio.Queue[DebateRecord | None],
+    store: RunStore,
+    on_written: Callable[[DebateRecord], None],
+) -> None:
+    """Group commit: everything finished since the last fsync goes down in one write."""
+    while True:
+        item = await queue.get()
+        batch = [item]
+        while not queue.empty():
+            batch.append(queue.get_nowait())
+        records = [r for r in batch if r is not None]
+        if records:
+            await asyncio.to_thread(store.append, records)
+            for r in records:
+                on_written(r)
+        if None in batch:
+            return
+
+
+async def run(
+    config: RunConfig,
+    dataset: Dataset,
+    out: Path,
+    *,
+    force: bool = False,
+    progress: bool = True,
+    simulated: bool = False,
+    check_servers: bool = True,
+    on_summary: Callable[[RunSummary], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) every selected question's debate, appending records to `out`."""
+    setup, gate = build_setup(config, simulated)
+    servers: dict[str, str | None] = {}
+    try:
+        if check_servers:
+            report = await diagnose(config)
+            require_ready(report)
+            for warning in report.warnings:
+                log.warning("%s", warning)
+            servers = report.versions()
+        store = RunStore(out)
+        scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
+        try:
+            return await _run_all(
+                setup,
+                gate,
+                store,
+                scan,
+                dataset.questions,
+                out,
+                progress,
+                config.concurrency,
+                on_summary,
+            )
+        finally:
+            store.close()
+    finally:
+        for pool in _pools(setup):
+            await pool.aclose()
+
+
+async def _run_all(
+    setup: DebateSetup,
+    gate: ModelGate | None,
+    store: RunStore,
+    scan: Scan,
+    questions: list[Question],
+    out: Path,
+    progress: bool,
+    concurrency: int,
+    on_summary: Callable[[RunSummary], None] | None,
+) -> RunSummary:
+    selected_ids = {str(q.question_id) for q in questions}
+    done_here = scan.finished & selected_ids
+    todo = [q for q in questions if str(q.question_id) not in scan.finished]
+    summary = RunSummary(
+        out=out, selected=len(questions), already_done=len(done_here), done_total=len(done_here)
+    )
+    summary.correct, summary.consensus = scan.correct, scan.consensus  # over the whole folder
+    bar = Progress(summary, setup, progress)
+
+    def on_written(record: DebateRecord) -> None:
+        if record.ok:
+            summary.finished += 1
+            summary.done_total += 1
+            summary.correct += record.final_answer == record.gold
+            summary.consensus += record.consensus
+        else:
+            summary.errored += 1
+            summary.errors[(record.error or "error")[:160]] += 1
+        bar.update(record)
+
+    queue: asyncio.Queue[DebateRecord | None] = asyncio.Queue()
+    writer = asyncio.create_task(_writer(queue, store, on_written))
+    slots = asyncio.Semaphore(concurrency)
+    tasks: set[asyncio.Task[None]] = set()
+    start = time.monotonic()
+
+    async def one(question: Question) -> None:
+        try:
+            queue.put_nowait(await run_debate(setup, question))
+        finally:
+            slots.release()
+
+    try:
+        for question in todo:
+            await slots.acquire()
+            task = asyncio.create_task(one(question))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        summary.interrupted = True
+        for task in list(tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        queue.put_nowait(None)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(writer)
+        summary.seconds = time.monotonic() - start
+        summary.switches = gate.switches if gate else 0
+        bar.close()
+        if on_summary is not None:
+            on_summary(summary)
+    return summary

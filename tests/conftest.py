@@ -1,0 +1,46 @@
+"""Shared fixtures: every file a test writes goes to a temporary folder; retries do not wait."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SHARED_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cladder-sample"
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    monkeypatch.setenv("CRAWDAD_DEBUG", "")
+
+
+@pytest.fixture
+def tiny_cladder(tmp_path: Path) -> Path:
+    """A hand-written CLadder-format folder: 6 questions over 3 causal models."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    models = [
+        {"model_id": 0, "story_id": "smoking", "graph_id": "chain", "background": "Smoking has a direct effect on tar."},
+        {"model_id": 1, "story_id": "smoking", "graph_id": "chain", "background": "Ear shape has a direct effect on tar.", "anticommonsense": {"replaced": "X"}},
+        {"model_id": 2, "story_id": "nonsense3", "graph_id": "chain", "background": "Zory has a direct effect on gwet."},
+    ]
+    questions = []
+    for i, (model_id, rung, qt, answer) in enumerate(
+        [(0, 1, "correlation", "yes"), (0, 2, "ate", "no"), (1, 3, "ett", "yes"), (1, 1, "marginal", "no"), (2, 2, "backadj", "yes"), (2, 3, "nie", "no")]
+    ):
+        questions.append(
+            {
+                "question_id": i,
+                "desc_id": f"d{i}",
+                "given_info": f"The probability of tar is {10 + i}%.",
+                "question": f"Is question number {i} true?",
+                "answer": answer,
+                "meta": {"rung": rung, "query_type": qt, "model_id": model_id, "story_id": models[model_id]["story_id"]},
+            }
+        )
+    (folder / "tiny-q-balanced.json").write_text(json.dumps(questions))
+    (folder / "tiny-meta-models.json").write_text(json.dumps(models))
+    return folder
