@@ -1,0 +1,63 @@
+"""`crawdad demo`: the whole pipeline on crawdad's example questions, against simulated servers.
+
+The fake servers speak Ollama's real wire format over loopback HTTP; their debaters answer from a
+seeded accuracy profile and the extractor reads the answers back. Records are marked simulated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from crawdad.config import RunConfig
+from crawdad.data import Question, load_cladder, select
+from crawdad.fake import AnswerKey, FakeServer, LatencyModel, paper_models
+from crawdad.runner import RunSummary, run
+from crawdad.synthetic import EXAMPLES
+
+
+def answer_key(questions: list[Question]) -> AnswerKey:
+    key = AnswerKey()
+    for q in questions:
+        key.add(q.given_info or q.background, q.question, q.answer, rung=q.rung, question_id=q.question_id)
+    return key
+
+
+def demo_latency(capacity: int = 8) -> LatencyModel:
+    """Fast enough for a demo, slow enough that concurrency shows."""
+    return LatencyModel(base_seconds=0.05, per_token_seconds=0.00005, capacity=capacity)
+
+
+def demo_config(url: str, concurrency: int, seed: int = 0) -> RunConfig:
+    config = RunConfig(seed=seed, concurrency=concurrency)
+    for spec in [*config.agents, config.extractor]:
+        spec.base_urls = [url]
+    return config
+
+
+def run_demo(
+    out: Path, *, limit: int | None = None, concurrency: int = 16, progress: bool = True, seed: int = 0
+) -> RunSummary:
+    dataset = load_cladder(EXAMPLES)
+    if limit:
+        dataset = select(dataset, demo_config("http://x", concurrency).selection.model_copy(update={"limit": limit}), seed)
+    with FakeServer("ollama", paper_models(answer_key(dataset.questions), seed=seed), latency=demo_latency()) as server:
+        print(f"simulated Ollama server at {server.url} (qwen3:32b, deepseek-r1:32b, granite3.3:2b)")
+        config = demo_config(server.url, concurrency, seed)
+        summary = asyncio.run(run(config, dataset, out, simulated=True, progress=progress))
+    for line in summary.lines():
+        print(line)
+    return summary
+
+
+def serve_forever(kind: str, port: int, latency: float, capacity: int) -> None:
+    questions = load_cladder(EXAMPLES).questions
+    model = LatencyModel(base_seconds=latency, capacity=capacity)
+    with FakeServer(kind, paper_models(answer_key(questions)), latency=model, port=port) as server:  # type: ignore[arg-type]
+        print(f"fake {kind} server at {server.url} serving qwen3:32b, deepseek-r1:32b, granite3.3:2b; Ctrl-C stops it")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
