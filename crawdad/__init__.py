@@ -1,32 +1,38 @@
-"""crawdad: dual-agent debates between local reasoning models on CLadder."""
+"""crawdad: dual-agent debates between local reasoning models on CLadder.
 
+The public API is re-exported here and loaded on first use, so that `crawdad --help` starts fast.
+"""
+
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 try:
     __version__ = version("crawdad")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+source"
 
-from crawdad.config import RunConfig, load_config
-from crawdad.data import Dataset, Question, load_cladder, select
-from crawdad.debate import DebateSetup, first_speaker, run_debate
-from crawdad.records import DebateRecord, RunManifest, Turn
-from crawdad.runner import RunSummary, run
+_EXPORTS = {
+    "RunConfig": "crawdad.config",
+    "load_config": "crawdad.config",
+    "Dataset": "crawdad.data",
+    "Question": "crawdad.data",
+    "load_cladder": "crawdad.data",
+    "select": "crawdad.data",
+    "DebateSetup": "crawdad.debate",
+    "first_speaker": "crawdad.debate",
+    "run_debate": "crawdad.debate",
+    "DebateRecord": "crawdad.records",
+    "RunManifest": "crawdad.records",
+    "Turn": "crawdad.records",
+    "RunSummary": "crawdad.runner",
+    "run": "crawdad.runner",
+}
 
-__all__ = [
-    "Dataset",
-    "DebateRecord",
-    "DebateSetup",
-    "Question",
-    "RunConfig",
-    "RunManifest",
-    "RunSummary",
-    "Turn",
-    "__version__",
-    "first_speaker",
-    "load_cladder",
-    "load_config",
-    "run",
-    "run_debate",
-    "select",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'crawdad' has no attribute {name!r}")

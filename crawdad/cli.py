@@ -250,25 +250,10 @@ def data_info(
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    debug = os.environ.get("CRAWDAD_DEBUG")
     try:
-        app(standalone_mode=False)
+        app()  # handles usage errors and exit codes itself; our errors come through
     except CrawdadError as e:
-        if debug:
+        if os.environ.get("CRAWDAD_DEBUG"):
             raise
         _echo_err(f"Error: {e}")
         sys.exit(1)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        _echo_err("Aborted.")
-        sys.exit(130)
-    except (typer.BadParameter, SystemExit):
-        raise
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise

@@ -1,0 +1,3 @@
+from crawdad.cli import main
+
+main()

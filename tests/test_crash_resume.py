@@ -1,0 +1,115 @@
+"""`crawdad run` as a user runs it, killed with SIGKILL or stopped with Ctrl-C, then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crawdad.data import load_cladder
+from crawdad.debate import first_speaker
+from crawdad.demo import answer_key
+from crawdad.fake import FakeServer, LatencyModel, paper_models
+from crawdad.store import read_jsonl_ids
+from crawdad.synthetic import write_cladder
+
+N = 40
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    data = write_cladder(tmp_path / "data", N)
+    questions = load_cladder(data).questions
+    latency = LatencyModel(base_seconds=0.01, per_token_seconds=0.00001, capacity=8)
+    with FakeServer("ollama", paper_models(answer_key(questions)), latency=latency) as server:
+        config = tmp_path / "crawdad.toml"
+        config.write_text(
+            "seed = 11\nconcurrency = 6\n[retry]\ninitial_wait = 0\n"
+            + "".join(
+                f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{server.url}"]\n'
+                for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
+            )
+            + f'[extractor]\nbase_urls = ["{server.url}"]\n'
+        )
+        yield data, config
+
+
+def crawdad(data: Path, config: Path, out: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "crawdad", "run", "--data", str(data), "--out", str(out), "--config", str(config), "--no-progress"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def lines_in(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for_lines(proc: subprocess.Popen[str], path: Path, target: int, limit: float = 30.0) -> None:
+    """Poll until the run has written `target` lines (or ended): kills land mid-run, not by timer."""
+    deadline = time.monotonic() + limit
+    while lines_in(path) < target and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run made no progress"
+        time.sleep(0.005)
+
+
+def test_sigkill_ten_times_then_resume_records_every_question_once(setup, tmp_path: Path) -> None:
+    data, config = setup
+    out = tmp_path / "run"
+    debates = out / "debates.jsonl"
+    rng = random.Random(5)
+    kills = 0
+    while kills < 10:
+        proc = crawdad(data, config, out)
+        start = lines_in(debates)
+        wait_for_lines(proc, debates, start + rng.randint(0, 3))
+        if proc.poll() is not None:
+            break
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    assert kills == 10, "the run finished before ten kills; make it longer"
+    before = debates.read_bytes()
+    proc = crawdad(data, config, out)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    after = debates.read_bytes()
+    # Nothing written before was lost or altered (a torn tail is moved aside, never rewritten).
+    torn = out / "debates.torn.jsonl"
+    kept = before if not torn.exists() else before[: before.rfind(b"\n") + 1]
+    assert after.startswith(kept)
+    ids = read_jsonl_ids(debates)
+    assert sorted(ids, key=int) == [str(i) for i in range(N)]  # every question exactly once
+    # The same first speakers as an uninterrupted run with the same seed.
+    names = ["qwen3", "deepseek-r1"]
+    for line in debates.read_text().splitlines():
+        record = json.loads(line)
+        assert record["first_speaker"] == first_speaker(11, record["question_id"], names)
+        assert record["error"] is None
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(setup, tmp_path: Path) -> None:
+    data, config = setup
+    out = tmp_path / "run"
+    proc = crawdad(data, config, out)
+    wait_for_lines(proc, out / "debates.jsonl", 3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "run the same command again to resume" in stderr
+    done = read_jsonl_ids(out / "debates.jsonl")
+    assert 3 <= len(done) < N and len(done) == len(set(done))
+    assert "debates finished" in stdout
+    proc = crawdad(data, config, out)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert f"{N}/{N} debates finished" in stdout and f"{len(done)} were already done" in stdout
+    assert sorted(read_jsonl_ids(out / "debates.jsonl"), key=int) == [str(i) for i in range(N)]
