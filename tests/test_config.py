@@ -79,3 +79,9 @@ def test_operational_settings_may_change_on_resume() -> None:
     assert diff_settings(result_settings(a), result_settings(b)) == []
     c = public_dump(load_config(None, {"seed": 9}))
     assert diff_settings(result_settings(a), result_settings(c)) == ["seed: 0 -> 9"]
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_configs_are_valid(path: Path) -> None:
+    cfg = load_config(path)
+    assert len(cfg.agents) == 2
