@@ -259,7 +259,7 @@ async def _run_all(
             task.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
+    except BaseException:  # Ctrl-C, or a bug: stop the other debates, keep what is finished
         summary.interrupted = True
         for task in list(tasks):
             task.cancel()
