@@ -23,7 +23,9 @@ app = typer.Typer(
 data_app = typer.Typer(help="Get and inspect CLadder.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file.", exists=False)]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="TOML config file.", exists=False)
+]
 
 
 def _echo_err(message: str) -> None:
@@ -41,7 +43,15 @@ def _overrides(**flags: Any) -> dict[str, Any]:
     return out
 
 
-SELECTION_FLAGS = {"limit", "sample", "ranges", "rungs", "query_types", "alignments", "questions_file"}
+SELECTION_FLAGS = {
+    "limit",
+    "sample",
+    "ranges",
+    "rungs",
+    "query_types",
+    "alignments",
+    "questions_file",
+}
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
@@ -72,7 +82,9 @@ def _apply_agent_sets(config_data: dict[str, Any], base: RunConfig) -> dict[str,
         current = [a.model_dump(mode="json", exclude={"api_key"}) for a in base.agents]
         for index, values in agents.items():
             if not str(index).isdigit() or int(index) >= len(current):
-                raise CrawdadError(f"--set agents.{index}: use an agent index 0..{len(current) - 1}")
+                raise CrawdadError(
+                    f"--set agents.{index}: use an agent index 0..{len(current) - 1}"
+                )
             current[int(index)].update(values)
         config_data["agents"] = current
     return config_data
@@ -89,21 +101,43 @@ def build_config(config: Path | None, sets: list[str], **flags: Any) -> RunConfi
 
 @app.command()
 def run(
-    data: Annotated[Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (created, or resumed if it exists).")],
+    data: Annotated[
+        Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Run folder (created, or resumed if it exists).")
+    ],
     config: ConfigOpt = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N selected questions.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Run seed (first speakers, sampling seeds).")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Run seed (first speakers, sampling seeds).")
+    ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Debates in flight at once.")] = None,
-    schedule: Annotated[str | None, typer.Option(help="fifo, or grouped (one-GPU workstations).")] = None,
-    sample: Annotated[int | None, typer.Option(help="Seeded sample of N, stratified by rung and alignment.")] = None,
-    ranges: Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")] = [],  # noqa: B006
+    schedule: Annotated[
+        str | None, typer.Option(help="fifo, or grouped (one-GPU workstations).")
+    ] = None,
+    sample: Annotated[
+        int | None, typer.Option(help="Seeded sample of N, stratified by rung and alignment.")
+    ] = None,
+    ranges: Annotated[
+        list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")
+    ] = [],  # noqa: B006
     rungs: Annotated[list[int], typer.Option("--rung", help="Only these rungs (repeatable).")] = [],  # noqa: B006
-    query_types: Annotated[list[str], typer.Option("--query-type", help="Only these query types.")] = [],  # noqa: B006
-    alignments: Annotated[list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")] = [],  # noqa: B006
-    questions_file: Annotated[str | None, typer.Option(help="Which questions file in a folder or zip.")] = None,
-    sets: Annotated[list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")] = [],  # noqa: B006
-    force: Annotated[bool, typer.Option(help="Resume even if the settings differ from the run's.")] = False,
+    query_types: Annotated[
+        list[str], typer.Option("--query-type", help="Only these query types.")
+    ] = [],  # noqa: B006
+    alignments: Annotated[
+        list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")
+    ] = [],  # noqa: B006
+    questions_file: Annotated[
+        str | None, typer.Option(help="Which questions file in a folder or zip.")
+    ] = None,
+    sets: Annotated[
+        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+    ] = [],  # noqa: B006
+    force: Annotated[
+        bool, typer.Option(help="Resume even if the settings differ from the run's.")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Run (or resume) the debates of the selected questions."""
@@ -137,21 +171,30 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
     except KeyboardInterrupt:
         for line in summaries[-1].lines() if summaries else []:
             typer.echo(line)
-        _echo_err("Interrupted. Finished debates are on disk; run the same command again to resume.")
+        _echo_err(
+            "Interrupted. Finished debates are on disk; run the same command again to resume."
+        )
         raise typer.Exit(130) from None
     for line in summaries[-1].lines():
         typer.echo(line)
 
 
 @app.command()
-def doctor(config: ConfigOpt = None, sets: Annotated[list[str], typer.Option("--set")] = []) -> None:  # noqa: B006
+def doctor(
+    config: ConfigOpt = None,
+    sets: Annotated[list[str], typer.Option("--set")] = [],  # noqa: B006
+) -> None:
     """Check that the servers answer and have the models; print what to run if not."""
     from crawdad.doctor import diagnose
 
     cfg = build_config(config, sets)
     report = asyncio.run(diagnose(cfg))
     for url, check in report.servers.items():
-        state = "down" if check.error else f"up (version {check.version or '?'}, {len(check.models)} models)"
+        state = (
+            "down"
+            if check.error
+            else f"up (version {check.version or '?'}, {len(check.models)} models)"
+        )
         typer.echo(f"{check.backend:7} {url}: {state}")
     for warning in report.warnings:
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW)
@@ -181,7 +224,9 @@ def show(
 @app.command()
 def analyze(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders.")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Report folder (default: RUN/report).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Report folder (default: RUN/report).")
+    ] = None,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs."""
     from analysis.report import write_report
@@ -243,7 +288,9 @@ def data_info(
     from crawdad.data import load_cladder, summary
 
     dataset = load_cladder(data, questions_file)
-    typer.echo(f"{dataset.info.questions_file}: {dataset.info.n_total} questions (sha256 {dataset.info.sha256[:12]})")
+    typer.echo(
+        f"{dataset.info.questions_file}: {dataset.info.n_total} questions (sha256 {dataset.info.sha256[:12]})"
+    )
     for key, counts in summary(dataset.questions).items():
         typer.echo(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
 

@@ -20,7 +20,13 @@ from crawdad.synthetic import EXAMPLES
 def answer_key(questions: list[Question]) -> AnswerKey:
     key = AnswerKey()
     for q in questions:
-        key.add(q.given_info or q.background, q.question, q.answer, rung=q.rung, question_id=q.question_id)
+        key.add(
+            q.given_info or q.background,
+            q.question,
+            q.answer,
+            rung=q.rung,
+            question_id=q.question_id,
+        )
     return key
 
 
@@ -37,13 +43,26 @@ def demo_config(url: str, concurrency: int, seed: int = 0) -> RunConfig:
 
 
 def run_demo(
-    out: Path, *, limit: int | None = None, concurrency: int = 16, progress: bool = True, seed: int = 0
+    out: Path,
+    *,
+    limit: int | None = None,
+    concurrency: int = 16,
+    progress: bool = True,
+    seed: int = 0,
 ) -> RunSummary:
     dataset = load_cladder(EXAMPLES)
     if limit:
-        dataset = select(dataset, demo_config("http://x", concurrency).selection.model_copy(update={"limit": limit}), seed)
-    with FakeServer("ollama", paper_models(answer_key(dataset.questions), seed=seed), latency=demo_latency()) as server:
-        print(f"simulated Ollama server at {server.url} (qwen3:32b, deepseek-r1:32b, granite3.3:2b)")
+        dataset = select(
+            dataset,
+            demo_config("http://x", concurrency).selection.model_copy(update={"limit": limit}),
+            seed,
+        )
+    with FakeServer(
+        "ollama", paper_models(answer_key(dataset.questions), seed=seed), latency=demo_latency()
+    ) as server:
+        print(
+            f"simulated Ollama server at {server.url} (qwen3:32b, deepseek-r1:32b, granite3.3:2b)"
+        )
         config = demo_config(server.url, concurrency, seed)
         summary = asyncio.run(run(config, dataset, out, simulated=True, progress=progress))
     for line in summary.lines():
@@ -55,7 +74,9 @@ def serve_forever(kind: str, port: int, latency: float, capacity: int) -> None:
     questions = load_cladder(EXAMPLES).questions
     model = LatencyModel(base_seconds=latency, capacity=capacity)
     with FakeServer(kind, paper_models(answer_key(questions)), latency=model, port=port) as server:  # type: ignore[arg-type]
-        print(f"fake {kind} server at {server.url} serving qwen3:32b, deepseek-r1:32b, granite3.3:2b; Ctrl-C stops it")
+        print(
+            f"fake {kind} server at {server.url} serving qwen3:32b, deepseek-r1:32b, granite3.3:2b; Ctrl-C stops it"
+        )
         try:
             while True:
                 time.sleep(3600)

@@ -28,7 +28,10 @@ def fetch(dest: Path, url: str = DEFAULT_URL, timeout: float = 60.0) -> Path:
             resp.raise_for_status()
             total = int(resp.headers.get("content-length", 0)) or None
             digest = hashlib.sha256()
-            with part.open("wb") as f, tqdm(total=total, unit="B", unit_scale=True, desc=FILE_NAME) as bar:
+            with (
+                part.open("wb") as f,
+                tqdm(total=total, unit="B", unit_scale=True, desc=FILE_NAME) as bar,
+            ):
                 for chunk in resp.iter_bytes():
                     f.write(chunk)
                     digest.update(chunk)
@@ -42,5 +45,7 @@ def fetch(dest: Path, url: str = DEFAULT_URL, timeout: float = 60.0) -> Path:
         ) from None
     part.replace(target)
     dataset = load_cladder(target)
-    print(f"downloaded {target} (sha256 {digest.hexdigest()[:16]}), {dataset.info.n_total} questions")
+    print(
+        f"downloaded {target} (sha256 {digest.hexdigest()[:16]}), {dataset.info.n_total} questions"
+    )
     return target

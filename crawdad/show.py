@@ -26,7 +26,11 @@ def format_debate(record: DebateRecord, thinking: bool = False) -> str:
         head.append(f"ERROR: {record.error}")
     parts = ["\n".join(head)]
     for turn in record.turns:
-        lines = [f"— Round {turn.round} by {turn.agent.upper()} ({turn.model}) —", "", _answer(turn.answer, turn.confidence)]
+        lines = [
+            f"— Round {turn.round} by {turn.agent.upper()} ({turn.model}) —",
+            "",
+            _answer(turn.answer, turn.confidence),
+        ]
         if turn.answer is None and turn.extraction and turn.extraction.reason:
             lines.append(f"(not extracted: {turn.extraction.reason})")
         lines.append(

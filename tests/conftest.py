@@ -23,13 +23,36 @@ def tiny_cladder(tmp_path: Path) -> Path:
     folder = tmp_path / "tiny"
     folder.mkdir()
     models = [
-        {"model_id": 0, "story_id": "smoking", "graph_id": "chain", "background": "Smoking has a direct effect on tar."},
-        {"model_id": 1, "story_id": "smoking", "graph_id": "chain", "background": "Ear shape has a direct effect on tar.", "anticommonsense": {"replaced": "X"}},
-        {"model_id": 2, "story_id": "nonsense3", "graph_id": "chain", "background": "Zory has a direct effect on gwet."},
+        {
+            "model_id": 0,
+            "story_id": "smoking",
+            "graph_id": "chain",
+            "background": "Smoking has a direct effect on tar.",
+        },
+        {
+            "model_id": 1,
+            "story_id": "smoking",
+            "graph_id": "chain",
+            "background": "Ear shape has a direct effect on tar.",
+            "anticommonsense": {"replaced": "X"},
+        },
+        {
+            "model_id": 2,
+            "story_id": "nonsense3",
+            "graph_id": "chain",
+            "background": "Zory has a direct effect on gwet.",
+        },
     ]
     questions = []
     for i, (model_id, rung, qt, answer) in enumerate(
-        [(0, 1, "correlation", "yes"), (0, 2, "ate", "no"), (1, 3, "ett", "yes"), (1, 1, "marginal", "no"), (2, 2, "backadj", "yes"), (2, 3, "nie", "no")]
+        [
+            (0, 1, "correlation", "yes"),
+            (0, 2, "ate", "no"),
+            (1, 3, "ett", "yes"),
+            (1, 1, "marginal", "no"),
+            (2, 2, "backadj", "yes"),
+            (2, 3, "nie", "no"),
+        ]
     ):
         questions.append(
             {
@@ -38,7 +61,12 @@ def tiny_cladder(tmp_path: Path) -> Path:
                 "given_info": f"The probability of tar is {10 + i}%.",
                 "question": f"Is question number {i} true?",
                 "answer": answer,
-                "meta": {"rung": rung, "query_type": qt, "model_id": model_id, "story_id": models[model_id]["story_id"]},
+                "meta": {
+                    "rung": rung,
+                    "query_type": qt,
+                    "model_id": model_id,
+                    "story_id": models[model_id]["story_id"],
+                },
             }
         )
     (folder / "tiny-q-balanced.json").write_text(json.dumps(questions))

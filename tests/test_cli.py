@@ -19,7 +19,13 @@ from crawdad.fake import FakeServer, paper_models
 
 
 def crawdad(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "crawdad", *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "crawdad", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def toml_for(url: str, path: Path, extra: str = "") -> Path:
@@ -37,7 +43,9 @@ def toml_for(url: str, path: Path, extra: str = "") -> Path:
 def test_bad_config_key_exits_1_with_the_key(tiny_cladder: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text("[protocol]\nmax_turn = 4\n")
-    result = crawdad("run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"), "--config", str(cfg))
+    result = crawdad(
+        "run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"), "--config", str(cfg)
+    )
     assert result.returncode == 1
     assert "protocol.max_turn: unknown key (did you mean 'max_turns'?)" in result.stderr
     assert "Traceback" not in result.stderr
@@ -54,9 +62,14 @@ def test_bad_dataset_exits_1_naming_the_question(tiny_cladder: Path, tmp_path: P
 
 def test_server_down_exits_1_with_fix(tiny_cladder: Path, tmp_path: Path) -> None:
     cfg = toml_for("http://127.0.0.1:9", tmp_path / "c.toml")
-    result = crawdad("run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"), "--config", str(cfg))
+    result = crawdad(
+        "run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"), "--config", str(cfg)
+    )
     assert result.returncode == 1
-    assert "cannot connect to Ollama at http://127.0.0.1:9" in result.stderr and "ollama serve" in result.stderr
+    assert (
+        "cannot connect to Ollama at http://127.0.0.1:9" in result.stderr
+        and "ollama serve" in result.stderr
+    )
 
 
 def test_usage_error_is_not_a_traceback(tmp_path: Path) -> None:
@@ -74,12 +87,27 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
         bad = crawdad("doctor", "--config", str(cfg), "--set", "agents.1.model=nope:1b")
         assert bad.returncode == 1 and "ollama pull nope:1b" in bad.stderr
         out = tmp_path / "run"
-        result = crawdad("run", "--data", str(tiny_cladder), "--out", str(out), "--config", str(cfg), "--rung", "1", "--no-progress")
+        result = crawdad(
+            "run",
+            "--data",
+            str(tiny_cladder),
+            "--out",
+            str(out),
+            "--config",
+            str(cfg),
+            "--rung",
+            "1",
+            "--no-progress",
+        )
         assert result.returncode == 0, result.stderr
         assert "2/2 debates finished" in result.stdout
     shown = crawdad("show", str(out), "0")
     assert shown.returncode == 0
-    assert "gold answer: yes" in shown.stdout and "— Round 0 by " in shown.stdout and "Reasoning:" in shown.stdout
+    assert (
+        "gold answer: yes" in shown.stdout
+        and "— Round 0 by " in shown.stdout
+        and "Reasoning:" in shown.stdout
+    )
     assert "Thinking:" not in shown.stdout
     assert "Thinking:" in crawdad("show", str(out), "0", "--thinking").stdout
     missing = crawdad("show", str(out), "5")
@@ -89,7 +117,10 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
 def test_data_info_counts(tiny_cladder: Path) -> None:
     result = crawdad("data", "info", str(tiny_cladder))
     assert result.returncode == 0
-    assert "6 questions" in result.stdout and "alignment: anticommonsense=2, commonsense=2, nonsense=2" in result.stdout
+    assert (
+        "6 questions" in result.stdout
+        and "alignment: anticommonsense=2, commonsense=2, nonsense=2" in result.stdout
+    )
 
 
 @pytest.fixture
@@ -109,14 +140,18 @@ def test_data_fetch_downloads_and_checks(tiny_cladder: Path, tmp_path: Path, htt
     with zipfile.ZipFile(folder / "cladder-v1.zip", "w") as zf:
         for p in tiny_cladder.iterdir():
             zf.write(p, f"cladder-v1/{p.name}")
-    result = crawdad("data", "fetch", "--dest", str(tmp_path / "data"), "--url", f"{base}/cladder-v1.zip")
+    result = crawdad(
+        "data", "fetch", "--dest", str(tmp_path / "data"), "--url", f"{base}/cladder-v1.zip"
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "data" / "cladder-v1.zip").exists() and "6 questions" in result.stdout
 
 
 def test_data_fetch_without_network_explains(tmp_path: Path, http_folder) -> None:
     _, base = http_folder
-    result = crawdad("data", "fetch", "--dest", str(tmp_path / "data"), "--url", f"{base}/missing.zip")
+    result = crawdad(
+        "data", "fetch", "--dest", str(tmp_path / "data"), "--url", f"{base}/missing.zip"
+    )
     assert result.returncode == 1
     assert "could not download CLadder" in result.stderr and "--data PATH" in result.stderr
     assert not list((tmp_path / "data").glob("*"))

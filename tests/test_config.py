@@ -14,9 +14,16 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults_are_the_papers() -> None:
     cfg = RunConfig()
-    assert [(a.name, a.model) for a in cfg.agents] == [("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b")]
+    assert [(a.name, a.model) for a in cfg.agents] == [
+        ("qwen3", "qwen3:32b"),
+        ("deepseek-r1", "deepseek-r1:32b"),
+    ]
     assert cfg.agents[0].temperature == 0.6 and cfg.agents[0].top_p == 0.95 and cfg.agents[0].think
-    assert cfg.extractor.model == "granite3.3:2b" and cfg.extractor.temperature == 0 and not cfg.extractor.think
+    assert (
+        cfg.extractor.model == "granite3.3:2b"
+        and cfg.extractor.temperature == 0
+        and not cfg.extractor.think
+    )
     assert cfg.protocol.max_turns == 4 and cfg.protocol.early_stop
     assert cfg.agents[0].base_urls == ["http://localhost:11434"]
 
@@ -27,23 +34,37 @@ def test_ollama_host_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_toml_then_flags(tmp_path: Path) -> None:
-    path = write(tmp_path, 'seed = 3\nconcurrency = 8\n[protocol]\nmax_turns = 6\n[extractor]\nbackend = "openai"\n')
+    path = write(
+        tmp_path,
+        'seed = 3\nconcurrency = 8\n[protocol]\nmax_turns = 6\n[extractor]\nbackend = "openai"\n',
+    )
     cfg = load_config(path, {"seed": 5})
     assert (cfg.seed, cfg.concurrency, cfg.protocol.max_turns) == (5, 8, 6)
     assert cfg.extractor.base_urls == ["http://localhost:8000/v1"]
 
 
 def test_typo_is_rejected_with_suggestion(tmp_path: Path) -> None:
-    path = write(tmp_path, "[[agents]]\nname='a'\nmodel='m'\ntemperatur=0.2\n[[agents]]\nname='b'\nmodel='n'\n")
-    with pytest.raises(ConfigError, match=r"agents\.0\.temperatur: unknown key \(did you mean 'temperature'\?\)"):
+    path = write(
+        tmp_path,
+        "[[agents]]\nname='a'\nmodel='m'\ntemperatur=0.2\n[[agents]]\nname='b'\nmodel='n'\n",
+    )
+    with pytest.raises(
+        ConfigError, match=r"agents\.0\.temperatur: unknown key \(did you mean 'temperature'\?\)"
+    ):
         load_config(path)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[protocol]\nmax_turns = 0\n", r"protocol\.max_turns: Input should be greater than or equal to 1"),
-        ("[extractor]\ntop_p = 1.5\n", r"extractor\.top_p: Input should be less than or equal to 1"),
+        (
+            "[protocol]\nmax_turns = 0\n",
+            r"protocol\.max_turns: Input should be greater than or equal to 1",
+        ),
+        (
+            "[extractor]\ntop_p = 1.5\n",
+            r"extractor\.top_p: Input should be less than or equal to 1",
+        ),
         ("concurrency = 'many'\n", r"concurrency: Input should be a valid integer"),
         ("schedule = 'random'\n", r"schedule: Input should be 'fifo' or 'grouped'"),
         ("seed = 1\nseed = 2\n", "is not valid TOML"),
@@ -70,18 +91,26 @@ def test_secret_never_dumped(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "sk-secret-123" not in str(public_dump(cfg))
     monkeypatch.setenv("MY_KEY", "sk-env-456")
     cfg = load_config(None, {"extractor": {"backend": "openai", "api_key_env": "MY_KEY"}})
-    assert cfg.extractor.resolved_api_key() == "sk-env-456" and "sk-env-456" not in str(public_dump(cfg))
+    assert cfg.extractor.resolved_api_key() == "sk-env-456" and "sk-env-456" not in str(
+        public_dump(cfg)
+    )
 
 
 def test_operational_settings_may_change_on_resume() -> None:
     a = public_dump(load_config(None, {"concurrency": 4}))
-    b = public_dump(load_config(None, {"concurrency": 64, "extractor": {"base_urls": ["http://h:1"]}}))
+    b = public_dump(
+        load_config(None, {"concurrency": 64, "extractor": {"base_urls": ["http://h:1"]}})
+    )
     assert diff_settings(result_settings(a), result_settings(b)) == []
     c = public_dump(load_config(None, {"seed": 9}))
     assert diff_settings(result_settings(a), result_settings(c)) == ["seed: 0 -> 9"]
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml")),
+    ids=lambda p: p.name,
+)
 def test_shipped_configs_are_valid(path: Path) -> None:
     cfg = load_config(path)
     assert len(cfg.agents) == 2

@@ -42,7 +42,19 @@ def setup(tmp_path: Path):
 
 
 def crawdad(data: Path, config: Path, out: Path) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "crawdad", "run", "--data", str(data), "--out", str(out), "--config", str(config), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "crawdad",
+        "run",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--config",
+        str(config),
+        "--no-progress",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -53,7 +65,9 @@ def lines_in(path: Path) -> int:
         return 0
 
 
-def wait_for_lines(proc: subprocess.Popen[str], path: Path, target: int, limit: float = 30.0) -> None:
+def wait_for_lines(
+    proc: subprocess.Popen[str], path: Path, target: int, limit: float = 30.0
+) -> None:
     """Poll until the run has written `target` lines (or ended): kills land mid-run, not by timer."""
     deadline = time.monotonic() + limit
     while lines_in(path) < target and proc.poll() is None:
@@ -79,7 +93,7 @@ def test_sigkill_ten_times_then_resume_records_every_question_once(setup, tmp_pa
     assert kills == 10, "the run finished before ten kills; make it longer"
     before = debates.read_bytes()
     proc = crawdad(data, config, out)
-    stdout, stderr = proc.communicate(timeout=120)
+    _stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     after = debates.read_bytes()
     # Nothing written before was lost or altered (a torn tail is moved aside, never rewritten).

@@ -4,8 +4,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED_SAMPLE
+
 from crawdad.config import SelectionConfig
 from crawdad.data import load_cladder, parse_ranges, select, stratified_sample, summary
 from crawdad.errors import DataError
@@ -17,7 +17,9 @@ def test_joins_background_and_derives_fields(tiny_cladder: Path) -> None:
     assert q.block == (
         "Ear shape has a direct effect on tar.\n\nThe probability of tar is 12%.\n\nQuestion: Is question number 2 true?"
     )
-    assert [x.alignment for x in ds.questions] == ["commonsense"] * 2 + ["anticommonsense"] * 2 + ["nonsense"] * 2
+    assert [x.alignment for x in ds.questions] == ["commonsense"] * 2 + ["anticommonsense"] * 2 + [
+        "nonsense"
+    ] * 2
     assert ds.info.n_total == 6 and len(ds.info.sha256) == 64
 
 
@@ -34,7 +36,9 @@ def test_questions_file_directly_and_from_zip(tiny_cladder: Path, tmp_path: Path
 def test_picks_balanced_file_among_several(tiny_cladder: Path) -> None:
     shutil.copy(tiny_cladder / "tiny-q-balanced.json", tiny_cladder / "tiny-q-hard.json")
     assert load_cladder(tiny_cladder).info.questions_file.endswith("tiny-q-balanced.json")
-    assert load_cladder(tiny_cladder, "tiny-q-hard.json").info.questions_file.endswith("tiny-q-hard.json")
+    assert load_cladder(tiny_cladder, "tiny-q-hard.json").info.questions_file.endswith(
+        "tiny-q-hard.json"
+    )
     with pytest.raises(DataError, match="not found; choose one of"):
         load_cladder(tiny_cladder, "easy")
 
@@ -82,10 +86,14 @@ def test_damaged_zip(tmp_path: Path) -> None:
 
 def test_selection_filters_and_empty_selection(tiny_cladder: Path) -> None:
     ds = load_cladder(tiny_cladder)
-    picked = select(ds, SelectionConfig(rungs=[1, 3], alignments=["anticommonsense", "nonsense"]), seed=0)
+    picked = select(
+        ds, SelectionConfig(rungs=[1, 3], alignments=["anticommonsense", "nonsense"]), seed=0
+    )
     assert [q.question_id for q in picked.questions] == [2, 3, 5]
     assert picked.info.n_selected == 3 and picked.info.selection["rungs"] == [1, 3]
-    assert [q.question_id for q in select(ds, SelectionConfig(ranges=["1-2", "5-"]), 0).questions] == [1, 2, 5]
+    assert [
+        q.question_id for q in select(ds, SelectionConfig(ranges=["1-2", "5-"]), 0).questions
+    ] == [1, 2, 5]
     with pytest.raises(DataError, match="leaves no questions"):
         select(ds, SelectionConfig(query_types=["ate"], rungs=[1]), 0)
     with pytest.raises(DataError, match="unknown query type"):
@@ -117,7 +125,9 @@ def test_real_cladder_sample_counts(name: str) -> None:
     assert counts["answer"] == {"yes": 1764, "no": 1888}
     q = ds.questions[0]
     assert q.block.startswith("Imagine a self-contained, hypothetical world")
-    assert q.block.endswith("Question: Will alarm set by husband increase the chance of ringing alarm?")
+    assert q.block.endswith(
+        "Question: Will alarm set by husband increase the chance of ringing alarm?"
+    )
     sample = select(ds, SelectionConfig(sample=300), seed=7).questions
     by_rung = summary(sample)["rung"]
     assert len(sample) == 300 and abs(by_rung["1"] - 300 * 1356 / 3652) <= 2

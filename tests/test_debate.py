@@ -18,7 +18,9 @@ SECRET = "SECRET-TRACE-{}"
 
 def reply(answer: str | None, n: int, conf: float = 0.8) -> FakeReply:
     final = f"Answer: {answer} (Confidence: {conf})" if answer else "I cannot decide."
-    return FakeReply(thinking=SECRET.format(n) + " long deliberation", text=f"Reasoning {n}. {final}")
+    return FakeReply(
+        thinking=SECRET.format(n) + " long deliberation", text=f"Reasoning {n}. {final}"
+    )
 
 
 def config_for(url: str, backend: str = "ollama", **protocol) -> RunConfig:
@@ -37,19 +39,25 @@ def question(tiny_cladder: Path) -> Question:
     return load_cladder(tiny_cladder).questions[0]
 
 
-def scripted(first_answers: list[str | None], second_answers: list[str | None], cfg: RunConfig, q: Question):
+def scripted(
+    first_answers: list[str | None], second_answers: list[str | None], cfg: RunConfig, q: Question
+):
     """Scripts for the two debaters, whichever of them speaks first for this question."""
     first = first_speaker(cfg.seed, q.question_id, [a.name for a in cfg.agents])
     models = {}
     for agent in cfg.agents:
         answers = first_answers if agent.name == first else second_answers
         offset = 0 if agent.name == first else 1
-        models[agent.model] = ScriptedModel([reply(a, offset + 2 * i) for i, a in enumerate(answers)])
+        models[agent.model] = ScriptedModel(
+            [reply(a, offset + 2 * i) for i, a in enumerate(answers)]
+        )
     models[cfg.extractor.model] = FakeExtractor()
     return first, models
 
 
-async def debate(server_kind: str, first_answers, second_answers, q: Question, backend="ollama", **protocol):
+async def debate(
+    server_kind: str, first_answers, second_answers, q: Question, backend="ollama", **protocol
+):
     cfg = config_for("http://placeholder", backend, **protocol)
     first, models = scripted(first_answers, second_answers, cfg, q)
     async with FakeServer(server_kind, models) as server:  # type: ignore[arg-type]
@@ -64,7 +72,7 @@ async def debate(server_kind: str, first_answers, second_answers, q: Question, b
 
 
 async def test_agreement_in_round_1_stops_early(question: Question) -> None:
-    record, server, first = await debate("ollama", ["yes"], ["yes"], question)
+    record, _server, first = await debate("ollama", ["yes"], ["yes"], question)
     assert [t.agent for t in record.turns] == [first, record.second_speaker]
     assert [t.role for t in record.turns] == ["initial", "critique"]
     assert record.consensus and record.end == "consensus" and record.final_answer == "yes"
@@ -72,7 +80,7 @@ async def test_agreement_in_round_1_stops_early(question: Question) -> None:
 
 
 async def test_disagreement_runs_to_the_cap(question: Question) -> None:
-    record, server, first = await debate("ollama", ["yes", "yes"], ["no", "no"], question)
+    record, _server, first = await debate("ollama", ["yes", "yes"], ["no", "no"], question)
     second = record.second_speaker
     assert [t.agent for t in record.turns] == [first, second, first, second]
     assert [t.round for t in record.turns] == [0, 1, 2, 3]
@@ -87,17 +95,30 @@ async def test_persuaded_in_round_2_stops(question: Question) -> None:
 
 
 async def test_cap_and_early_stop_are_settings(question: Question) -> None:
-    record, _, _ = await debate("ollama", ["yes", "yes", "yes"], ["yes", "yes", "yes"], question, max_turns=6, early_stop=False)
+    record, _, _ = await debate(
+        "ollama",
+        ["yes", "yes", "yes"],
+        ["yes", "yes", "yes"],
+        question,
+        max_turns=6,
+        early_stop=False,
+    )
     assert len(record.turns) == 6 and record.consensus and record.end == "cap"
     record, _, _ = await debate("ollama", ["yes"], [], question, max_turns=1)
     assert len(record.turns) == 1 and record.final_answer == "yes" and not record.consensus
 
 
 async def test_history_shows_only_final_texts_labelled_for_the_reader(question: Question) -> None:
-    record, server, first = await debate("ollama", ["yes", "yes"], ["no", "no"], question)
-    prompts = [r["messages"][0]["content"] for r in server.requests if r.get("model") != "granite3.3:2b" and "messages" in r]
+    record, server, _first = await debate("ollama", ["yes", "yes"], ["no", "no"], question)
+    prompts = [
+        r["messages"][0]["content"]
+        for r in server.requests
+        if r.get("model") != "granite3.3:2b" and "messages" in r
+    ]
     assert len(prompts) == 4
-    assert all(SECRET.split("-")[0] not in p for p in prompts)  # no reasoning trace ever reaches a debater
+    assert all(
+        SECRET.split("-")[0] not in p for p in prompts
+    )  # no reasoning trace ever reaches a debater
     assert prompts[0].startswith("You will be asked a causal reasoning question.")
     assert question.block in prompts[0] and "history" not in prompts[0].lower()
     # Round 1 (second speaker): the opponent's round-0 text only.
@@ -125,14 +146,20 @@ async def test_options_sent_to_debaters_and_extractor(question: Question) -> Non
         assert body["think"] is True and body["stream"] is True
         opts = body["options"]
         assert (opts["temperature"], opts["top_p"], opts["num_predict"]) == (0.6, 0.95, 8192)
-        assert opts["num_ctx"] % 4096 == 0 and opts["num_ctx"] >= 8192 + len(body["messages"][0]["content"]) // 3
+        assert (
+            opts["num_ctx"] % 4096 == 0
+            and opts["num_ctx"] >= 8192 + len(body["messages"][0]["content"]) // 3
+        )
         assert isinstance(opts["seed"], int)
         assert body["keep_alive"] == "30m"
     for body in extractor:
         assert body["think"] is False
         assert body["options"]["temperature"] == 0
         assert body["format"]["properties"]["answer"]["enum"] == ["yes", "no", "none"]
-        assert "Reasoning" in body["messages"][0]["content"] and SECRET.split("-")[0] not in body["messages"][0]["content"]
+        assert (
+            "Reasoning" in body["messages"][0]["content"]
+            and SECRET.split("-")[0] not in body["messages"][0]["content"]
+        )
     assert server.stats.truncated_prompts == 0
     turn = record.turns[0]
     assert turn.prompt_tokens and turn.completion_tokens and turn.seconds > 0
@@ -150,7 +177,7 @@ async def test_unextractable_answers_are_null_and_never_agree(question: Question
 
 async def test_old_ollama_inline_think(question: Question) -> None:
     cfg = config_for("http://x")
-    first, models = scripted(["yes"], ["yes"], cfg, question)
+    _first, models = scripted(["yes"], ["yes"], cfg, question)
     async with FakeServer("ollama", models, thinking_style="inline", version="0.9.0") as server:
         setup, _ = build_setup(config_for(server.url))
         record = await run_debate(setup, question)
@@ -161,7 +188,7 @@ async def test_old_ollama_inline_think(question: Question) -> None:
 @pytest.mark.parametrize("style", ["reasoning", "reasoning_content", "inline"])
 async def test_openai_backend_reasoning_fields(question: Question, style: str) -> None:
     cfg = config_for("http://x", "openai")
-    first, models = scripted(["yes", "no"], ["no"], cfg, question)
+    _first, models = scripted(["yes", "no"], ["no"], cfg, question)
     async with FakeServer("openai", models, reasoning_style=style) as server:
         setup, _ = build_setup(config_for(server.url, "openai"))
         record = await run_debate(setup, question)
@@ -173,7 +200,9 @@ async def test_openai_backend_reasoning_fields(question: Question, style: str) -
     assert (debater["temperature"], debater["top_p"], debater["max_tokens"]) == (0.6, 0.95, 8192)
     extractor = next(b for b in bodies if b["model"] == "granite3.3:2b")
     assert extractor["temperature"] == 0
-    assert extractor["response_format"]["json_schema"]["schema"]["properties"]["answer"]["enum"] == ["yes", "no", "none"]
+    assert extractor["response_format"]["json_schema"]["schema"]["properties"]["answer"][
+        "enum"
+    ] == ["yes", "no", "none"]
     assert record.turns[0].prompt_tokens and record.turns[0].completion_tokens
 
 

@@ -11,7 +11,13 @@ def test_schema_allows_none_answer() -> None:
     ("raw", "answer", "confidence", "method", "reason"),
     [
         ('{"answer": "yes", "confidence": 0.85}', "yes", 0.85, "strict", None),
-        ('{"answer": "none", "confidence": null}', None, None, "strict", "gives no final yes/no answer"),
+        (
+            '{"answer": "none", "confidence": null}',
+            None,
+            None,
+            "strict",
+            "gives no final yes/no answer",
+        ),
         ('{"answer": "no", "confidence": null}', "no", None, "strict", "states no confidence"),
         ('Sure! ```json\n{"answer": "No", "confidence": "85%"}\n```', "no", 0.85, "tolerant", None),
         ('{"answer": "yes", "confidence": 85}', "yes", 0.85, "tolerant", None),

@@ -30,7 +30,17 @@ def reasoning_trace(seed: int, sentences: int = 400) -> str:
         a, b, v = rng.sample(VARS, 3)
         p, q = rng.random(), rng.random()
         out.append(
-            rng.choice(PHRASES).format(a=a, b=b, v=v, p=p, q=q, d=p - q, r=p * q, s=p * q + (p - q) * p, yn=rng.choice(["yes", "no"]))
+            rng.choice(PHRASES).format(
+                a=a,
+                b=b,
+                v=v,
+                p=p,
+                q=q,
+                d=p - q,
+                r=p * q,
+                s=p * q + (p - q) * p,
+                yn=rng.choice(["yes", "no"]),
+            )
         )
         if rng.random() < 0.1:
             out.append("\n\n")
@@ -64,7 +74,8 @@ def test_real_prompt_text_is_not_a_loop() -> None:
     [
         "Wait, let me recompute P(Y=1|X=1). ",
         "So the answer is yes. But wait, the answer might be no. Let me check again: the answer is yes. ",
-        " ".join(f"step {i}: the effect of X on Y through V2 is {i * 0.01:.2f};" for i in range(30)) + " ",
+        " ".join(f"step {i}: the effect of X on Y through V2 is {i * 0.01:.2f};" for i in range(30))
+        + " ",
     ],
 )
 def test_repeated_span_is_a_loop(span: str) -> None:

@@ -10,9 +10,15 @@ def test_paper_prompts_fill() -> None:
     prompts = load_prompts()
     text = prompts["initial"].fill(question="Q-BLOCK")
     assert text.startswith("You will be asked a causal reasoning question.")
-    assert "Step 7) Give a final yes/no answer to the question.\n\nQ-BLOCK\n\nThere is an identifiable" in text
+    assert (
+        "Step 7) Give a final yes/no answer to the question.\n\nQ-BLOCK\n\nThere is an identifiable"
+        in text
+    )
     debate = prompts["critique"].fill(question="Q", history="H")
-    assert "Q\n\nThere is an identifiable" in debate and "H\n\nCarefully read the causal query, then scrutinize" in debate
+    assert (
+        "Q\n\nThere is an identifiable" in debate
+        and "H\n\nCarefully read the causal query, then scrutinize" in debate
+    )
     assert "defend your answer" in prompts["defence"].fill(question="Q", history="H")
 
 

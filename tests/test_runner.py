@@ -39,22 +39,46 @@ async def test_run_writes_complete_records_and_resume_skips_them(tmp_path: Path)
     ds = dataset(tmp_path, 30)
     async with FakeServer("ollama", paper_models(answer_key(ds.questions))) as server:
         out = tmp_path / "run"
-        summary = await run(config(server.url, concurrency=8), ds, out, progress=False, simulated=True)
+        summary = await run(
+            config(server.url, concurrency=8), ds, out, progress=False, simulated=True
+        )
         assert (summary.finished, summary.errored, summary.done_total) == (30, 0, 30)
-        again = await run(config(server.url, concurrency=8), ds, out, progress=False, simulated=True)
+        again = await run(
+            config(server.url, concurrency=8), ds, out, progress=False, simulated=True
+        )
         assert again.finished == 0 and again.already_done == 30
     records = lines(out)
     assert sorted(r["question_id"] for r in records) == list(range(30))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["simulated"] and manifest["dataset"]["n_selected"] == 30
     assert manifest["servers"] == {server.url: "0.12.6"}
-    assert set(manifest["prompts"]) == {"initial", "critique", "defence", "history_entry", "extractor"}
+    assert set(manifest["prompts"]) == {
+        "initial",
+        "critique",
+        "defence",
+        "history_entry",
+        "extractor",
+    }
     for r in records:
         assert r["simulated"] and r["error"] is None and r["gold"] in ("yes", "no")
-        assert r["alignment"] in ("commonsense", "anticommonsense", "nonsense") and r["rung"] in (1, 2, 3)
+        assert r["alignment"] in ("commonsense", "anticommonsense", "nonsense") and r["rung"] in (
+            1,
+            2,
+            3,
+        )
         assert 1 <= len(r["turns"]) <= 4
         for t in r["turns"]:
-            for key in ("thinking", "text", "answer", "confidence", "extraction", "prompt_tokens", "completion_tokens", "seconds", "stop_reason"):
+            for key in (
+                "thinking",
+                "text",
+                "answer",
+                "confidence",
+                "extraction",
+                "prompt_tokens",
+                "completion_tokens",
+                "seconds",
+                "stop_reason",
+            ):
                 assert key in t
             assert t["thinking"] and t["text"] and t["completion_tokens"] > 0
 
@@ -75,7 +99,9 @@ async def test_ten_percent_mixed_faults_then_resume_finishes(tmp_path: Path) -> 
     faults = FaultPlan(rate=0.1, kinds=["http_500", "http_503", "reset", "hang", "cut"], seed=3)
     models = paper_models(answer_key(ds.questions))
     out = tmp_path / "run"
-    async with FakeServer("ollama", models, faults=faults, latency=LatencyModel(capacity=64)) as server:
+    async with FakeServer(
+        "ollama", models, faults=faults, latency=LatencyModel(capacity=64)
+    ) as server:
         cfg = config(server.url, concurrency=64)
         cfg.retry.attempts = 2
         for spec in [*cfg.agents, cfg.extractor]:
@@ -97,8 +123,12 @@ async def test_ten_percent_mixed_faults_then_resume_finishes(tmp_path: Path) -> 
 async def test_retries_recover_from_faults(tmp_path: Path) -> None:
     ds = dataset(tmp_path, 40)
     faults = FaultPlan(rate=0.2, kinds=["http_500", "http_503", "reset", "cut"], seed=1)
-    async with FakeServer("ollama", paper_models(answer_key(ds.questions)), faults=faults) as server:
-        summary = await run(config(server.url, concurrency=16), ds, tmp_path / "run", progress=False)
+    async with FakeServer(
+        "ollama", paper_models(answer_key(ds.questions)), faults=faults
+    ) as server:
+        summary = await run(
+            config(server.url, concurrency=16), ds, tmp_path / "run", progress=False
+        )
         assert sum(server.stats.faults.values()) > 5
     assert summary.errored == 0 and summary.finished == 40
     retried = [t for r in lines(tmp_path / "run") for t in r["turns"] if t["attempts"] > 1]
@@ -111,7 +141,9 @@ async def test_looping_model_is_stopped_and_the_run_goes_on(tmp_path: Path) -> N
     looping = paper_models(answer_key(ds.questions), loop_rate=1.0)["deepseek-r1:32b"]
     models["deepseek-r1:32b"] = looping
     # Streamed at 10,000 tokens/s: the 200,000-token budget would take 20 s per turn.
-    async with FakeServer("ollama", models, latency=LatencyModel(per_token_seconds=0.0001, capacity=8)) as server:
+    async with FakeServer(
+        "ollama", models, latency=LatencyModel(per_token_seconds=0.0001, capacity=8)
+    ) as server:
         cfg = config(server.url)
         cfg.agents[1].max_tokens = 200_000  # a budget it would take long to exhaust
         summary = await run(cfg, ds, tmp_path / "run", progress=False)
@@ -126,8 +158,11 @@ async def test_looping_model_is_stopped_and_the_run_goes_on(tmp_path: Path) -> N
 async def test_runaway_can_fail_the_debate_instead(tmp_path: Path) -> None:
     ds = dataset(tmp_path, 2)
     script = [FakeReply(thinking="x" * 50, text="", done_reason="length")] * 8
-    models = {"qwen3:32b": ScriptedModel(script), "deepseek-r1:32b": ScriptedModel(script), **{
-        k: v for k, v in paper_models().items() if k == "granite3.3:2b"}}
+    models = {
+        "qwen3:32b": ScriptedModel(script),
+        "deepseek-r1:32b": ScriptedModel(script),
+        **{k: v for k, v in paper_models().items() if k == "granite3.3:2b"},
+    }
     async with FakeServer("ollama", models) as server:
         cfg = config(server.url)
         cfg.protocol.on_runaway = "error"
@@ -140,8 +175,11 @@ async def test_length_capped_turn_is_unextracted_by_default(tmp_path: Path) -> N
     ds = dataset(tmp_path, 1)
     cut = FakeReply(thinking="thinking until the budget ran out", text="", done_reason="length")
     ok = FakeReply(thinking="t", text="Answer: yes (Confidence: 0.9)")
-    models = {"qwen3:32b": ScriptedModel([cut, ok, cut, ok]), "deepseek-r1:32b": ScriptedModel([cut, ok, cut, ok]),
-              "granite3.3:2b": paper_models()["granite3.3:2b"]}
+    models = {
+        "qwen3:32b": ScriptedModel([cut, ok, cut, ok]),
+        "deepseek-r1:32b": ScriptedModel([cut, ok, cut, ok]),
+        "granite3.3:2b": paper_models()["granite3.3:2b"],
+    }
     async with FakeServer("ollama", models) as server:
         await run(config(server.url), ds, tmp_path / "run", progress=False)
     (record,) = lines(tmp_path / "run")
@@ -164,7 +202,10 @@ async def test_missing_model_names_the_pull_command(tmp_path: Path) -> None:
     models = paper_models()
     del models["deepseek-r1:32b"]
     async with FakeServer("ollama", models) as server:
-        with pytest.raises(CrawdadError, match=r"(?s)model 'deepseek-r1:32b' is not on .*fix: ollama pull deepseek-r1:32b"):
+        with pytest.raises(
+            CrawdadError,
+            match=r"(?s)model 'deepseek-r1:32b' is not on .*fix: ollama pull deepseek-r1:32b",
+        ):
             await run(config(server.url), ds, tmp_path / "run", progress=False)
 
 
@@ -173,11 +214,16 @@ async def test_missing_model_on_vllm_names_the_serve_command(tmp_path: Path) -> 
     models = paper_models()
     del models["qwen3:32b"]
     async with FakeServer("openai", models) as server:
-        with pytest.raises(CrawdadError, match=r"(?s)vllm serve Qwen/Qwen3-32B --served-model-name qwen3:32b .*--reasoning-parser qwen3"):
+        with pytest.raises(
+            CrawdadError,
+            match=r"(?s)vllm serve Qwen/Qwen3-32B --served-model-name qwen3:32b .*--reasoning-parser qwen3",
+        ):
             await run(config(server.url, "openai"), ds, tmp_path / "run", progress=False)
 
 
-async def test_api_key_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+async def test_api_key_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     ds = dataset(tmp_path, 4)
     key = "sk-test-very-secret-4242"
     monkeypatch.setenv("VLLM_KEY", key)
@@ -197,7 +243,9 @@ async def test_api_key_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 async def test_wrong_api_key_is_a_clear_error(tmp_path: Path) -> None:
     ds = dataset(tmp_path, 1)
-    async with FakeServer("openai", paper_models(answer_key(ds.questions)), api_key="right") as server:
+    async with FakeServer(
+        "openai", paper_models(answer_key(ds.questions)), api_key="right"
+    ) as server:
         cfg = config(server.url, "openai")
         with pytest.raises(CrawdadError, match="refused the API key"):
             await run(cfg, ds, tmp_path / "run", progress=False)

@@ -15,14 +15,30 @@ def manifest(**config) -> RunManifest:
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
         config=public_dump(RunConfig(**config)),
         prompts={"initial": "initial@abc"},
-        dataset=DatasetInfo(source="s", questions_file="q", models_file="m", sha256="0" * 64, n_total=3, n_selected=3),
+        dataset=DatasetInfo(
+            source="s",
+            questions_file="q",
+            models_file="m",
+            sha256="0" * 64,
+            n_total=3,
+            n_selected=3,
+        ),
     )
 
 
 def record(qid: int, answer: str = "yes", error: str | None = None) -> DebateRecord:
     return DebateRecord(
-        question_id=qid, gold="yes", rung=1, query_type="ate", alignment="commonsense", agents={"a": "m", "b": "n"},
-        first_speaker="a", second_speaker="b", final_answer=None if error else answer, error=error, consensus=not error,
+        question_id=qid,
+        gold="yes",
+        rung=1,
+        query_type="ate",
+        alignment="commonsense",
+        agents={"a": "m", "b": "n"},
+        first_speaker="a",
+        second_speaker="b",
+        final_answer=None if error else answer,
+        error=error,
+        consensus=not error,
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
 import openai
 
 from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
@@ -22,12 +21,17 @@ STRUCTURED_FORMS = ("response_format", "structured_outputs", "guided_json")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
+def _is_transport(e: BaseException | None) -> bool:
+    """An error of the HTTP library underneath (openai 1.x uses httpx, 3.x uses httpx2)."""
+    return e is not None and type(e).__module__.split(".")[0] in ("httpx", "httpx2")
+
+
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     if isinstance(e, openai.APITimeoutError):
         return BackendError(f"{url} did not answer in time", transient=True, endpoint=url)
     if isinstance(e, openai.APIConnectionError):
         cause = e.__cause__
-        if isinstance(cause, httpx.ConnectError):
+        if _is_transport(cause) and type(cause).__name__ == "ConnectError":
             return ServerUnavailable(
                 f"cannot connect to the OpenAI-compatible server at {url}; start it, e.g. "
                 f"`vllm serve {model or 'MODEL'} --reasoning-parser deepseek_r1`",
@@ -53,7 +57,7 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
         return BackendError(
             f"{url} answered {e.status_code}: {message}", transient=transient, endpoint=url
         )
-    if isinstance(e, httpx.HTTPError):
+    if _is_transport(e):
         return BackendError(
             f"connection to {url} failed: {type(e).__name__}: {e}", transient=True, endpoint=url
         )
@@ -100,8 +104,7 @@ class OpenAIBackend:
             base_url=self.url,
             api_key=api_key or "not-needed",
             max_retries=0,  # crawdad retries itself, per request, on transient errors only
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=None)),
+            timeout=timeout,
         )
         self._structured_form = STRUCTURED_FORMS[0]
 
@@ -134,8 +137,10 @@ class OpenAIBackend:
             if request.json_schema is None or not self._next_structured_form(e):
                 raise translate_error(e, self.url, request.model) from e
             return await self.chat(request, guard)
-        except (openai.APIError, httpx.HTTPError) as e:
-            raise translate_error(e, self.url, request.model) from e
+        except Exception as e:
+            if isinstance(e, openai.APIError) or _is_transport(e):
+                raise translate_error(e, self.url, request.model) from e
+            raise
         result.seconds = time.monotonic() - start
         result.endpoint = self.url
         return result
@@ -211,17 +216,18 @@ class OpenAIBackend:
     async def list_models(self) -> list[str]:
         try:
             page = await self._client.models.list()
-        except (openai.APIError, httpx.HTTPError) as e:
-            raise translate_error(e, self.url, "") from e
+        except Exception as e:
+            if isinstance(e, openai.APIError) or _is_transport(e):
+                raise translate_error(e, self.url, "") from e
+            raise
         return [m.id for m in page.data]
 
     async def version(self) -> str | None:
         root = self.url.removesuffix("/v1")
         try:
-            resp = await self._client._client.get(f"{root}/version")
-            resp.raise_for_status()
-            return str(resp.json().get("version"))
-        except (httpx.HTTPError, ValueError, AttributeError):
+            resp = await self._client._client.get(f"{root}/version")  # vLLM has it; others may not
+            return str(resp.json()["version"]) if resp.status_code == 200 else None
+        except Exception:  # the version is nice to have, never worth failing on
             return None
 
     async def aclose(self) -> None:

@@ -175,7 +175,9 @@ class ModelPool:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.retry.attempts),
             wait=wait_exponential_jitter(
-                multiplier=self.retry.initial_wait, max=self.retry.max_wait, jitter=self.retry.initial_wait
+                multiplier=self.retry.initial_wait,
+                max=self.retry.max_wait,
+                jitter=self.retry.initial_wait,
             ),
             retry=retry_if_exception(is_transient),
             reraise=True,
