@@ -1,0 +1,139 @@
+"""A fake of the small extractor model (paper: Granite 3.3 2B).
+
+It finds the debater response inside its prompt, reads the last `Answer:` and `Confidence:`
+there, and replies with `{"answer": ..., "confidence": ...}`. At a configurable rate it replies
+the kinds of malformed output a 2B model produces, to test tolerant parsing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
+from crawdad.fake.parsing import last_stance, strip_think
+
+GarbageMode = Literal[
+    "prose",  # no JSON at all
+    "fenced",  # JSON inside a ```json code fence
+    "wrapped",  # JSON inside a sentence
+    "percent",  # "confidence": "85%"
+    "word",  # "confidence": "high"
+    "out_of_range",  # "confidence": 85 or 1.5
+    "missing",  # no confidence key
+    "truncated",  # JSON cut off mid-way
+    "capitalized",  # "answer": "Yes"
+]
+GARBAGE_MODES: tuple[GarbageMode, ...] = (
+    "prose",
+    "fenced",
+    "wrapped",
+    "percent",
+    "word",
+    "out_of_range",
+    "missing",
+    "truncated",
+    "capitalized",
+)
+
+_UNSTRUCTURED: tuple[GarbageMode, ...] = ("fenced", "wrapped", "prose")
+_TAGGED = re.compile(
+    r"<(response|text|answer|input|debater_response|agent_response)>(.*?)</\1>",
+    re.DOTALL | re.IGNORECASE,
+)
+_QUOTED = re.compile(r'"""(.*?)"""|```(?:\w*\n)?(.*?)```', re.DOTALL)
+_LABELLED = re.compile(
+    r"^[ \t*#]*(?:the |debater'?s? |model'?s? )?(?:response|text)[ \t*]*:[ \t]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+# What a 2B model says when there is nothing to extract.
+_NOTHING = (
+    {"answer": None, "confidence": None},
+    {"answer": "unknown", "confidence": 0.0},
+    {"answer": "", "confidence": None},
+)
+
+
+class ExtractorParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    garbage_rate: float = Field(default=0.0, ge=0, le=1)
+    garbage_modes: list[GarbageMode] = Field(default_factory=lambda: list(GARBAGE_MODES))
+    # Rate when no structured output is enforced (not asked, or asked in a form the server
+    # ignores): a small model then often wraps or fences its JSON.
+    unstructured_garbage_rate: float = Field(default=0.5, ge=0, le=1)
+    unstructured_modes: list[GarbageMode] = Field(default_factory=lambda: list(_UNSTRUCTURED))
+    seed: int = 0
+
+
+def find_response(prompt: str) -> str:
+    """The debater response quoted in an extractor prompt (the whole prompt if unmarked)."""
+    tagged = _TAGGED.findall(prompt)
+    if tagged:
+        return tagged[-1][1]
+    quoted = [a or b for a, b in _QUOTED.findall(prompt)]
+    quoted = [q for q in quoted if q.strip()]
+    if quoted:
+        return max(quoted, key=len)
+    labelled = list(_LABELLED.finditer(prompt))
+    if labelled:
+        return prompt[labelled[-1].end() :]
+    return prompt
+
+
+class FakeExtractor(FakeModel):
+    """Replies JSON with the answer and confidence of the debater response in its prompt."""
+
+    thinks = False
+    family = "granite"
+    parameter_size = "2.5B"
+    context_length = 131072
+
+    def __init__(self, params: ExtractorParams | None = None, **overrides: Any) -> None:
+        base = params or ExtractorParams()
+        self.params = ExtractorParams.model_validate({**base.model_dump(), **overrides})
+
+    def extract(self, prompt: str) -> dict[str, Any]:
+        answer, confidence = last_stance(strip_think(find_response(prompt)))
+        return {"answer": answer, "confidence": confidence}
+
+    def reply(self, request: FakeRequest) -> FakeReply:
+        p = self.params
+        rng = seeded_rng(p.seed, request.model, request.digest)
+        value = self.extract(request.last_user_text())
+        if value["answer"] is None:
+            return FakeReply(text=json.dumps(rng.choice(_NOTHING)))
+        modes, rate = p.garbage_modes, p.garbage_rate
+        if not request.structured and rng.random() < p.unstructured_garbage_rate:
+            modes, rate = p.unstructured_modes, 1.0
+        if modes and rng.random() < rate:
+            return FakeReply(text=garble(value, rng.choice(modes), rng.random()))
+        return FakeReply(text=json.dumps(value))
+
+
+def garble(value: dict[str, Any], mode: GarbageMode, u: float = 0.0) -> str:
+    """`value` rendered the way a small model gets it wrong."""
+    answer, confidence = value["answer"], value["confidence"]
+    c = 0.9 if confidence is None else confidence
+    if mode == "prose":
+        return f"The answer is {answer}, with a confidence of {c}."
+    if mode == "fenced":
+        return f"```json\n{json.dumps(value, indent=2)}\n```"
+    if mode == "wrapped":
+        return f"Here is the extracted information: {json.dumps(value)} I hope this helps!"
+    if mode == "percent":
+        return json.dumps({"answer": answer, "confidence": f"{round(c * 100)}%"})
+    if mode == "word":
+        word = "high" if c >= 0.8 else "medium" if c >= 0.5 else "low"
+        return json.dumps({"answer": answer, "confidence": word})
+    if mode == "out_of_range":
+        return json.dumps({"answer": answer, "confidence": round(c * 100) if u < 0.5 else 1.5})
+    if mode == "missing":
+        return json.dumps({"answer": answer})
+    if mode == "truncated":
+        text = json.dumps(value)
+        return text[: max(1, len(text) * 2 // 3)]
+    return json.dumps({"answer": str(answer).capitalize(), "confidence": confidence})

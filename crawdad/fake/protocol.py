@@ -1,0 +1,131 @@
+"""What the engine and the two API modules share: settings, counters, call records, errors,
+and the shapes of an API's error style and of a response renderer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from crawdad.fake.behaviour import FakeReply, FakeRequest, FaultKind
+from crawdad.fake.generation import Plan
+from crawdad.fake.latency import LatencyStats
+
+
+class CommonSettings(BaseModel):
+    """Settings both fake APIs have; `OllamaSettings` and `OpenAISettings` add their own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = "0.0.0"
+    chunk_tokens: int = Field(default=8, ge=1)  # fewest tokens per streamed chunk
+    max_chunks: int = Field(default=32, ge=1)  # about the most chunks per channel of one reply
+    min_chunk_seconds: float = Field(default=0.005, ge=0)  # paced streams: fewest seconds per chunk
+    # Where a looping reply stops when the request sets no token budget.
+    max_loop_tokens: int = Field(default=16384, ge=1)
+    max_recorded_requests: int = Field(default=10_000, ge=0)
+
+
+class ServerStats(BaseModel):
+    """Counters of a fake server (the scheduler's are in `latency`)."""
+
+    requests: int = 0  # HTTP requests of any kind
+    by_route: dict[str, int] = Field(default_factory=dict)
+    statuses: dict[int, int] = Field(default_factory=dict)  # of generation requests
+    faults: dict[str, int] = Field(default_factory=dict)
+    truncated_prompts: int = 0  # prompts longer than num_ctx, silently cut (Ollama)
+    structured_ignored: int = 0  # structured output asked in a form the server ignores
+    disconnects: int = 0  # clients that went away mid-response
+    hangs_released: int = 0  # hanging requests ended because the server stopped
+    latency: LatencyStats = Field(default_factory=LatencyStats)
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """What one generation request asked for and got, for tests to assert on."""
+
+    api: str
+    model: str
+    stream: bool
+    think: bool | str | None
+    structured: str | None  # which structured-output form was honoured
+    temperature: float | None
+    top_p: float | None
+    seed: int | None
+    max_tokens: int | None  # num_predict / max_tokens / max_completion_tokens
+    num_ctx: int | None
+    prompt_tokens: int
+    truncated: bool = False
+    fault: FaultKind | None = None
+    status: int = 200
+    done_reason: str | None = None
+    eval_count: int = 0
+    disconnected: bool = False
+
+
+CALL_KEY: web.RequestKey[CallRecord] = web.RequestKey("crawdad_fake_call", CallRecord)
+
+
+class FakeHTTPError(Exception):
+    """An error response; the API style renders it, unless `body` gives the exact body."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        err_type: str = "",
+        param: str | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.err_type = err_type
+        self.param = param
+        self.body = body
+
+
+class ApiStyle(Protocol):
+    """The error vocabulary of one API."""
+
+    def render(self, error: FakeHTTPError) -> web.Response: ...
+    def not_found(self, model: str) -> FakeHTTPError: ...
+    def internal(self, message: str | None = None) -> FakeHTTPError: ...
+    def unavailable(self) -> FakeHTTPError: ...
+    def busy(self) -> FakeHTTPError: ...
+
+
+@dataclass(slots=True)
+class Timings:
+    total_ns: int
+    load_ns: int
+    prompt_ns: int
+    eval_ns: int
+    prompt_tokens: int
+    eval_tokens: int
+
+
+class Renderer(Protocol):
+    """The wire format of one response."""
+
+    content_type: str
+
+    def start(self) -> bytes: ...
+    def chunk(self, channel: int, text: str) -> bytes: ...
+    def final(self, plan: Plan, timings: Timings) -> bytes: ...
+    def whole(self, plan: Plan, timings: Timings) -> bytes: ...
+    def error(self, message: str) -> bytes: ...
+
+
+@dataclass(slots=True)
+class Job:
+    request: FakeRequest
+    reply: FakeReply
+    plan: Plan
+    call: CallRecord
+    stream: bool
+    prompt_tokens: int
+    arrived: float

@@ -1,0 +1,51 @@
+"""Ready-made fake setups: the paper's three models, and a GPU-like latency model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crawdad.fake.answer_key import AnswerKey
+from crawdad.fake.behaviour import FakeModel
+from crawdad.fake.extractor import FakeExtractor
+from crawdad.fake.latency import LatencyModel
+from crawdad.fake.profile import ProfileModel
+
+
+def paper_models(
+    answer_key: AnswerKey | None = None,
+    *,
+    seed: int = 0,
+    qwen: str = "qwen3:32b",
+    deepseek: str = "deepseek-r1:32b",
+    extractor: str = "granite3.3:2b",
+    **overrides: Any,
+) -> dict[str, FakeModel]:
+    """Qwen3-like and DeepSeek-R1-like debaters and a Granite-like extractor.
+
+    `overrides` apply to both debater profiles (e.g. `loop_rate=0.01`, `thinking_words=(50, 80)`).
+    """
+    key = answer_key or AnswerKey()
+    deepseek_model = ProfileModel(key, "deepseek-r1", seed=seed, **overrides)
+    deepseek_model.family = "qwen2"
+    return {
+        qwen: ProfileModel(key, "qwen3", seed=seed, **overrides),
+        deepseek: deepseek_model,
+        extractor: FakeExtractor(seed=seed),
+    }
+
+
+def gpu_latency(time_scale: float = 1.0, **overrides: Any) -> LatencyModel:
+    """Roughly a 32B model on one 48 GB GPU under Ollama: ~25 tokens/s, one model resident,
+    ~15 s to swap models. `time_scale=0.001` turns minutes into fractions of a second."""
+    values: dict[str, Any] = {
+        "base_seconds": 0.8,
+        "per_token_seconds": 0.04,
+        "per_prompt_token_seconds": 0.0003,
+        "capacity": 1,
+        "switch_seconds": 15.0,
+        "resident_models": 1,
+        "model_speed": {"granite3.3:2b": 0.15},
+        "jitter": 0.2,
+        "time_scale": time_scale,
+    }
+    return LatencyModel(**{**values, **overrides})
