@@ -212,3 +212,35 @@ def test_first_speaker_depends_on_seed_and_id_only() -> None:
     assert draws == [first_speaker(0, i, names) for i in range(200)]
     assert 70 < draws.count("qwen3") < 130
     assert draws != [first_speaker(1, i, names) for i in range(200)]
+
+
+@pytest.mark.parametrize(
+    ("settings", "forms_sent"),
+    [
+        ({}, ["json_schema", "json_schema"]),  # vLLM: the OpenAI form works at once
+        (  # llama-cpp-python: 500 for json_schema, then its own json_object + schema form
+            {"structured_forms": ["json_object_schema"], "unsupported_structured": "error", "unsupported_status": 500},
+            ["json_schema", "json_object", "json_object"],
+        ),
+        (  # a server that knows only vLLM's native field
+            {"structured_forms": ["structured_outputs"], "unsupported_structured": "error"},
+            ["json_schema", "json_object", "structured_outputs", "structured_outputs"],
+        ),
+    ],
+)
+async def test_structured_output_form_fallback(question: Question, settings: dict, forms_sent: list[str]) -> None:
+    cfg = config_for("http://x", "openai")
+    _first, models = scripted(["yes"], ["yes"], cfg, question)
+    async with FakeServer("openai", models, **settings) as server:
+        setup, _ = build_setup(config_for(server.url, "openai"))
+        record = await run_debate(setup, question)
+        bodies = [r for r in server.requests if r.get("model") == "granite3.3:2b"]
+    sent = []
+    for body in bodies:
+        if "structured_outputs" in body:
+            sent.append("structured_outputs")
+        else:
+            sent.append(body["response_format"]["type"])
+    assert sent == forms_sent
+    assert [t.answer for t in record.turns] == ["yes", "yes"]
+    assert all(t.extraction.method == "strict" for t in record.turns)

@@ -17,7 +17,10 @@ from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_rea
 from crawdad.backends.guard import StreamGuard
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
-STRUCTURED_FORMS = ("response_format", "structured_outputs", "guided_json")
+# Tried in this order until a server takes one: the OpenAI form (vLLM, SGLang, LM Studio),
+# llama-cpp-python's own form (it refuses the first with a 500), vLLM's native field.
+STRUCTURED_FORMS = ("json_schema", "json_object", "structured_outputs")
+_STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structured", "schema")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
@@ -85,16 +88,16 @@ def _reasoning(obj: Any) -> str:
 
 
 def _structured(form: str, schema: dict[str, Any]) -> dict[str, Any]:
-    if form == "response_format":
+    if form == "json_schema":
         return {
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": schema, "strict": True},
             }
         }
-    if form == "structured_outputs":
-        return {"extra_body": {"structured_outputs": {"json": schema}}}
-    return {"extra_body": {"guided_json": schema}}
+    if form == "json_object":
+        return {"response_format": {"type": "json_object", "schema": schema}}
+    return {"extra_body": {"structured_outputs": {"json": schema}}}
 
 
 class OpenAIBackend:
@@ -133,7 +136,7 @@ class OpenAIBackend:
         start = time.monotonic()
         try:
             result = await self._chat_once(request, guard)
-        except openai.BadRequestError as e:
+        except openai.APIStatusError as e:
             if request.json_schema is None or not self._next_structured_form(e):
                 raise translate_error(e, self.url, request.model) from e
             return await self.chat(request, guard)
@@ -145,12 +148,10 @@ class OpenAIBackend:
         result.endpoint = self.url
         return result
 
-    def _next_structured_form(self, e: openai.BadRequestError) -> bool:
-        """After a 400 about structured output, try the next form this server may know."""
+    def _next_structured_form(self, e: openai.APIStatusError) -> bool:
+        """After a refusal that names structured output, try the next form this server may know."""
         text = _message(e).lower()
-        if not any(
-            k in text for k in ("response_format", "json_schema", "structured", "guided", "extra")
-        ):
+        if e.status_code not in (400, 422, 500) or not any(k in text for k in _STRUCTURED_WORDS):
             return False
         i = STRUCTURED_FORMS.index(self._structured_form)
         if i + 1 >= len(STRUCTURED_FORMS):
@@ -179,6 +180,8 @@ class OpenAIBackend:
         thinking: list[str] = []
         finish: str | None = None
         usage = None
+        # Servers that send no usage in streams (llama.cpp) send one token per chunk.
+        chunks = 0
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
@@ -189,13 +192,18 @@ class OpenAIBackend:
                     continue
                 choice = chunk.choices[0]
                 delta_text, delta_think = choice.delta.content or "", _reasoning(choice.delta)
+                chunks += bool(delta_text or delta_think)
                 content.append(delta_text)
                 thinking.append(delta_think)
                 finish = choice.finish_reason or finish
                 if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
                     text, trace = split_think("".join(content), "".join(thinking))
                     return ChatResult(
-                        text=text, thinking=trace, stop_reason=verdict, raw_stop_reason=verdict
+                        text=text,
+                        thinking=trace,
+                        completion_tokens=chunks,
+                        stop_reason=verdict,
+                        raw_stop_reason=verdict,
                     )
         if finish is None:
             raise BackendError(
@@ -208,7 +216,7 @@ class OpenAIBackend:
             text=text,
             thinking=trace,
             prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else chunks,
             stop_reason=stop_reason_of(finish),
             raw_stop_reason=finish,
         )

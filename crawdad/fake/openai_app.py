@@ -30,7 +30,12 @@ from crawdad.fake.protocol import CallRecord, CommonSettings, FakeHTTPError, Job
 ReasoningStyle = Literal[
     "reasoning", "reasoning_content", "both", "inline", "inline_no_open", "none"
 ]
-StructuredForm = Literal["response_format", "structured_outputs", "guided_json"]
+# "json_object_schema": llama-cpp-python's `{"type": "json_object", "schema": ...}`.
+StructuredForm = Literal[
+    "response_format", "structured_outputs", "guided_json", "json_object_schema"
+]
+# llama-cpp-python's server: only its own form, and a 500 for response_format json_schema.
+LLAMACPP_FORMS: tuple[StructuredForm, ...] = ("json_object_schema",)
 
 NEW_VLLM_FORMS: tuple[StructuredForm, ...] = ("response_format", "structured_outputs")
 _ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
@@ -41,6 +46,7 @@ class OpenAISettings(CommonSettings):
     reasoning_style: ReasoningStyle = "reasoning"
     structured_forms: list[StructuredForm] = Field(default_factory=lambda: list(NEW_VLLM_FORMS))
     unsupported_structured: Literal["ignore", "error"] = "ignore"
+    unsupported_status: int = 400  # llama-cpp-python answers 500 (a validation traceback)
     api_key: str | None = None
     max_model_len: int | None = None  # None: no context check
     # A completion budget beyond the context: "clamp" it to what is left (vLLM >= 0.10 or so),
@@ -292,7 +298,10 @@ def _structured(
         spec = response_format.get("json_schema") or {}
         asked.append(("response_format", spec.get("schema") or {}))
     elif response_format.get("type") == "json_object":
-        asked.append(("response_format", {}))
+        if response_format.get("schema") is not None:
+            asked.append(("json_object_schema", _as_schema(response_format["schema"])))
+        else:
+            asked.append(("response_format", {}))
     outputs = body.get("structured_outputs") or {}
     if outputs.get("json") is not None:
         asked.append(("structured_outputs", _as_schema(outputs["json"])))
@@ -306,7 +315,10 @@ def _structured(
     form = asked[0][0]
     if settings.unsupported_structured == "error":
         raise FakeHTTPError(
-            400, f"structured output through '{form}' is not supported", "BadRequestError", form
+            settings.unsupported_status,
+            f"structured output through '{form}' is not supported (response_format)",
+            "BadRequestError",
+            form,
         )
     engine.stats.structured_ignored += 1
     return None, form
