@@ -110,7 +110,11 @@ class OllamaBackend:
                 if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
                     text, trace = split_think("".join(content), "".join(thinking))
                     return ChatResult(
-                        text=text, thinking=trace, stop_reason=verdict, raw_stop_reason=verdict
+                        completion_tokens=len(content),  # Ollama streams a token a chunk
+                        text=text,
+                        thinking=trace,
+                        stop_reason=verdict,
+                        raw_stop_reason=verdict,
                     )
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
