@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -108,10 +108,14 @@ def _pools(setup: DebateSetup) -> list[ModelPool]:
 
 
 class Progress:
-    """tqdm bar: debates done, running accuracy and consensus, requests in flight, tokens/s."""
+    """tqdm bar: debates done and ETA, running accuracy and consensus, tokens/s, and the requests
+    in flight on each server (with "full" when a 503 lowered its cap, "down" when set aside)."""
+
+    WINDOW = 30.0  # seconds of history behind the tokens/s figure
 
     def __init__(self, summary: RunSummary, setup: DebateSetup, enabled: bool) -> None:
         self.summary, self.setup = summary, setup
+        self.enabled = enabled
         self.bar = tqdm(
             total=summary.selected,
             initial=summary.already_done,
@@ -119,30 +123,60 @@ class Progress:
             disable=not enabled,
             dynamic_ncols=True,
         )
-        self.started = time.monotonic()
-        self.tokens0 = setup.tokens[0]
+        self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), setup.tokens[0])])
         self._last = 0.0
 
     def update(self, record: DebateRecord) -> None:
         self.bar.update(1)
-        now = time.monotonic()
-        if now - self._last < 0.5 and self.bar.n < self.bar.total:
-            return
-        self._last = now
+        if self.enabled and (
+            time.monotonic() - self._last >= 0.5 or self.bar.n >= (self.bar.total or 0)
+        ):
+            self.refresh()
+
+    def tokens_per_second(self, now: float) -> float:
+        samples = self._samples
+        samples.append((now, self.setup.tokens[0]))
+        while len(samples) > 2 and now - samples[1][0] >= self.WINDOW:
+            samples.popleft()
+        (t0, n0), (t1, n1) = samples[0], samples[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def postfix(self, now: float) -> str:
         s = self.summary
-        flights = Counter()
+        flights: dict[str, int] = {}
+        notes: dict[str, str] = {}
         for pool in _pools(self.setup):
             for e in pool.endpoints:
-                flights[urlparse(e.url).netloc or e.url] += e.in_flight
-        rate = (self.setup.tokens[0] - self.tokens0) / max(1e-6, now - self.started)
-        self.bar.set_postfix_str(
-            f"acc={s.correct / max(1, s.done_total):.3f} cons={s.consensus / max(1, s.done_total):.2f} "
-            f"err={s.errored} tok/s={rate:,.0f} in-flight "
-            + " ".join(f"{k}={v}" for k, v in flights.items()),
-            refresh=False,
+                host = urlparse(e.url).netloc or e.url
+                flights[host] = flights.get(host, 0) + e.in_flight
+                if not e.healthy(now):
+                    notes[host] = "down"
+                elif e.limited and host not in notes:
+                    notes[host] = "full"
+        servers = " ".join(
+            f"{host}={n}" + (f" ({notes[host]})" if host in notes else "")
+            for host, n in flights.items()
+        )
+        done = max(1, s.done_total)
+        return (
+            f"acc={s.correct / done:.3f} cons={s.consensus / done:.2f} err={s.errored} "
+            f"| {self.tokens_per_second(now):,.0f} tok/s | in flight {servers}"
         )
 
+    def refresh(self) -> None:
+        now = time.monotonic()
+        self._last = now
+        self.bar.set_postfix_str(self.postfix(now), refresh=True)
+
+    async def tick(self, every: float = 1.0) -> None:
+        """Keep the figures live while long debates run (the bar moves only as they finish)."""
+        while True:
+            await asyncio.sleep(every)
+            self.refresh()
+
     def close(self) -> None:
+        if self.enabled:
+            self.refresh()
         self.bar.close()
 
 
@@ -241,8 +275,12 @@ async def _run_all(
 
     queue: asyncio.Queue[DebateRecord | None] = asyncio.Queue()
     writer = asyncio.create_task(_writer(queue, store, on_written))
+    ticker = asyncio.create_task(bar.tick()) if progress else None
+    # At most `concurrency` debates exist at once: a debate is started only when one finishes,
+    # and each advances as soon as its last request is back. Memory does not grow with the run.
     slots = asyncio.Semaphore(concurrency)
     tasks: set[asyncio.Task[None]] = set()
+    crashed: list[BaseException] = []
     start = time.monotonic()
 
     async def one(question: Question) -> None:
@@ -251,14 +289,23 @@ async def _run_all(
         finally:
             slots.release()
 
+    def finished(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            crashed.append(task.exception())  # type: ignore[arg-type]
+
     try:
         for question in todo:
             await slots.acquire()
+            if crashed:  # a bug, not a server error: stop starting debates
+                break
             task = asyncio.create_task(one(question))
             tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            task.add_done_callback(finished)
         if tasks:
             await asyncio.gather(*tasks)
+        if crashed:
+            raise crashed[0]
     except BaseException:  # Ctrl-C, or a bug: stop the other debates, keep what is finished
         summary.interrupted = True
         for task in list(tasks):
@@ -267,6 +314,8 @@ async def _run_all(
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
+        if ticker is not None:
+            ticker.cancel()
         queue.put_nowait(None)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(writer)

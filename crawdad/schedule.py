@@ -1,75 +1,131 @@
 """Order of work when one GPU holds one model at a time.
 
-In "grouped" mode a request waits until its model is the active one. The active model changes
-only when it has nothing in flight and nothing waiting (or after a long phase, so that no model
-starves), and then to the model with the most requests waiting. Debates still follow the protocol
-exactly: only the order in which ready turns reach the server changes.
+In "grouped" mode a request waits until its model is the active one on its server. The active
+model changes only when it has nothing in flight and nothing waiting (or after a long phase, so
+that no model starves), and then to the model with the most requests waiting. Debates still
+follow the protocol exactly: only the order in which ready turns reach the server changes.
+
+Models on different servers (pools whose base URLs differ) are grouped separately: a model on
+its own server never waits for another one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Server:
+    """The gate of one server (one set of base URLs)."""
+
+    active: str | None = None
+    in_flight: int = 0
+    phase_count: int = 0  # requests admitted since the active model last changed
+    queues: dict[str, deque[asyncio.Future[None]]] = field(default_factory=dict)
+
+    def waiting_for(self, model: str) -> int:
+        return sum(not f.done() for f in self.queues.get(model, ()))
+
+    def others_waiting(self, model: str) -> bool:
+        return any(m != model and q for m, q in self.queues.items())
 
 
 class ModelGate:
     def __init__(self, max_phase: int = 4096) -> None:
-        self.active: str | None = None
-        self.waiting: Counter[str] = Counter()
-        self.in_flight = 0
-        self.switches = 0
+        self.switches = 0  # times a server's active model changed
         self.max_phase = max_phase  # requests admitted in one phase while others wait
-        self._phase_count = 0
-        self._changed = asyncio.Condition()
+        self._servers: dict[str, _Server] = {}
 
-    def _may_enter(self, model: str) -> bool:
-        if self.active is None:
+    # Read-only views, summed over servers (one server in the common case).
+    @property
+    def active(self) -> str | None:
+        actives = [s.active for s in self._servers.values() if s.active is not None]
+        return actives[0] if len(actives) == 1 else None
+
+    @property
+    def in_flight(self) -> int:
+        return sum(s.in_flight for s in self._servers.values())
+
+    @property
+    def waiting(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for s in self._servers.values():
+            for model in s.queues:
+                if n := s.waiting_for(model):
+                    out[model] += n
+        return out
+
+    def _may_enter(self, s: _Server, model: str) -> bool:
+        if s.active is None:
             return True
-        if model != self.active:
+        if model != s.active:
             return False
-        others_waiting = sum(n for m, n in self.waiting.items() if m != model) > 0
-        return not (others_waiting and self._phase_count >= self.max_phase)
+        return not (s.phase_count >= self.max_phase and s.others_waiting(model))
 
-    def _maybe_switch(self) -> None:
-        if self.in_flight or not self.waiting:
-            return
-        if (
-            self.active is not None
-            and self.waiting.get(self.active)
-            and self._phase_count < self.max_phase
-        ):
-            return
-        candidates = [m for m in self.waiting if m != self.active] or list(self.waiting)
-        nxt = max(candidates, key=lambda m: self.waiting[m])
-        if nxt != self.active:
-            if self.active is not None:
+    def _admit(self, s: _Server, model: str) -> None:
+        if s.active != model:
+            if s.active is not None:
                 self.switches += 1
-            self.active = nxt
-            self._phase_count = 0
+            s.active = model
+            s.phase_count = 0
+        s.in_flight += 1
+        s.phase_count += 1
+
+    def _advance(self, s: _Server) -> None:
+        """Nothing in flight on this server: let the next phase's requests in."""
+        for model in [m for m, q in s.queues.items() if not any(not f.done() for f in q)]:
+            del s.queues[model]
+        if not s.queues:
+            return
+        active_waits = s.active in s.queues
+        if active_waits and (s.phase_count < self.max_phase or len(s.queues) == 1):
+            nxt = s.active
+        else:
+            others = [m for m in s.queues if m != s.active]
+            nxt = max(others, key=lambda m: len(s.queues[m]))
+        assert nxt is not None
+        queue = s.queues.pop(nxt)
+        if nxt != s.active:
+            s.phase_count = 0
+        while queue:
+            future = queue.popleft()
+            if future.done():
+                continue
+            if nxt == s.active and s.phase_count >= self.max_phase and s.queues:
+                queue.appendleft(future)  # the phase is long enough: the rest wait their turn
+                s.queues[nxt] = queue
+                break
+            self._admit(s, nxt)
+            future.set_result(None)
 
     @contextlib.asynccontextmanager
-    async def turn(self, model: str) -> AsyncIterator[None]:
-        async with self._changed:
-            self.waiting[model] += 1
+    async def turn(self, model: str, server: str = "") -> AsyncIterator[None]:
+        s = self._servers.get(server)
+        if s is None:
+            s = self._servers[server] = _Server()
+        if not s.queues.get(model) and self._may_enter(s, model):
+            self._admit(s, model)
+        else:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            s.queues.setdefault(model, deque()).append(future)
+            if s.in_flight == 0:
+                self._advance(s)
             try:
-                self._maybe_switch()
-                while not self._may_enter(model):
-                    await self._changed.wait()
-                    self._maybe_switch()
-            finally:
-                self.waiting[model] -= 1
-                if not self.waiting[model]:
-                    del self.waiting[model]
-            if self.active is None:
-                self.active = model
-            self.in_flight += 1
-            self._phase_count += 1
+                await future
+            except asyncio.CancelledError:
+                if future.done() and not future.cancelled():  # admitted as it was cancelled
+                    self._leave(s)
+                raise
         try:
             yield
         finally:
-            async with self._changed:
-                self.in_flight -= 1
-                self._maybe_switch()
-                self._changed.notify_all()
+            self._leave(s)
+
+    def _leave(self, s: _Server) -> None:
+        s.in_flight -= 1
+        if s.in_flight == 0:
+            self._advance(s)

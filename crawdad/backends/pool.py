@@ -1,8 +1,13 @@
 """A model served by one or more endpoints: least-busy routing, caps, health, retries.
 
-Each endpoint has a cap on requests in flight. A 503 (a full queue) halves the endpoint's cap and
-each success earns it back slowly, so a busy server slows crawdad down instead of failing the
-run. An endpoint that cannot be reached is set aside for a while and tried again later.
+Each endpoint has a cap on requests in flight (`max_in_flight`, none by default). A 503 or 429
+(a full queue) halves the endpoint's cap, at most once per round trip, and each success earns it
+back slowly (AIMD), so a busy server slows crawdad down instead of failing the run. Requests
+that find no room wait in crawdad, first come first served, not in the server's queue.
+
+An endpoint that cannot be reached is set aside for a while (5 s, doubling up to 60 s). When it
+is due again it gets one request at a time until one succeeds, as long as another endpoint is
+serving; with no other endpoint, the waiting requests all try it (and retry as usual).
 """
 
 from __future__ import annotations
@@ -10,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import random
+import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from crawdad.backends.base import Backend, ChatRequest, ChatResult
 from crawdad.backends.guard import StreamGuard
@@ -22,17 +28,34 @@ from crawdad.config import ModelSpec, RetryConfig
 from crawdad.errors import BackendError, ServerUnavailable
 from crawdad.schedule import ModelGate
 
+# "... answered 503: ..." (both backends word HTTP errors so); the URL may hold "503" too.
+_OVERLOAD = re.compile(r"\banswered (429|503)\b")
+_RAISE_TO_MAX = 4096.0  # a cap earned back this high is no cap at all
+MAX_CONGESTION_RETRIES = 32  # per request, on top of RetryConfig.attempts
+
+
+class _Congestion(Exception):
+    """A 503 / 429 that came while other requests were in flight on the same endpoint."""
+
+    def __init__(self, error: BackendError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
 
 @dataclass
 class Endpoint:
     backend: Backend
     max_cap: float  # the configured cap (inf: none)
-    cap: float = math.inf
+    cap: float = math.inf  # the current cap: max_cap, or less after a 503
     in_flight: int = 0
+    peak_in_flight: int = 0
     served: int = 0
     completion_tokens: int = 0
     failures: int = 0
+    overloads: int = 0  # 503 / 429 answers
     down_until: float = 0.0
+    probing: bool = False  # set aside before: on trial until a request succeeds
+    cuts: int = 0  # times the cap was halved (a 503 to a request sent before a cut is ignored)
     _down_streak: int = 0
 
     @property
@@ -45,6 +68,11 @@ class Endpoint:
     def has_room(self) -> bool:
         return self.in_flight < self.cap
 
+    @property
+    def limited(self) -> bool:
+        """The cap is below the configured one (the server said it is full)."""
+        return self.cap < self.max_cap
+
 
 @dataclass
 class CallStats:
@@ -54,6 +82,18 @@ class CallStats:
 
 def is_transient(e: BaseException) -> bool:
     return isinstance(e, BackendError) and e.transient
+
+
+def is_overload(e: BaseException) -> bool:
+    return isinstance(e, BackendError) and bool(_OVERLOAD.search(str(e)))
+
+
+def backoff(retry: RetryConfig, failures: int) -> float:
+    """Seconds to wait after the `failures`-th failed attempt: capped exponential, with jitter."""
+    if retry.initial_wait <= 0:
+        return 0.0
+    wait = retry.initial_wait * 2.0 ** min(failures - 1, 60) + random.uniform(0, retry.initial_wait)
+    return min(wait, retry.max_wait)
 
 
 class ModelPool:
@@ -75,94 +115,170 @@ class ModelPool:
         self.retry = retry
         self.gate = gate
         self.down_seconds = down_seconds
-        self._changed = asyncio.Condition()
+        # Models on the same servers share a gate group; others do not wait for each other.
+        self.server_key = " ".join(sorted(spec.base_urls))
+        self._waiters: deque[asyncio.Future[Endpoint]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     @property
     def in_flight(self) -> int:
         return sum(e.in_flight for e in self.endpoints)
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting in crawdad for room on an endpoint."""
+        return sum(not f.done() for f in self._waiters)
+
+    # --- choosing an endpoint ------------------------------------------------------------------
+
     def _pick(self) -> Endpoint | None:
+        """The least busy endpoint with room, relative to its cap; None if none has room."""
+        if len(self.endpoints) == 1:  # the common case, kept cheap
+            e = self.endpoints[0]
+            if e.in_flight < e.cap and (not e.down_until or e.healthy(time.monotonic())):
+                return e
+            return None
         now = time.monotonic()
-        ready = [e for e in self.endpoints if e.healthy(now) and e.has_room()]
-        return (
-            min(
-                ready,
-                key=lambda e: (
-                    e.in_flight / max(e.cap, 1e-9) if e.cap != math.inf else e.in_flight,
-                    e.served,
-                ),
-            )
-            if ready
-            else None
-        )
+        healthy = [e for e in self.endpoints if e.healthy(now)]
+        # A recovering endpoint gets one request at a time while another one serves normally.
+        serving = any(not e.probing for e in healthy)
+        best: Endpoint | None = None
+        best_key: tuple[float, int] = (math.inf, 0)
+        for e in healthy:
+            if not e.has_room() or (e.probing and serving and e.in_flight):
+                continue
+            load = e.in_flight / e.cap if e.cap != math.inf else float(e.in_flight)
+            key = (load, e.served)
+            if best is None or key < best_key:
+                best, best_key = e, key
+        return best
 
-    async def _wait_for_room(self) -> Endpoint:
-        async with self._changed:
-            while (endpoint := self._pick()) is None:
-                now = time.monotonic()
-                wake = min(
-                    (e.down_until for e in self.endpoints if not e.healthy(now)), default=None
-                )
-                timeout = max(0.01, wake - now) if wake is not None else None
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout)
-            endpoint.in_flight += 1
+    async def _acquire(self) -> Endpoint:
+        if not self._waiters and (endpoint := self._pick()) is not None:
+            self._take(endpoint)
             return endpoint
-
-    async def _release(self, endpoint: Endpoint) -> None:
-        endpoint.in_flight -= 1
-        async with self._changed:
-            self._changed.notify_all()
-
-    @contextlib.asynccontextmanager
-    async def _endpoint(self) -> AsyncIterator[Endpoint]:
-        endpoint = await self._wait_for_room()
+        future: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        self._dispatch()
         try:
-            yield endpoint
-        finally:
-            await self._release(endpoint)
+            return await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # handed an endpoint as it was cancelled
+                self._release(future.result())
+            raise
 
-    def _on_error(self, endpoint: Endpoint, e: BackendError) -> None:
+    def _take(self, endpoint: Endpoint) -> None:
+        endpoint.in_flight += 1
+        endpoint.peak_in_flight = max(endpoint.peak_in_flight, endpoint.in_flight)
+
+    def _release(self, endpoint: Endpoint) -> None:
+        endpoint.in_flight -= 1
+        if self._waiters:
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand free room to waiting requests, oldest first."""
+        while self._waiters:
+            future = self._waiters[0]
+            if future.done():  # cancelled while waiting
+                self._waiters.popleft()
+                continue
+            endpoint = self._pick()
+            if endpoint is None:
+                break
+            self._waiters.popleft()
+            self._take(endpoint)
+            future.set_result(endpoint)
+        if self._waiters:
+            self._wake_when_due()
+
+    def _wake_when_due(self) -> None:
+        """Endpoints set aside come back by the clock, not by a release: set a timer for that."""
+        now = time.monotonic()
+        due = [e.down_until for e in self.endpoints if not e.healthy(now)]
+        if not due:
+            return
+        when = min(due)
+        loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            if not self._timer.cancelled() and self._timer.when() <= loop.time() + (when - now):
+                return
+            self._timer.cancel()
+        self._timer = loop.call_later(max(0.0, when - now) + 0.001, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._dispatch()
+
+    # --- health and caps -----------------------------------------------------------------------
+
+    def _on_error(self, endpoint: Endpoint, e: BackendError, cuts_at_send: int) -> None:
         endpoint.failures += 1
         if isinstance(e, ServerUnavailable):
-            endpoint._down_streak += 1
-            endpoint.down_until = time.monotonic() + min(
-                60.0, self.down_seconds * 2 ** (endpoint._down_streak - 1)
-            )
-        elif "503" in str(e) or "429" in str(e):
-            endpoint.cap = max(1.0, min(endpoint.cap, endpoint.in_flight) / 2)
+            self._set_aside(endpoint)
+        elif is_overload(e):
+            endpoint.overloads += 1
+            if endpoint.cuts == cuts_at_send:  # one cut per round trip, not one per rejection
+                endpoint.cuts += 1
+                endpoint.cap = max(1.0, min(endpoint.cap, endpoint.in_flight) / 2)
+
+    def _set_aside(self, endpoint: Endpoint) -> None:
+        now = time.monotonic()
+        if not endpoint.healthy(now):
+            return  # already set aside by a request sent at the same time
+        endpoint._down_streak += 1
+        endpoint.probing = True
+        endpoint.down_until = now + min(
+            60.0, self.down_seconds * 2 ** min(endpoint._down_streak - 1, 16)
+        )
 
     def _on_success(self, endpoint: Endpoint, result: ChatResult) -> None:
         endpoint.served += 1
         endpoint.completion_tokens += result.completion_tokens or 0
         endpoint._down_streak = 0
+        endpoint.probing = False
         if endpoint.cap < endpoint.max_cap:
             endpoint.cap = min(endpoint.max_cap, endpoint.cap + 1.0 / max(1.0, endpoint.cap))
-            if endpoint.cap > 4096:
+            if endpoint.cap > _RAISE_TO_MAX:
                 endpoint.cap = endpoint.max_cap
+
+    # --- sending -------------------------------------------------------------------------------
+
+    async def _send(
+        self, request: ChatRequest, guard_factory: Callable[[], StreamGuard | None]
+    ) -> ChatResult:
+        endpoint = await self._acquire()
+        cuts = endpoint.cuts
+        try:
+            async with asyncio.timeout(request.timeout):  # no extra task, unlike wait_for
+                result = await endpoint.backend.chat(request, guard_factory())
+        except TimeoutError:
+            err = BackendError(
+                f"{endpoint.url} gave no complete answer within {request.timeout:.0f} s",
+                transient=True,
+                endpoint=endpoint.url,
+            )
+            self._on_error(endpoint, err, cuts)
+            raise err from None
+        except BackendError as e:
+            crowded = endpoint.in_flight > 1  # others in flight too: a lower cap is the answer
+            self._on_error(endpoint, e, cuts)
+            if crowded and is_overload(e):
+                raise _Congestion(e) from e
+            raise
+        else:
+            self._on_success(endpoint, result)
+        finally:
+            self._release(endpoint)
+        return result
 
     async def _once(
         self, request: ChatRequest, guard_factory: Callable[[], StreamGuard | None]
     ) -> ChatResult:
-        gate = self.gate.turn(request.model) if self.gate else contextlib.nullcontext()
-        async with gate, self._endpoint() as endpoint:
-            try:
-                result = await asyncio.wait_for(
-                    endpoint.backend.chat(request, guard_factory()), request.timeout
-                )
-            except TimeoutError:
-                err = BackendError(
-                    f"{endpoint.url} gave no complete answer within {request.timeout:.0f} s",
-                    transient=True,
-                    endpoint=endpoint.url,
-                )
-                self._on_error(endpoint, err)
-                raise err from None
-            except BackendError as e:
-                self._on_error(endpoint, e)
-                raise
-            self._on_success(endpoint, result)
-            return result
+        if self.gate is None:
+            return await self._send(request, guard_factory)
+        async with self.gate.turn(request.model, self.server_key):
+            return await self._send(request, guard_factory)
 
     async def chat(
         self,
@@ -170,28 +286,38 @@ class ModelPool:
         guard_factory: Callable[[], StreamGuard | None] = lambda: None,
         stats: CallStats | None = None,
     ) -> ChatResult:
-        """Send with retries on transient errors (capped exponential backoff with jitter)."""
+        """Send with retries on transient errors (capped exponential backoff with jitter).
+
+        A 503 / 429 that comes while other requests are in flight on the endpoint is congestion,
+        which the lowered cap already answers: it is resent at once (when there is room) and
+        does not use up an attempt, up to `MAX_CONGESTION_RETRIES` times.
+        """
         stats = stats if stats is not None else CallStats()
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.retry.initial_wait,
-                max=self.retry.max_wait,
-                jitter=self.retry.initial_wait,
-            ),
-            retry=retry_if_exception(is_transient),
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                stats.attempts += 1
-                try:
-                    return await self._once(request, guard_factory)
-                except BackendError as e:
-                    stats.errors.append(str(e))
+        failures = congested = 0
+        while True:
+            stats.attempts += 1
+            try:
+                return await self._once(request, guard_factory)
+            except _Congestion as c:
+                stats.errors.append(str(c.error))
+                congested += 1
+                if congested <= MAX_CONGESTION_RETRIES:
+                    continue
+                failures += 1
+                if failures >= self.retry.attempts:
+                    raise c.error from None
+            except BackendError as e:
+                stats.errors.append(str(e))
+                failures += 1
+                if not e.transient or failures >= self.retry.attempts:
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            if wait := backoff(self.retry, failures):
+                await asyncio.sleep(wait)
 
     async def aclose(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for endpoint in self.endpoints:
-            await endpoint.backend.aclose()
+            with contextlib.suppress(Exception):
+                await endpoint.backend.aclose()

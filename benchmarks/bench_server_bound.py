@@ -1,0 +1,131 @@
+"""Is a run bounded by the server, not by crawdad? P = 64 slots, L = 0.2 s, 512 questions.
+
+One fake Ollama server in its own process serves one model that answers every request of the
+run (both debaters' turns, a self-debate, and the extractor's), so that all requests share the
+same P slots. A request takes L seconds, slowed by `slowdown` for each other request in flight;
+the server's bound is therefore P / (L * (1 + slowdown * (P - 1))) requests per second.
+
+Prints the achieved request throughput as a fraction of that bound at a few concurrencies, and
+the speed-up over one request at a time (concurrency 1), extrapolated from a serial run over the
+first `--serial` questions: serial time per request, times the requests of the full run.
+
+    .venv/bin/python benchmarks/bench_server_bound.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from common import (
+    LatencyModel,
+    ServerSpec,
+    config_for,
+    header,
+    measure,
+    requests_served,
+    start_servers,
+    synthetic,
+)
+
+from crawdad.store import RunStore
+
+P, L, SLOWDOWN = 64, 0.2, 0.002
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="128 questions, not 512")
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[64, 128, 256])
+    parser.add_argument("--serial", type=int, default=24, help="questions of the serial run")
+    parser.add_argument("--server", choices=["process", "thread"], default="process")
+    parser.add_argument(
+        "--what-if", action="store_true", help="patch in benchmarks/whatif.py (not crawdad's code)"
+    )
+    args = parser.parse_args()
+    if args.what_if:
+        import whatif
+
+        whatif.apply()
+    n = 128 if args.quick else 512
+    header(
+        f"server bound: P={P}, L={L} s, slowdown {SLOWDOWN} per other request, {n} questions", args
+    )
+
+    folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-"))
+    dataset = synthetic(n, folder)
+    latency = LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
+    bound = P / (L * (1 + SLOWDOWN * (P - 1)))
+    print(
+        f"setup: one fake Ollama server in a {args.server}, one model for every request; "
+        f"bound = {P} / ({L} s x {1 + SLOWDOWN * (P - 1):.3f}) = {bound:.0f} requests/s"
+    )
+
+    best = 0.0
+    full_requests = 0
+    for concurrency in args.concurrency:
+        (server,) = start_servers(
+            [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
+        )
+        try:
+            config = config_for([server.url], kind="ollama", concurrency=concurrency, models="one")
+            out = folder / f"run-{concurrency}"
+            m = measure(config, dataset, out)
+            stats = server.stats()
+        finally:
+            server.stop()
+        requests = requests_served(stats)
+        full_requests = requests
+        rate = requests / m.wall
+        best = max(best, rate / bound)
+        span = _serving_span(out)
+        print(
+            f"concurrency {concurrency:4d}: {requests} requests in {m.wall:.2f} s = {rate:.0f}/s "
+            f"= {rate / bound:.3f} of the bound ({requests / span / bound:.3f} from the first "
+            f"request to the last answer, {span:.2f} s); most in flight at the server "
+            f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
+            f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
+        )
+
+    subset = dataclasses.replace(dataset, questions=dataset.questions[: args.serial])
+    (server,) = start_servers(
+        [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
+    )
+    try:
+        serial = measure(
+            config_for([server.url], kind="ollama", concurrency=1, models="one"), subset
+        )
+        serial_requests = requests_served(server.stats())
+    finally:
+        server.stop()
+    per_request = serial.wall / serial_requests
+    serial_total = per_request * full_requests
+    concurrent_wall = full_requests / (best * bound)
+    print(
+        f"serial (concurrency 1): {serial_requests} requests of the first {args.serial} questions "
+        f"in {serial.wall:.1f} s = {1000 * per_request:.0f} ms each; x {full_requests} requests "
+        f"= {serial_total:.0f} s for the whole set (extrapolated)"
+    )
+    print(
+        f"best concurrent run: {concurrent_wall:.1f} s -> {serial_total / concurrent_wall:.0f}x "
+        f"the serial run; {best:.3f} of the server's bound"
+        + (
+            f" (target >= 0.9) -> {best >= 0.9}"
+            if not args.quick
+            else " (a short run: the tail weighs)"
+        )
+    )
+
+
+def _serving_span(out: Path) -> float:
+    """Seconds from the first request sent to the last debate finished (no start-up cost)."""
+    records = RunStore(out).records()
+    first = min(r.turns[0].started_at for r in records if r.turns and r.turns[0].started_at)
+    last = max(r.finished_at for r in records if r.finished_at)
+    return (last - first).total_seconds()
+
+
+if __name__ == "__main__":
+    main()
