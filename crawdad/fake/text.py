@@ -88,7 +88,9 @@ class QuestionContext:
     @classmethod
     def from_prompt(cls, prompt: str, question_line: str = "") -> QuestionContext:
         edges: list[tuple[str, str]] = []
-        for cause, effects in _EDGE.findall(prompt[:4000]):
+        # The regex backtracks a lot: run it only on the lines that can match.
+        lines = "\n".join(x for x in prompt[:4000].split("\n") if "direct effect" in x)
+        for cause, effects in _EDGE.findall(lines):
             cause = _short(cause)
             for effect in re.split(r",\s*(?:and\s+)?|\s+and\s+", effects):
                 if effect.strip():
