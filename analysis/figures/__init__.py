@@ -1,0 +1,32 @@
+"""Every figure of the report: pure functions from the metrics' tables of ONE run to a
+`matplotlib.figure.Figure` (no pyplot), plus `save` (PNG + PDF) and the shared style.
+
+Sized for one paper column (3.5 in wide, fonts >= 8 pt at 100%), with one colour per model
+(`agent_colors`) used in every figure where models are told apart.
+"""
+
+from analysis.figures._style import (
+    COLUMN_WIDTH,
+    agent_colors,
+    no_data_figure,
+    save,
+)
+from analysis.figures.confidence import change_figure, confidence_change_figure, confidence_figure
+from analysis.figures.debate import lengths_figure, rounds_figure, timing_figure
+from analysis.figures.outcomes import accuracy_figure, persuasion_figure, reliability_figure
+
+__all__ = [
+    "COLUMN_WIDTH",
+    "accuracy_figure",
+    "agent_colors",
+    "change_figure",
+    "confidence_change_figure",
+    "confidence_figure",
+    "lengths_figure",
+    "no_data_figure",
+    "persuasion_figure",
+    "reliability_figure",
+    "rounds_figure",
+    "save",
+    "timing_figure",
+]

@@ -1,0 +1,365 @@
+"""Run folders -> tidy DataFrames: one row per debate, one row per turn.
+
+`debates.jsonl` is read line by line and each line validated as a `DebateRecord`. The texts and
+reasoning traces are reduced to what the analysis needs while streaming (their lengths, and the
+VADER score of the text with formatting stripped) and then dropped, so memory stays small.
+
+Rules:
+- the LAST valid line per `question_id` wins (an errored debate is retried on resume and a new
+  line appended);
+- a line that does not parse is skipped with a warning (a torn last line after a crash is the
+  expected case; one in the middle is reported too) and counted in `Run.n_invalid_lines`;
+- agents are keyed by a display label, "name (model)" (just "name" when the two are equal),
+  used as the `agent`, `first_agent`, `second_agent` and `final_agent` values everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from analysis.text import SentimentScorer
+from crawdad.records import DebateRecord, RunManifest
+
+__all__ = [
+    "DEBATE_COLUMNS",
+    "TURN_COLUMNS",
+    "Run",
+    "agent_label",
+    "concat",
+    "load_run",
+    "load_runs",
+    "records_to_frames",
+]
+
+DEBATES_FILE = "debates.jsonl"
+MANIFEST_FILE = "manifest.json"
+_ERROR_CHARS = 300  # of an error message kept in the frame
+_PARALLEL_BYTES = 32 * 1024 * 1024  # files above this are parsed by several processes
+
+DEBATE_COLUMNS = [
+    "run",
+    "question_id",
+    "rung",
+    "query_type",
+    "alignment",
+    "gold",
+    "first_agent",
+    "second_agent",
+    "n_turns",
+    "initial_answer",
+    "initial_confidence",
+    "final_answer",
+    "final_confidence",
+    "final_agent",
+    "consensus",
+    "end",
+    "errored",
+    "error",
+    "seconds",
+    "simulated",
+]
+TURN_COLUMNS = [
+    "run",
+    "question_id",
+    "round",
+    "agent",
+    "role",
+    "answer",
+    "confidence",
+    "text_chars",
+    "thinking_chars",
+    "sentiment",
+    "seconds",
+    "server_seconds",
+    "completion_tokens",
+    "stop_reason",
+    "extraction",
+    "errored",
+    "rung",
+    "gold",
+]
+
+
+def agent_label(name: str, model: str | None) -> str:
+    """The label an agent is shown and keyed by: "name (model)", or "name" if they are equal."""
+    if not model or model == name:
+        return name
+    return f"{name} ({model})"
+
+
+@dataclass
+class Run:
+    """One run folder, loaded."""
+
+    label: str
+    path: Path
+    manifest: RunManifest | None
+    debates: pd.DataFrame
+    turns: pd.DataFrame
+    n_lines: int = 0  # non-blank lines read
+    n_invalid_lines: int = 0  # skipped because they did not parse
+    n_superseded: int = 0  # valid lines replaced by a later line for the same question
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        if self.manifest is not None and self.manifest.simulated:
+            return True
+        return bool(self.debates["simulated"].any()) if len(self.debates) else False
+
+
+# --- one record -> rows -------------------------------------------------------------------------
+
+
+def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any, ...], list[tuple]]:
+    """(debate row, turn rows) of one record, without the `run` column."""
+
+    def label(name: str, model: str | None = None) -> str:
+        return agent_label(name, rec.agents.get(name, model))
+
+    qid = str(rec.question_id)
+    turns = []
+    for t in rec.turns:
+        turns.append(
+            (
+                qid,
+                t.round,
+                label(t.agent, t.model),
+                t.role,
+                t.answer,
+                t.confidence,
+                len(t.text),
+                len(t.thinking),
+                scorer.score(t.text),
+                t.seconds,
+                t.server_seconds,
+                t.completion_tokens,
+                t.stop_reason,
+                t.extraction.method if t.extraction is not None else None,
+                t.error is not None,
+                rec.rung,
+                rec.gold,
+            )
+        )
+    first = next((t for t in rec.turns if t.round == 0), None)
+    last = rec.turns[-1] if rec.turns else None
+    debate = (
+        qid,
+        rec.rung,
+        rec.query_type,
+        rec.alignment,
+        rec.gold,
+        label(rec.first_speaker),
+        label(rec.second_speaker),
+        len(rec.turns),
+        first.answer if first is not None else None,
+        first.confidence if first is not None else None,
+        rec.final_answer,
+        rec.final_confidence,
+        label(last.agent, last.model) if last is not None else None,
+        rec.consensus,
+        rec.end,
+        rec.error is not None,
+        rec.error[:_ERROR_CHARS] if rec.error is not None else None,
+        rec.seconds,
+        rec.simulated,
+    )
+    return debate, turns
+
+
+def records_to_frames(
+    records: Iterable[DebateRecord], run: str = "run"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Records (already de-duplicated) -> (debates, turns) frames. Handy for tests and notebooks."""
+    scorer = SentimentScorer()
+    debates, turns = [], []
+    for rec in records:
+        d, ts = _debate_rows(rec, scorer)
+        debates.append(d)
+        turns.extend(ts)
+    return _frames(run, debates, turns)
+
+
+def _frames(run: str, debates: list[tuple], turns: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    d = pd.DataFrame.from_records(debates, columns=DEBATE_COLUMNS[1:])
+    t = pd.DataFrame.from_records(turns, columns=TURN_COLUMNS[1:])
+    d.insert(0, "run", run)
+    t.insert(0, "run", run)
+    d = d.astype(
+        {
+            "rung": "int64",
+            "n_turns": "int64",
+            "initial_confidence": "float64",
+            "final_confidence": "float64",
+            "consensus": "bool",
+            "errored": "bool",
+            "seconds": "float64",
+            "simulated": "bool",
+        }
+    )
+    t = t.astype(
+        {
+            "round": "int64",
+            "confidence": "float64",
+            "text_chars": "int64",
+            "thinking_chars": "int64",
+            "sentiment": "float64",
+            "seconds": "float64",
+            "server_seconds": "float64",
+            "completion_tokens": "float64",
+            "errored": "bool",
+            "rung": "int64",
+        }
+    )
+    return d, t
+
+
+# --- streaming the file -------------------------------------------------------------------------
+
+
+@dataclass
+class _Parsed:
+    offset: int  # byte offset of the line: the order of lines in the file
+    qid: str | None = None
+    debate: tuple | None = None
+    turns: list[tuple] | None = None
+    problem: str | None = None  # why the line was skipped
+    torn: bool = False  # the line is the file's last and has no newline
+
+
+def _iter_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """Lines whose first byte lies in [start, end) (a line straddling `start` belongs before)."""
+    with path.open("rb") as f:
+        if start > 0:
+            f.seek(start - 1)
+            if f.read(1) != b"\n":
+                f.readline()  # the rest of a line that began in the previous chunk
+        pos = f.tell()
+        while pos < end:
+            line = f.readline()
+            if not line:
+                break
+            yield pos, line
+            pos += len(line)
+
+
+def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
+    scorer = SentimentScorer()
+    out = []
+    for offset, raw in _iter_lines(path, start, end):
+        if not raw.strip():
+            continue
+        torn = not raw.endswith(b"\n")
+        try:
+            rec = DebateRecord.model_validate_json(raw)
+        except ValidationError as e:
+            first = e.errors()[0] if e.errors() else {}
+            why = f"{first.get('type', 'invalid')} at {first.get('loc', ())}"
+            out.append(_Parsed(offset, problem=why, torn=torn))
+            continue
+        debate, turns = _debate_rows(rec, scorer)
+        out.append(_Parsed(offset, qid=debate[0], debate=debate, turns=turns))
+    return out
+
+
+def _chunks(size: int, n: int) -> list[tuple[int, int]]:
+    step = -(-size // n)
+    return [(i, min(i + step, size)) for i in range(0, size, step)]
+
+
+def _parse_file(path: Path, workers: int) -> list[_Parsed]:
+    size = path.stat().st_size
+    if workers <= 1 or size < _PARALLEL_BYTES:
+        return _parse_chunk(path, 0, size)
+    spans = _chunks(size, workers)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        parts = list(pool.map(_parse_chunk, [path] * len(spans), *zip(*spans, strict=True)))
+    return [p for part in parts for p in part]
+
+
+def _default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def load_run(path: Path | str, label: str | None = None, *, workers: int | None = None) -> Run:
+    """Load one run folder (`manifest.json` + `debates.jsonl`)."""
+    path = Path(path)
+    label = label or path.resolve().name
+    problems: list[str] = []
+    manifest = None
+    mpath = path / MANIFEST_FILE
+    if mpath.exists():
+        manifest = RunManifest.model_validate_json(mpath.read_bytes())
+    else:
+        problems.append(f"{mpath} is missing: run settings unknown")
+    dpath = path / DEBATES_FILE
+    if not dpath.exists():
+        raise FileNotFoundError(f"{dpath} not found: is {path} a crawdad run folder?")
+
+    parsed = _parse_file(dpath, workers if workers is not None else _default_workers())
+    latest: dict[str, _Parsed] = {}
+    n_invalid = n_superseded = 0
+    for p in parsed:  # in file order
+        if p.problem is not None:
+            n_invalid += 1
+            where = "torn last line" if p.torn else "invalid line"
+            problems.append(f"{dpath}: skipped {where} at byte {p.offset} ({p.problem})")
+            continue
+        assert p.qid is not None
+        if p.qid in latest:
+            n_superseded += 1
+        latest[p.qid] = p  # last line wins
+    for msg in problems:
+        warnings.warn(msg, stacklevel=2)
+
+    debates = [p.debate for p in latest.values() if p.debate is not None]
+    turns = [t for p in latest.values() for t in (p.turns or [])]
+    d, t = _frames(label, debates, turns)
+    return Run(
+        label=label,
+        path=path,
+        manifest=manifest,
+        debates=d,
+        turns=t,
+        n_lines=len(parsed),
+        n_invalid_lines=n_invalid,
+        n_superseded=n_superseded,
+        warnings=problems,
+    )
+
+
+def _unique_labels(paths: Sequence[Path]) -> list[str]:
+    names = [p.resolve().name for p in paths]
+    labels = []
+    for p, name in zip(paths, names, strict=True):
+        label = name
+        if names.count(name) > 1:
+            label = f"{p.resolve().parent.name}/{name}"
+        while label in labels:
+            label += "'"
+        labels.append(label)
+    return labels
+
+
+def load_runs(paths: Sequence[Path | str], *, workers: int | None = None) -> list[Run]:
+    """Load several run folders; each gets a unique label (its folder name, made unique)."""
+    ps = [Path(p) for p in paths]
+    return [
+        load_run(p, label, workers=workers) for p, label in zip(ps, _unique_labels(ps), strict=True)
+    ]
+
+
+def concat(runs: Sequence[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All runs' debates and turns in two frames (the `run` column tells them apart)."""
+    d = pd.concat([r.debates for r in runs], ignore_index=True)
+    t = pd.concat([r.turns for r in runs], ignore_index=True)
+    return d, t

@@ -1,0 +1,92 @@
+"""Pure functions from the tidy frames of `analysis.load` to tidy tables.
+
+Every table has a `run` column first, so several runs can be analysed at once; "all" in the
+`agent` (or `rung`, ...) column marks rows that pool the others.
+"""
+
+from analysis.metrics._stats import (
+    bootstrap_paired_difference,
+    bootstrap_proportion,
+    mcnemar_exact,
+)
+from analysis.metrics.accuracy import (
+    ALIGNMENT_LABELS,
+    ALL,
+    RUNG_LABELS,
+    accuracy_by,
+    accuracy_by_cap,
+    mcnemar,
+    rung_label,
+    run_summary,
+    table1,
+)
+from analysis.metrics.compare import headline, side_by_side
+from analysis.metrics.confidence import (
+    N_BINS,
+    calibration_summary,
+    confidence_points,
+    confidence_summary,
+    reliability,
+)
+from analysis.metrics.dynamics import (
+    CONFIDENCE_BINS,
+    OUTCOMES,
+    challenged_turns,
+    change_vs_opponent_confidence,
+    confidence_change,
+    confident_wrong_corrected,
+    consensus_by_round,
+    persuasion,
+    rounds_to_finish,
+)
+from analysis.metrics.responses import (
+    SHORT_CHARS,
+    extraction_quality,
+    length_points,
+    lengths,
+    sentiment,
+    short_debate_turns,
+    slowest,
+    stop_reasons,
+    timing,
+)
+
+__all__ = [
+    "ALIGNMENT_LABELS",
+    "ALL",
+    "CONFIDENCE_BINS",
+    "N_BINS",
+    "OUTCOMES",
+    "RUNG_LABELS",
+    "SHORT_CHARS",
+    "accuracy_by",
+    "accuracy_by_cap",
+    "bootstrap_paired_difference",
+    "bootstrap_proportion",
+    "calibration_summary",
+    "challenged_turns",
+    "change_vs_opponent_confidence",
+    "confidence_change",
+    "confidence_points",
+    "confidence_summary",
+    "confident_wrong_corrected",
+    "consensus_by_round",
+    "extraction_quality",
+    "headline",
+    "length_points",
+    "lengths",
+    "mcnemar",
+    "mcnemar_exact",
+    "persuasion",
+    "reliability",
+    "rounds_to_finish",
+    "rung_label",
+    "run_summary",
+    "sentiment",
+    "short_debate_turns",
+    "side_by_side",
+    "slowest",
+    "stop_reasons",
+    "table1",
+    "timing",
+]

@@ -1,0 +1,77 @@
+"""Small statistics helpers: seeded bootstrap CIs (vectorised over replicates), exact McNemar."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+N_BOOT = 10_000
+LEVEL = 0.95
+SEED = 0
+
+
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    # Seeded by the cell's own counts, so a CI does not depend on which other cells were computed.
+    return np.random.default_rng([seed, *key])
+
+
+def bootstrap_proportion(
+    k: int, n: int, *, n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of a proportion k/n (questions resampled with replacement).
+
+    The number of successes in a resample of n 0/1 values with k ones is Binomial(n, k/n), so the
+    replicates are drawn as binomial counts: the same distribution as resampling the rows, without
+    materialising an n x n_boot matrix. Returns (nan, nan) when n == 0.
+    """
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    reps = _rng(seed, k, n).binomial(n, k / n, size=n_boot) / n
+    a = (1 - level) / 2
+    lo, hi = np.quantile(reps, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def bootstrap_paired_difference(
+    both: int,
+    only_a: int,
+    only_b: int,
+    neither: int,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of P(b correct) - P(a correct) for paired 0/1 outcomes.
+
+    Resampling the pairs is a multinomial draw over the four cells (both, only a, only b, neither).
+    """
+    n = both + only_a + only_b + neither
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    p = np.array([both, only_a, only_b, neither], dtype=float) / n
+    reps = _rng(seed, both, only_a, only_b, neither).multinomial(n, p, size=n_boot)
+    diff = (reps[:, 2] - reps[:, 1]) / n
+    a = (1 - level) / 2
+    lo, hi = np.quantile(diff, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of b successes in b + c discordant pairs."""
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest  # slow to import; only needed here
+
+    return float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
+
+
+def add_proportion_ci(
+    df: pd.DataFrame, k: str = "n_correct", n: str = "n", prefix: str = "", **kw: float
+) -> pd.DataFrame:
+    """Add `<prefix>ci_lo`, `<prefix>ci_hi` (bootstrap CI of k/n) to a copy of df."""
+    out = df.copy()
+    cis = [bootstrap_proportion(int(kk), int(nn), **kw) for kk, nn in zip(out[k], out[n], strict=True)]  # type: ignore[arg-type]
+    out[f"{prefix}ci_lo"] = [c[0] for c in cis]
+    out[f"{prefix}ci_hi"] = [c[1] for c in cis]
+    return out

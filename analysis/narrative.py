@@ -1,0 +1,292 @@
+"""One line per table or figure saying what it shows, generated from the numbers of one run.
+
+Every function takes the metrics' tables of ONE run and returns a Markdown sentence (or a short
+paragraph); none of them looks at anything but its arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.metrics.accuracy import ALL
+from analysis.render import fmt_p, fmt_pct
+
+__all__ = [
+    "accuracy_lines",
+    "calibration_line",
+    "cap_line",
+    "change_line",
+    "confidence_change_line",
+    "confidence_line",
+    "confident_wrong_line",
+    "gold_line",
+    "lengths_line",
+    "persuasion_line",
+    "quality_line",
+    "query_type_line",
+    "rounds_line",
+    "sentiment_line",
+    "timing_line",
+]
+
+
+def _name(agent: str) -> str:
+    return agent.split(" (")[0]
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def accuracy_lines(mcnemar: pd.DataFrame, table1: pd.DataFrame) -> list[str]:
+    """Per model: gain after debate with McNemar p; and the rung where debate helped most."""
+    lines = []
+    for r in mcnemar.itertuples(index=False):
+        if r.n == 0:
+            continue
+        who = "All first speakers together" if r.agent == ALL else f"**{r.agent}**"
+        verb = "gain" if r.gain > 0 else ("lose" if r.gain < 0 else "change by")
+        verb += "s" if r.agent != ALL else ""
+        lines.append(
+            f"{who} {verb} {abs(100 * r.gain):.1f} points after debate "
+            f"({fmt_pct(r.initial_acc)}% \u2192 {fmt_pct(r.final_acc)}%, 95% CI of the change "
+            f"[{_pts(r.gain_ci_lo)}, {_pts(r.gain_ci_hi)}]; exact McNemar p={fmt_p(r.p_value)} on "
+            f"{r.i_to_c} wrong\u2192right vs {r.c_to_i} right\u2192wrong of {r.n} questions it opened)."
+        )
+    rung = table1[(table1["dimension"] == "rung") & (table1["agent"] != ALL)]
+    if not rung.empty:
+        w = rung.pivot_table(index=["agent", "group"], columns="stage", values="acc")
+        if {"initial", "final"} <= set(w.columns):
+            gain = (w["final"] - w["initial"]).dropna()
+            if not gain.empty:
+                (agent, group), g = gain.idxmax(), gain.max()
+                lines.append(f"The largest gain is {_name(agent)}'s on {group}: {_pts(g)} points.")
+    return lines
+
+
+def cap_line(cap: pd.DataFrame) -> str:
+    c = cap[cap["agent"] == ALL].sort_values("cap")
+    if c.empty:
+        return "No debates."
+    first, last = c.iloc[0], c.iloc[-1]
+    return (
+        f"Keeping the first speaker's answer alone would have scored {fmt_pct(first['acc'])}%; "
+        f"the full debate scored {fmt_pct(last['acc'])}% ({_pts(last['acc'] - first['acc'])} points)."
+    )
+
+
+def quality_line(summary: pd.DataFrame, quality: pd.DataFrame) -> str:
+    s = summary.iloc[0]
+    q = quality[quality["agent"] == ALL]
+    q = q.iloc[0] if not q.empty else None
+    parts = [
+        f"{s['errored']} of {s['debates']} debates errored and {s['final_unanswered']} final "
+        f"answers are missing (not extracted or errored); both count as wrong in every accuracy"
+    ]
+    if q is not None:
+        parts.append(
+            f"{q['answer_null']} of {q['n']} responses have no extracted answer and "
+            f"{q['confidence_null']} no confidence; {q['errored']} requests failed"
+        )
+    return "; ".join(parts) + "."
+
+
+def persuasion_line(pers: pd.DataFrame) -> str:
+    tot = pers[(pers["agent"] == ALL) & (pers["rung"] == ALL)]
+    if tot.empty or tot.iloc[0]["n"] == 0:
+        return "No debate reached a third response (round 2), so there is no persuasion to show."
+    t = tot.iloc[0]
+    line = (
+        f"Of {t['n']} debates that went to a third response, debate turned {t['I->C']} wrong first "
+        f"answers right and {t['C->I']} right ones wrong (C\u2192C {t['C->C']}, I\u2192I {t['I->I']})."
+    )
+    per = pers[(pers["agent"] != ALL) & (pers["rung"] == ALL) & (pers["n"] > 0)]
+    if len(per):
+        flips = [
+            f"{_name(r['agent'])} {fmt_pct((r['I->C'] + r['C->I']) / r['n'])}%" for _, r in per.iterrows()
+        ]
+        line += " First answers overturned, by first speaker: " + ", ".join(flips) + "."
+    return line
+
+
+def sentiment_line(sent: pd.DataFrame) -> str:
+    s = sent[sent["agent"] != ALL]
+    if s.empty:
+        return "No responses to score."
+    parts = []
+    for agent, g in s.groupby("agent", sort=True):
+        v = g.set_index("phase")["mean"]
+        parts.append(
+            f"{_name(agent)} {v.get('initial', np.nan):+.3f} \u2192 {v.get('debate', np.nan):+.3f}"
+        )
+    return "Mean VADER compound (formatting stripped), initial \u2192 debate responses: " + "; ".join(parts) + "."
+
+
+def confidence_line(conf: pd.DataFrame) -> str:
+    c = conf[(conf["agent"] == ALL) & (conf["stage"] == "initial")]
+    if c.empty:
+        return "No extracted confidences."
+    med = c[c["rung"] != ALL].groupby("rung").apply(
+        lambda g: np.average(g["median"], weights=g["n"]), include_groups=False
+    )
+    allr = c[c["rung"] == ALL].set_index("correct")["median"]
+    parts = []
+    if len(med):
+        parts.append(
+            "Median initial confidence by rung: "
+            + ", ".join(f"Rung {k} {v:.2f}" for k, v in med.items())
+            + " (n-weighted over correct and wrong)"
+        )
+    if True in allr.index and False in allr.index:
+        parts.append(f"correct answers {allr[True]:.2f} vs wrong {allr[False]:.2f}")
+    fin = conf[(conf["agent"] == ALL) & (conf["stage"] == "final") & (conf["rung"] == ALL)]
+    if not fin.empty:
+        m = np.average(fin["mean"], weights=fin["n"])
+        ini = np.average(c[c["rung"] == ALL]["mean"], weights=c[c["rung"] == ALL]["n"])
+        parts.append(f"mean confidence {ini:.2f} initially, {m:.2f} in the final answers")
+    return "; ".join(parts) + "."
+
+
+def change_line(change: pd.DataFrame) -> str:
+    c = change[change["agent"] == ALL]
+    if c.empty:
+        return "No response was contradicted by an opponent with a stated confidence."
+    lo = c[c["hi"] <= 0.9]
+    hi = c[c["lo"] >= 0.9]
+    parts = []
+    for name, g in (("below 0.9", lo), ("0.9 or above", hi)):
+        n = int(g["n"].sum())
+        if n:
+            parts.append(f"{fmt_pct(g['n_changed'].sum() / n)}% when it was {name} (n={n})")
+    return "Contradicted responses switched to the opponent's answer " + " vs ".join(parts) + "."
+
+
+def confidence_change_line(cc: pd.DataFrame) -> str:
+    c = cc[cc["agent"] == ALL].set_index("outcome")
+    if c.empty:
+        return "No contradicted responses with both confidences."
+    parts = []
+    for o in ("defended", "persuaded"):
+        if o in c.index and c.loc[o, "n_with_confidence"] > 0:
+            r = c.loc[o]
+            parts.append(
+                f"{o}: mean change {r['mean_delta']:+.3f} (up {fmt_pct(r['share_up'])}%, "
+                f"down {fmt_pct(r['share_down'])}%, n={int(r['n_with_confidence'])})"
+            )
+    return "Confidence after being contradicted, " + "; ".join(parts) + "."
+
+
+def confident_wrong_line(cw: pd.DataFrame, threshold: float = 0.9) -> str:
+    t = cw[(cw["agent"] == ALL) & (cw["rung"] == ALL)]
+    if t.empty:
+        return "No debates."
+    t0 = t.iloc[0]
+    line = (
+        f"{t0['confident_wrong']} first answers were wrong with confidence > {threshold}; the debate "
+        f"corrected {t0['corrected']} of them"
+    )
+    by_rung = cw[(cw["agent"] == ALL) & (cw["rung"] != ALL)]
+    if len(by_rung) and by_rung["corrected"].sum() > 0:
+        parts = [f"Rung {r['rung']} {r['corrected']}" for _, r in by_rung.iterrows()]
+        line += " (" + ", ".join(parts) + ")"
+    per = cw[(cw["agent"] != ALL) & (cw["rung"] == ALL)]
+    if len(per):
+        line += "; by first speaker: " + ", ".join(
+            f"{_name(r['agent'])} {r['corrected']}/{r['confident_wrong']}" for _, r in per.iterrows()
+        )
+    return line + "."
+
+
+def rounds_line(rounds: pd.DataFrame, consensus: pd.DataFrame, summary: pd.DataFrame) -> str:
+    a = rounds[rounds["first_agent"] == ALL]
+    if a.empty:
+        return "No finished debates."
+    parts = []
+    two = a[a["responses"] == 2].set_index("rung")["share"]
+    rungs = sorted(r for r in a["rung"].unique() if r != ALL)
+    if rungs:
+        parts.append(
+            "Agreement after two responses: "
+            + ", ".join(f"Rung {r} {fmt_pct(two.get(r, 0.0))}%" for r in rungs)
+        )
+        means = a.drop_duplicates("rung").set_index("rung")["mean_responses"]
+        parts.append("mean responses " + ", ".join(f"{means[r]:.2f}" for r in rungs))
+    s = summary.iloc[0]
+    parts.append(f"{s['no_consensus']} finished debates ended without consensus")
+    return "; ".join(parts) + "."
+
+
+def lengths_line(short: pd.DataFrame, limit: int = 100) -> str:
+    if short.empty:
+        return "No debate responses."
+    parts = [
+        f"{_name(r['agent'])}: {fmt_pct(r['share_short'], 2)}% ({r['n_short']}/{r['n']}) of debate "
+        f"responses are {limit} characters or less, median {r['median_chars']:.0f} characters "
+        f"({r['median_chars_excl_short']:.0f} without those)"
+        for _, r in short.iterrows()
+    ]
+    return "; ".join(parts) + "."
+
+
+def timing_line(timing: pd.DataFrame, slowest: pd.DataFrame, stops: pd.DataFrame) -> str:
+    t = timing[(timing["rung"] == ALL) & (timing["agent"] != ALL)]
+    if t.empty:
+        return "No responses."
+    parts = []
+    for agent, g in t.groupby("agent", sort=True):
+        med = g.set_index("round")["median_s"]
+        parts.append(f"{_name(agent)} " + " / ".join(f"{v:.0f}" for v in med.to_numpy()))
+    line = "Median seconds per response by round (0, 1, ...): " + "; ".join(parts)
+    if not slowest.empty:
+        s = slowest.iloc[0]
+        line += (
+            f". Slowest: {s['seconds']:.0f} s ({_name(s['agent'])}, round {s['round']}, "
+            f"stop reason \u201c{s['stop_reason']}\u201d)"
+        )
+    slow_col = [c for c in stops.columns if c.startswith("over_")]
+    tot = stops[stops["agent"] == ALL]
+    if slow_col and not tot.empty:
+        line += f"; {int(tot.iloc[0][slow_col[0]])} responses took {slow_col[0][5:]} or more"
+    return line + "."
+
+
+def calibration_line(cal: pd.DataFrame) -> str:
+    c = cal[cal["agent"] != ALL]
+    if c.empty:
+        return "No answers with confidences."
+    parts = []
+    for agent, g in c.groupby("agent", sort=True):
+        v = g.set_index("stage")
+        if {"initial", "final"} <= set(v.index):
+            parts.append(
+                f"{_name(agent)} ECE {v.loc['initial', 'ece']:.3f} \u2192 {v.loc['final', 'ece']:.3f}, "
+                f"Brier {v.loc['initial', 'brier']:.3f} \u2192 {v.loc['final', 'brier']:.3f}"
+            )
+    return "Initial \u2192 final: " + "; ".join(parts) + " (10 equal-width bins; lower is better)."
+
+
+def query_type_line(acc: pd.DataFrame) -> str:
+    a = acc[(acc["agent"] == ALL)]
+    w = a.pivot_table(index="query_type", columns="stage", values="acc")
+    if w.empty or "initial" not in w.columns:
+        return "No debates."
+    hard = w["initial"].idxmin()
+    easy = w["initial"].idxmax()
+    return (
+        f"Hardest query type for the first speakers: {hard} ({fmt_pct(w.loc[hard, 'initial'])}% "
+        f"\u2192 {fmt_pct(w.loc[hard, 'final'])}% after debate); easiest: {easy} "
+        f"({fmt_pct(w.loc[easy, 'initial'])}%)."
+    )
+
+
+def gold_line(acc: pd.DataFrame) -> str:
+    a = acc[(acc["agent"] == ALL)]
+    w = a.pivot_table(index="gold", columns="stage", values="acc")
+    if w.empty:
+        return "No debates."
+    parts = [
+        f"gold \u201c{g}\u201d {fmt_pct(w.loc[g, 'initial'])}% \u2192 {fmt_pct(w.loc[g, 'final'])}%"
+        for g in w.index
+    ]
+    return "Accuracy by gold answer, initial \u2192 final: " + "; ".join(parts) + "."

@@ -1,0 +1,191 @@
+"""Tables for people: number formatting, Markdown, the paper-shaped Table 1 (Markdown and LaTeX)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, RUNG_LABELS
+
+__all__ = [
+    "fmt_p",
+    "fmt_pct",
+    "format_table",
+    "table1_latex",
+    "table1_wide",
+    "to_markdown",
+]
+
+# Columns holding proportions in [0, 1], shown as percentages.
+_PCT_COLS = {
+    "acc", "ci_lo", "ci_hi", "initial_acc", "final_acc", "gain", "gain_ci_lo", "gain_ci_hi",
+    "share", "share_corrected", "rate", "p_change", "share_short", "share_up", "share_same",
+    "share_down", "first_speaker_acc", "debate_acc", "accuracy", "share_ge_0_9",
+}  # fmt: skip
+_P_COLS = {"p_value"}
+
+
+def fmt_pct(x: float, digits: int = 1) -> str:
+    """0.8416 -> "84.2"."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{100 * x:.{digits}f}"
+
+
+def fmt_p(p: float) -> str:
+    """p-values: 3 significant digits, "<0.001" below that."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "-"
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:.3g}"
+
+
+def _fmt_num(x: object) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) >= 100):
+        return f"{int(x)}"
+    if isinstance(x, float):
+        return f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
+    return str(x)
+
+
+def format_table(df: pd.DataFrame) -> pd.DataFrame:
+    """All cells as strings: proportions as percentages (column renamed with " %"), p-values
+    with 3 significant digits, other floats with 3 decimals."""
+    out = {}
+    for c in df.columns:
+        col = df[c]
+        if c in _PCT_COLS:
+            out[f"{c} %"] = [fmt_pct(v) for v in col]
+        elif c in _P_COLS:
+            out[c] = [fmt_p(v) for v in col]
+        elif pd.api.types.is_bool_dtype(col):
+            out[c] = ["yes" if v else "no" for v in col]
+        elif pd.api.types.is_integer_dtype(col):
+            out[c] = [str(v) for v in col]
+        else:
+            out[c] = [_fmt_num(v) if not isinstance(v, str) else v for v in col]
+    return pd.DataFrame(out)
+
+
+def to_markdown(df: pd.DataFrame, formatted: bool = False) -> str:
+    """A GitHub Markdown table (cells formatted with `format_table` unless already)."""
+    if df.empty:
+        return "_(empty)_"
+    f = df if formatted else format_table(df)
+    return str(f.to_markdown(index=False, disable_numparse=True))
+
+
+def _groups_present(t1: pd.DataFrame) -> list[str]:
+    order = ["Overall", *RUNG_LABELS.values(), *ALIGNMENT_LABELS.values()]
+    present = set(t1["group"])
+    return [g for g in order if g in present] + sorted(present - set(order))
+
+
+def _agents(t1: pd.DataFrame) -> list[str]:
+    agents = [a for a in dict.fromkeys(t1["agent"]) if a != ALL]
+    return [*agents, ALL] if ALL in set(t1["agent"]) else agents
+
+
+def _row_name(agent: str, stage: str) -> str:
+    who = "All first speakers" if agent == ALL else agent
+    return f"{who} ({'Initial' if stage == 'initial' else 'Final'})"
+
+
+def table1_wide(t1: pd.DataFrame, ci: bool = True) -> pd.DataFrame:
+    """Table 1 of one run in the paper's shape: rows "<model> (Initial|Final)" and "n", columns
+    Overall, the rungs, the alignments; cells "84.16 [83.1, 85.2]" (accuracy %, 95% CI)."""
+    if t1["run"].nunique() > 1:
+        raise ValueError("table1_wide shows one run")
+    groups = _groups_present(t1)
+    rows = []
+    for agent in _agents(t1):
+        a = t1[t1["agent"] == agent].set_index(["stage", "group"])
+        for stage in ("initial", "final"):
+            row: dict[str, str] = {"": _row_name(agent, stage)}
+            for g in groups:
+                if (stage, g) not in a.index:
+                    row[g] = "-"
+                    continue
+                r = a.loc[(stage, g)]
+                cell = fmt_pct(r["acc"], 2)
+                if ci:
+                    cell += f" [{fmt_pct(r['ci_lo'])}, {fmt_pct(r['ci_hi'])}]"
+                row[g] = cell
+            rows.append(row)
+        n_row = {"": f"{'All' if agent == ALL else agent}: n"}
+        for g in groups:
+            n = a["n"].get(("initial", g))
+            n_row[g] = "-" if n is None else str(int(n))
+        rows.append(n_row)
+    return pd.DataFrame(rows, columns=["", *groups])
+
+
+def _tex(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
+                 ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):  # fmt: skip
+        s = s.replace(a, b)
+    return s
+
+
+def table1_latex(t1: pd.DataFrame, caption: str | None = None, label: str = "tab:accuracy") -> str:
+    """Table 1 of one run as a booktabs LaTeX table, laid out like the paper's (accuracy in %,
+    two decimals; an n row per model). CIs are in the CSV and the Markdown version."""
+    wide = table1_wide(t1, ci=False)
+    groups = list(wide.columns[1:])
+    rungs = [g for g in groups if g in RUNG_LABELS.values()]
+    aligns = [g for g in groups if g in ALIGNMENT_LABELS.values()]
+    other = [g for g in groups if g not in rungs and g not in aligns]
+    cols = other + rungs + aligns
+    head1 = ["", *[_tex(g) for g in other]]
+    if rungs:
+        head1.append(rf"\multicolumn{{{len(rungs)}}}{{c}}{{Acc.\ by Rung}}")
+    if aligns:
+        head1.append(rf"\multicolumn{{{len(aligns)}}}{{c}}{{Acc.\ by Commonsense Alignment}}")
+    head2 = ["", *["" for _ in other], *[g.split(" ")[1] for g in rungs], *[_tex(g) for g in aligns]]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{_tex(caption or 'Accuracy (%) before (Initial) and after (Final) debate.')}}}",
+        rf"\label{{{label}}}",
+        r"\begin{tabular}{l" + "r" * len(cols) + "}",
+        r"\toprule",
+        " & ".join(head1) + r" \\",
+    ]
+    start = 2 + len(other)
+    rules = []
+    if rungs:
+        rules.append(rf"\cmidrule(lr){{{start}-{start + len(rungs) - 1}}}")
+        start += len(rungs)
+    if aligns:
+        rules.append(rf"\cmidrule(lr){{{start}-{start + len(aligns) - 1}}}")
+    if rules:
+        lines.append(" ".join(rules))
+    lines += [" & ".join(head2) + r" \\", r"\midrule"]
+    for _, r in wide.iterrows():
+        name = str(r[""])
+        cells = [str(r[c]) for c in cols]
+        if name.endswith(": n"):
+            lines.append(r"\textit{" + _tex(name) + "} & " + " & ".join(rf"\textit{{{c}}}" for c in cells) + r" \\")
+            lines.append(r"\addlinespace")
+        else:
+            lines.append(_tex(name) + " & " + " & ".join(cells) + r" \\")
+    if lines[-1] == r"\addlinespace":
+        lines.pop()
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def details(summary: str, body: str) -> str:
+    """A collapsible Markdown block (GitHub renders <details>)."""
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def link_list(paths: Sequence[tuple[str, str]]) -> str:
+    return " · ".join(f"[{name}]({href})" for name, href in paths)

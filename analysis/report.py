@@ -1,0 +1,369 @@
+"""Run folders -> a report folder: every table (CSV + Markdown, LaTeX for Table 1), every figure
+(PNG + PDF) and `report.md` showing them all with one generated line each.
+
+Layout of `out/`:
+    report.md
+    compare/            (several runs only) the main tables side by side, one column per run
+    <run>/tables/       <name>.csv (full precision) and <name>.md; table1.tex
+    <run>/figures/      <name>.png and <name>.pdf
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis import figures as F
+from analysis import metrics as M
+from analysis import narrative as N
+from analysis.load import Run, concat, load_runs
+from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
+
+__all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
+
+COLLAPSE_ROWS = 24  # longer tables are folded in report.md
+
+# name -> (title, function of (debates, turns)); every one is written for every run.
+TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]]] = {
+    "summary": ("Run summary", M.run_summary),
+    "table1": ("Table 1: accuracy before and after debate", lambda d, t: M.table1(d)),
+    "mcnemar": ("Initial vs final answers: exact McNemar test", lambda d, t: M.mcnemar(d)),
+    "accuracy_by_cap": ("Accuracy had the debate stopped after k responses", M.accuracy_by_cap),
+    "accuracy_by_query_type": ("Accuracy by query type", lambda d, t: M.accuracy_by(d, "query_type")),
+    "accuracy_by_gold": ("Accuracy by gold answer", lambda d, t: M.accuracy_by(d, "gold")),
+    "persuasion": ("Persuasion outcomes (debates with 3+ responses)", lambda d, t: M.persuasion(d)),
+    "sentiment": ("Sentiment (VADER compound)", lambda d, t: M.sentiment(t)),
+    "confidence": ("Stated confidence by rung and correctness", lambda d, t: M.confidence_summary(d)),
+    "answer_changes": (
+        "Answer changes vs the opponent's confidence",
+        lambda d, t: M.change_vs_opponent_confidence(M.challenged_turns(t)),
+    ),
+    "confidence_change": (
+        "Confidence change when defending vs persuaded",
+        lambda d, t: M.confidence_change(M.challenged_turns(t)),
+    ),
+    "confident_wrong_corrected": (
+        "Confidently wrong first answers (> 0.9) that debate corrected",
+        lambda d, t: M.confident_wrong_corrected(d),
+    ),
+    "rounds_to_finish": ("Responses until the debate ended", lambda d, t: M.rounds_to_finish(d)),
+    "consensus_by_round": ("Consensus by debate length", lambda d, t: M.consensus_by_round(d)),
+    "lengths": ("Response lengths (characters)", lambda d, t: M.lengths(t)),
+    "short_debate_turns": ("Debate responses of 100 characters or less", lambda d, t: M.short_debate_turns(t)),
+    "timing": ("Generation time (s) by round and rung", lambda d, t: M.timing(t)),
+    "slowest": ("Slowest responses", lambda d, t: M.slowest(t)),
+    "stop_reasons": ("Stop reasons and slow responses", lambda d, t: M.stop_reasons(t)),
+    "calibration": ("Calibration: ECE and Brier score", lambda d, t: M.calibration_summary(d)),
+    "reliability": ("Reliability diagram data (10 equal-width bins)", lambda d, t: M.reliability(d)),
+    "extraction_quality": ("Extraction and failed requests", lambda d, t: M.extraction_quality(t)),
+    "errored_debates": (
+        "Errored debates",
+        lambda d, t: d.loc[d["errored"], ["run", "question_id", "first_agent", "n_turns", "error"]],
+    ),
+}
+
+FIGURES = {
+    "accuracy": "Accuracy before and after debate, by rung (95% bootstrap CIs)",
+    "fig2_persuasion": "Fig. 2: persuasion outcomes by first speaker and rung",
+    "fig3_confidence": "Fig. 3: stated confidence by rung, correct vs incorrect, initial and final",
+    "fig4_answer_changes": "Fig. 4: answer changes vs the opponent's confidence",
+    "fig5_confidence_change": "Fig. 5: confidence change when defending vs when persuaded",
+    "fig6_rounds": "Fig. 6: rounds to finish by rung and first speaker; consensus by length",
+    "fig7_lengths": "Fig. 7: lengths of debate responses, initial responses and reasoning traces",
+    "fig8_timing": "Fig. 8: median generation time by round and rung",
+    "reliability": "Reliability diagrams of initial and final answers",
+}
+
+RULES = """\
+**How things are counted.** Rounds are 0-based as in the records: round 0 is the first speaker's
+answer, round 1 the second speaker's critique, and so on; the paper's "round k" is our round k-1,
+and the number of responses in a debate is the paper's number of rounds. A model's *initial*
+accuracy is over the questions it answered first (its round-0 answer); its *final* accuracy is
+the debate's final answer on those same questions. An answer the extractor could not read, and
+every debate that errored, **count as wrong** in all accuracies; their numbers are given in each
+table (`n_unanswered`, `n_errored`) and in the summary. Persuasion, rounds and answer-change tables
+leave errored debates out. CIs are 95% percentile bootstraps (10,000 resamples of the questions,
+seeded). McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
+equal-width confidence bins. Sentiment is VADER's compound score of the response text with
+Markdown and LaTeX stripped; generation time is wall time as seen by crawdad."""
+
+
+def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every table of the report, for all runs at once (each has a `run` column)."""
+    return {name: fn(debates, turns) for name, (_, fn) in TABLES.items()}
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
+
+
+def _of(df: pd.DataFrame, run: str) -> pd.DataFrame:
+    return df[df["run"] == run].reset_index(drop=True) if "run" in df.columns else df
+
+
+@dataclass
+class _Writer:
+    root: Path  # the report folder
+    folder: Path  # this run's folder
+
+    def table(self, name: str, df: pd.DataFrame, md: str | None = None) -> str:
+        tdir = self.folder / "tables"
+        tdir.mkdir(parents=True, exist_ok=True)
+        df.to_csv(tdir / f"{name}.csv", index=False)
+        body = md if md is not None else to_markdown(df.drop(columns="run", errors="ignore"))
+        (tdir / f"{name}.md").write_text(body + "\n")
+        return body
+
+    def rel(self, p: Path) -> str:
+        return p.relative_to(self.root).as_posix()
+
+    def figure(self, name: str, fig: Figure) -> str:
+        png, pdf = F.save(fig, self.folder / "figures", name)
+        return f"![{FIGURES[name]}]({self.rel(png)})\n\n[PDF]({self.rel(pdf)}) · {FIGURES[name]}"
+
+
+def _figures(
+    tables: dict[str, pd.DataFrame],
+    points: dict[str, pd.DataFrame],
+    colors: dict[str, str],
+) -> dict[str, Figure]:
+    t = tables
+    return {
+        "accuracy": F.accuracy_figure(t["table1"], colors),
+        "fig2_persuasion": F.persuasion_figure(t["persuasion"], colors),
+        "fig3_confidence": F.confidence_figure(points["confidence"]),
+        "fig4_answer_changes": F.change_figure(t["answer_changes"], colors),
+        "fig5_confidence_change": F.confidence_change_figure(points["challenged"], colors),
+        "fig6_rounds": F.rounds_figure(t["rounds_to_finish"], t["consensus_by_round"], colors),
+        "fig7_lengths": F.lengths_figure(points["lengths"], t["short_debate_turns"], colors),
+        "fig8_timing": F.timing_figure(t["timing"], colors),
+        "reliability": F.reliability_figure(t["reliability"], t["calibration"], colors),
+    }
+
+
+def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """The one-line statement shown with each table / figure."""
+    acc = N.accuracy_lines(t["mcnemar"], t["table1"])
+    return {
+        "summary": N.quality_line(t["summary"], t["extraction_quality"]),
+        "table1": " ".join(acc) if acc else "No debates.",
+        "mcnemar": (
+            "One pair per question: (first speaker's round-0 answer correct?, debate's final answer "
+            "correct?); p is the two-sided exact binomial test of i_to_c among i_to_c + c_to_i."
+        ),
+        "accuracy_by_cap": N.cap_line(t["accuracy_by_cap"]),
+        "accuracy_by_query_type": N.query_type_line(t["accuracy_by_query_type"]),
+        "accuracy_by_gold": N.gold_line(t["accuracy_by_gold"]),
+        "persuasion": N.persuasion_line(t["persuasion"]),
+        "sentiment": N.sentiment_line(t["sentiment"]),
+        "confidence": N.confidence_line(t["confidence"]),
+        "answer_changes": N.change_line(t["answer_changes"]),
+        "confidence_change": N.confidence_change_line(t["confidence_change"]),
+        "confident_wrong_corrected": N.confident_wrong_line(t["confident_wrong_corrected"]),
+        "rounds_to_finish": N.rounds_line(t["rounds_to_finish"], t["consensus_by_round"], t["summary"]),
+        "consensus_by_round": _consensus_line(t["consensus_by_round"]),
+        "lengths": N.lengths_line(t["short_debate_turns"]),
+        "short_debate_turns": N.lengths_line(t["short_debate_turns"]),
+        "timing": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
+        "slowest": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
+        "stop_reasons": _stop_line(t["stop_reasons"]),
+        "calibration": N.calibration_line(t["calibration"]),
+        "reliability": N.calibration_line(t["calibration"]),
+        "extraction_quality": N.quality_line(t["summary"], t["extraction_quality"]),
+        "errored_debates": f"{len(t['errored_debates'])} debates errored; each counts as wrong.",
+    }
+
+
+def _consensus_line(c: pd.DataFrame) -> str:
+    rows = c[c["responses"] != M.ALL]
+    if rows.empty:
+        return "No finished debates."
+    return "Consensus rate by number of responses: " + ", ".join(
+        f"{r['responses']}: {r['consensus']}/{r['n']}" for _, r in rows.iterrows()
+    ) + "."
+
+
+def _stop_line(s: pd.DataFrame) -> str:
+    a = s[s["agent"] == M.ALL]
+    if a.empty:
+        return "No responses."
+    r = a.iloc[0]
+    return (
+        f"Of {r['n']} responses, {r['length']} hit the token budget, {r['loop']} were stopped as "
+        f"loops, {r['timeout']} timed out and {r['error']} failed."
+    )
+
+
+# Sections of a run, in the paper's order: (heading, tables, figures).
+SECTIONS: list[tuple[str, list[str], list[str]]] = [
+    ("Overview", ["summary"], []),
+    ("Accuracy (Table 1)", ["table1", "mcnemar", "accuracy_by_cap"], ["accuracy"]),
+    ("Persuasion (fig. 2) and sentiment", ["persuasion", "sentiment"], ["fig2_persuasion"]),
+    ("Confidence (fig. 3)", ["confidence", "confident_wrong_corrected"], ["fig3_confidence"]),
+    ("Answer changes and confidence (figs. 4, 5)", ["answer_changes", "confidence_change"],
+     ["fig4_answer_changes", "fig5_confidence_change"]),
+    ("Rounds taken (fig. 6)", ["rounds_to_finish", "consensus_by_round"], ["fig6_rounds"]),
+    ("Response length (fig. 7)", ["short_debate_turns", "lengths"], ["fig7_lengths"]),
+    ("Time taken (fig. 8)", ["timing", "slowest", "stop_reasons"], ["fig8_timing"]),
+    ("Calibration", ["calibration", "reliability"], ["reliability"]),
+    ("Accuracy by query type and gold answer", ["accuracy_by_query_type", "accuracy_by_gold"], []),
+    ("Data quality", ["extraction_quality", "errored_debates"], []),
+]  # fmt: skip
+
+
+def _run_section(
+    run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str, str], root: Path
+) -> list[str]:
+    label = run.label
+    w = _Writer(root, root / _slug(label))
+    t = {k: _of(v, label) for k, v in all_tables.items()}
+    points = {
+        "confidence": M.confidence_points(run.debates),
+        "challenged": M.challenged_turns(run.turns),
+        "lengths": M.length_points(run.turns),
+    }
+    lines = _lines(t)
+    figs = _figures(t, points, colors)
+    out = [f"## Run `{label}`", ""]
+    if run.simulated:
+        out += ["> **Simulated run**: these numbers come from crawdad's fake servers.", ""]
+    for heading, tnames, fnames in SECTIONS:
+        out += [f"### {heading}", ""]
+        for fname in fnames:
+            out += [w.figure(fname, figs.pop(fname)), ""]
+        for name in tnames:
+            df = t[name]
+            title = TABLES[name][0]
+            if name == "table1":
+                wide = table1_wide(df) if not df.empty else pd.DataFrame()
+                md = to_markdown(wide, formatted=True) if not df.empty else "_(empty)_"
+                w.table(name, df, md=md)
+                (w.folder / "tables" / "table1.tex").write_text(
+                    table1_latex(df) if not df.empty else "% no debates\n"
+                )
+            else:
+                md = w.table(name, df)
+            links = f"[CSV]({w.rel(w.folder / 'tables' / f'{name}.csv')})"
+            if name == "table1":
+                links += f" · [LaTeX]({w.rel(w.folder / 'tables' / 'table1.tex')})"
+            body = md
+            if len(df) > COLLAPSE_ROWS and name != "table1":
+                body = details(f"{title}: {len(df)} rows", md)
+            out += [f"**{title}.** {lines[name]} {links}", "", body, ""]
+    assert not figs, f"figures not placed in a section: {sorted(figs)}"
+    return out
+
+
+def _fmt_headline(metric: str, v: object) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "-"
+    x = float(v)  # type: ignore[arg-type]
+    if "McNemar p" in metric:
+        return fmt_p(x)
+    if "ECE" in metric:
+        return f"{x:.3f}"
+    if "(%)" in metric or "points" in metric:
+        return f"{x:.1f}"
+    return f"{int(x)}"
+
+
+def _compare_section(all_tables: dict[str, pd.DataFrame], runs: list[Run], root: Path) -> list[str]:
+    labels = [r.label for r in runs]
+    w = _Writer(root, root / "compare")
+    head = M.headline(
+        all_tables["summary"], all_tables["mcnemar"], all_tables["calibration"], all_tables["persuasion"]
+    )
+    wide = M.side_by_side(head, ["metric"], "value", labels)
+    shown = wide.copy()
+    for c in labels:
+        if c in shown.columns:
+            shown[c] = [_fmt_headline(m, v) for m, v in zip(shown["metric"], shown[c], strict=True)]
+    md_head = w.table("headline", wide, md=to_markdown(shown, formatted=True))
+    t1 = all_tables["table1"]
+    t1w = M.side_by_side(t1, ["agent", "stage", "group"], "acc", labels)
+    t1s = t1w.copy()
+    for c in labels:
+        if c in t1s.columns:
+            t1s[c] = [f"{100 * v:.2f}" if pd.notna(v) else "-" for v in t1s[c]]
+    md_t1 = w.table("table1", t1w, md=to_markdown(t1s, formatted=True))
+    return [
+        "## Runs side by side",
+        "",
+        f"**Headline numbers**, one column per run. [CSV]({w.rel(w.folder / 'tables' / 'headline.csv')})",
+        "",
+        md_head,
+        "",
+        f"**Table 1 side by side** (accuracy %, n and CIs in each run's section). "
+        f"[CSV]({w.rel(w.folder / 'tables' / 'table1.csv')})",
+        "",
+        details(f"Table 1, {len(t1w)} rows", md_t1),
+        "",
+    ]
+
+
+def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
+    rows = []
+    summ = tables["summary"].set_index("run") if not tables["summary"].empty else None
+    for r in runs:
+        m = r.manifest
+        agents = sorted(set(r.debates["first_agent"]) | set(r.debates["second_agent"]))
+        rows.append(
+            {
+                "run": r.label,
+                "folder": str(r.path),
+                "simulated": "**yes**" if r.simulated else "no",
+                "models": ", ".join(agents),
+                "debates": str(int(summ.loc[r.label, "debates"])) if summ is not None and r.label in summ.index else "0",
+                "lines read": str(r.n_lines),
+                "superseded (retried)": str(r.n_superseded),
+                "skipped (unparseable)": str(r.n_invalid_lines),
+                "created": m.created_at.isoformat(timespec="seconds") if m else "-",
+                "crawdad": m.crawdad_version if m else "-",
+            }
+        )
+    return to_markdown(pd.DataFrame(rows), formatted=True)
+
+
+def write_report(run_dirs: list[Path], out: Path) -> Path:
+    """Analyse the run folders and write the report folder `out`; return the path of report.md."""
+    if not run_dirs:
+        raise ValueError("no run folder given")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = load_runs(run_dirs)
+    debates, turns = concat(runs)
+    tables = compute_tables(debates, turns)
+    agents = pd.concat([debates["first_agent"], debates["second_agent"], turns["agent"]])
+    colors = F.agent_colors(agents.dropna().unique())
+
+    md = ["# crawdad analysis report", ""]
+    sim = [r.label for r in runs if r.simulated]
+    if sim:
+        md += [
+            f"> **SIMULATED DATA.** Run(s) {', '.join(f'`{s}`' for s in sim)} were served by "
+            "crawdad's fake servers, not by real models: their numbers say nothing about any model.",
+            "",
+        ]
+    md += [
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(runs)} run(s).",
+        "",
+        _runs_table(runs, tables),
+        "",
+    ]
+    problems = [p for r in runs for p in r.warnings]
+    if problems:
+        md += ["**Loader warnings:**", "", *[f"- {p}" for p in problems], ""]
+    md += [RULES, ""]
+    if len(runs) > 1:
+        md += _compare_section(tables, runs, out)
+    for run in runs:
+        md += _run_section(run, tables, colors, out)
+    path = out / "report.md"
+    path.write_text("\n".join(md))
+    return path

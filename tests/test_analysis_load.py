@@ -1,0 +1,135 @@
+"""Loading run folders: last line wins, torn and invalid lines, labels, parallel parsing."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import analysis.load as L
+from analysis.load import agent_label, load_run, load_runs, records_to_frames
+from analysis.synthetic import synthetic_records, write_synthetic_run
+from crawdad.records import DebateRecord
+
+
+def _write(folder: Path, lines: list[str], tail: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "debates.jsonl").write_text("".join(line + "\n" for line in lines) + tail)
+    return folder
+
+
+def _recs(n: int, **kw) -> list[DebateRecord]:
+    return list(synthetic_records(n, trace_chars=(50, 100), **kw))
+
+
+def test_last_line_per_question_wins(tmp_path):
+    a = _recs(3, seed=1)
+    b = _recs(3, seed=2)  # same question ids, other content
+    # q1 appears three times: a, b, then a again -> the third line (a) wins; q2 only in b.
+    lines = [a[0].model_dump_json(), a[1].model_dump_json(), b[1].model_dump_json(),
+             b[2].model_dump_json(), a[1].model_dump_json()]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no manifest
+        run = load_run(_write(tmp_path / "r", lines))
+    assert run.n_superseded == 2
+    assert len(run.debates) == 3
+    d = run.debates.set_index("question_id")
+    assert d.loc["1", "n_turns"] == len(a[1].turns)
+    assert d.loc["1", "final_answer"] == a[1].final_answer
+    assert d.loc["2", "n_turns"] == len(b[2].turns)
+    # turns follow the winning line only
+    assert (run.turns["question_id"] == "1").sum() == len(a[1].turns)
+
+
+def test_errored_then_retried_debate_is_replaced(tmp_path):
+    ok = _recs(1)[0]
+    failed = ok.model_copy(update={"turns": ok.turns[:1], "error": "boom", "end": "error",
+                                   "final_answer": None, "consensus": False})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = load_run(_write(tmp_path / "r", [failed.model_dump_json(), ok.model_dump_json()]))
+    assert not run.debates["errored"].any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = load_run(_write(tmp_path / "s", [ok.model_dump_json(), failed.model_dump_json()]))
+    assert run.debates["errored"].all()  # the later line wins even if it is worse
+
+
+def test_torn_last_line_is_skipped_with_a_warning(tmp_path):
+    recs = _recs(4)
+    lines = [r.model_dump_json() for r in recs]
+    torn = recs[0].model_dump_json()[:-40]  # a retry of q0, cut by a crash
+    folder = _write(tmp_path / "r", lines, tail=torn)
+    with pytest.warns(UserWarning, match="torn last line"):
+        run = load_run(folder)
+    assert len(run.debates) == 4
+    assert run.n_invalid_lines == 1 and run.n_superseded == 0
+    assert run.debates.set_index("question_id").loc["0", "n_turns"] == len(recs[0].turns)
+
+
+def test_invalid_middle_line_is_skipped_and_reported(tmp_path):
+    recs = _recs(3)
+    bad = json.loads(recs[1].model_dump_json())
+    bad["gold"] = "maybe"  # fails validation
+    lines = [recs[0].model_dump_json(), json.dumps(bad), "", recs[2].model_dump_json()]
+    with pytest.warns(UserWarning, match="invalid line"):
+        run = load_run(_write(tmp_path / "r", lines))
+    assert sorted(run.debates["question_id"]) == ["0", "2"]
+    assert run.n_invalid_lines == 1
+    assert any("invalid line" in w for w in run.warnings)
+
+
+def test_missing_debates_file_raises(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="debates.jsonl"):
+        load_run(tmp_path / "empty")
+
+
+def test_frames_keep_no_text(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 5)
+    run = load_run(folder)
+    assert list(run.debates.columns) == L.DEBATE_COLUMNS
+    assert list(run.turns.columns) == L.TURN_COLUMNS
+    assert not {"text", "thinking", "prompt"} & set(run.turns.columns)
+    assert (run.turns["thinking_chars"] > 1000).all()
+    assert run.simulated and run.manifest is not None
+
+
+def test_agent_labels():
+    assert agent_label("qwen3", "qwen3:32b") == "qwen3 (qwen3:32b)"
+    assert agent_label("qwen3:32b", "qwen3:32b") == "qwen3:32b"
+    d, t = records_to_frames(_recs(4, agents={"a": "m1", "b": "m1"}))
+    assert set(d["first_agent"]) | set(d["second_agent"]) == {"a (m1)", "b (m1)"}
+    assert set(t["agent"]) == {"a (m1)", "b (m1)"}  # same model, still two agents
+
+
+def test_parallel_parse_equals_serial(tmp_path, monkeypatch):
+    folder = write_synthetic_run(tmp_path / "r", 60, error_rate=0.1, torn_tail=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        serial = load_run(folder, workers=1)
+        monkeypatch.setattr(L, "_PARALLEL_BYTES", 0)
+        parallel = load_run(folder, workers=3)
+    assert parallel.n_superseded == serial.n_superseded > 0
+    assert parallel.n_invalid_lines == serial.n_invalid_lines == 1
+    pd.testing.assert_frame_equal(serial.debates, parallel.debates)
+    pd.testing.assert_frame_equal(serial.turns, parallel.turns)
+
+
+def test_chunk_boundaries_split_lines_once(tmp_path):
+    folder = _write(tmp_path / "r", [f'{{"n": {i}}}' for i in range(50)])
+    path = folder / "debates.jsonl"
+    size = path.stat().st_size
+    for n in (1, 2, 3, 7, 50):
+        got = [line for a, b in L._chunks(size, n) for _, line in L._iter_lines(path, a, b)]
+        assert got == path.read_bytes().splitlines(keepends=True)
+
+
+def test_load_runs_labels_are_unique(tmp_path):
+    a = write_synthetic_run(tmp_path / "x" / "run", 3)
+    b = write_synthetic_run(tmp_path / "y" / "run", 3)
+    runs = load_runs([a, b])
+    assert [r.label for r in runs] == ["x/run", "y/run"]

@@ -1,0 +1,157 @@
+"""write_report end to end on synthetic runs: every table and figure written, non-empty; the
+report shows them all; no-data figures; figure hygiene (size, fonts, colours, no pyplot)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from matplotlib.text import Text
+
+from analysis import figures as F
+from analysis import metrics as M
+from analysis.load import load_run
+from analysis.report import FIGURES, TABLES, write_report
+from analysis.synthetic import synthetic_records, write_synthetic_run
+from crawdad.records import DebateRecord
+
+
+def _two_response_run(folder: Path, n: int = 12) -> Path:
+    """A run where every debate ends in agreement after two responses: nothing reaches round 2."""
+    folder.mkdir(parents=True)
+    (folder / "debates.jsonl").write_text("")
+    write_synthetic_run(folder, 0)  # manifest only
+    with (folder / "debates.jsonl").open("w") as f:
+        for rec in synthetic_records(n, seed=3, trace_chars=(100, 200)):
+            t0, t1 = rec.turns[0], rec.turns[1]
+            t1 = t1.model_copy(update={"answer": t0.answer, "confidence": 0.9})
+            r = rec.model_copy(update={"turns": [t0, t1], "final_answer": t1.answer,
+                                       "final_confidence": 0.9, "consensus": True,
+                                       "end": "consensus", "error": None})  # fmt: skip
+            f.write(DebateRecord.model_validate(r.model_dump()).model_dump_json() + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("report")
+    big = write_synthetic_run(base / "big", 250, seed=5, error_rate=0.03, unextracted_rate=0.02)
+    # a few errored debates stay errored (never retried): they must be counted, not dropped
+    with (big / "debates.jsonl").open("a") as f:
+        for rec in synthetic_records(3, seed=9, error_rate=1.0, ids=[1000, 1001, 1002]):
+            f.write(rec.model_dump_json() + "\n")
+    small = _two_response_run(base / "agree")
+    out = base / "out"
+    path = write_report([big, small], out)
+    return path, out
+
+
+def test_returns_report_md(report):
+    path, out = report
+    assert path == out / "report.md" and path.stat().st_size > 0
+
+
+@pytest.mark.parametrize("run", ["big", "agree"])
+def test_every_table_and_figure_is_written(report, run):
+    _, out = report
+    for name in TABLES:
+        for ext in ("csv", "md"):
+            p = out / run / "tables" / f"{name}.{ext}"
+            assert p.exists() and p.stat().st_size > 0, p
+    assert (out / run / "tables" / "table1.tex").read_text().count(r"\midrule") == 1
+    for name in FIGURES:
+        for ext in ("png", "pdf"):
+            p = out / run / "figures" / f"{name}.{ext}"
+            assert p.exists() and p.stat().st_size > 1000, p
+
+
+def test_report_shows_everything(report):
+    path, out = report
+    text = path.read_text()
+    assert text.splitlines()[2].startswith("> **SIMULATED DATA.**")
+    assert "## Runs side by side" in text
+    for name in ("headline", "table1"):
+        assert (out / "compare" / "tables" / f"{name}.csv").stat().st_size > 0
+    for run in ("big", "agree"):
+        for name in FIGURES:
+            assert f"]({run}/figures/{name}.png)" in text
+            assert f"]({run}/figures/{name}.pdf)" in text
+        for name in TABLES:
+            assert f"]({run}/tables/{name}.csv)" in text
+    for title, _ in TABLES.values():
+        assert text.count(f"**{title}.**") == 2
+    # generated sentences carry the numbers
+    assert "points after debate" in text and "McNemar p=" in text
+    assert "No debate reached a third response" in text  # the "agree" run
+
+
+def test_errored_and_unextracted_are_counted(report):
+    _, out = report
+    import pandas as pd
+
+    summary = pd.read_csv(out / "big" / "tables" / "summary.csv").iloc[0]
+    assert summary["debates"] == 253
+    assert summary["errored"] == 3
+    errored = pd.read_csv(out / "big" / "tables" / "errored_debates.csv")
+    assert sorted(errored["question_id"]) == [1000, 1001, 1002]
+    t1 = pd.read_csv(out / "big" / "tables" / "table1.csv")
+    overall = t1[(t1["group"] == "Overall") & (t1["agent"] == "all")].set_index("stage")
+    assert overall.loc["final", "n"] == 253  # errored debates stay in the denominator
+    assert overall.loc["final", "n_errored"] == 3
+    assert overall.loc["final", "n_unanswered"] >= 3
+
+
+def test_no_data_figure_for_empty_persuasion(tmp_path):
+    run = load_run(_two_response_run(tmp_path / "r", 5))
+    p = M.persuasion(run.debates)
+    assert p.empty
+    fig = F.persuasion_figure(p)
+    texts = " ".join(t.get_text() for t in fig.findobj(Text))
+    assert "no data" in texts
+
+
+def _figures_of(run):
+    d, t = run.debates, run.turns
+    colors = F.agent_colors(d["first_agent"])
+    ch = M.challenged_turns(t)
+    return colors, {
+        "accuracy": F.accuracy_figure(M.table1(d), colors),
+        "persuasion": F.persuasion_figure(M.persuasion(d), colors),
+        "confidence": F.confidence_figure(M.confidence_points(d)),
+        "change": F.change_figure(M.change_vs_opponent_confidence(ch), colors, min_n=1),
+        "conf_change": F.confidence_change_figure(ch, colors),
+        "rounds": F.rounds_figure(M.rounds_to_finish(d), M.consensus_by_round(d), colors),
+        "lengths": F.lengths_figure(M.length_points(t), M.short_debate_turns(t), colors),
+        "timing": F.timing_figure(M.timing(t), colors),
+        "reliability": F.reliability_figure(M.reliability(d), M.calibration_summary(d), colors),
+    }
+
+
+def test_figure_hygiene(tmp_path):
+    run = load_run(write_synthetic_run(tmp_path / "r", 120, seed=2))
+    colors, figs = _figures_of(run)
+    for name, fig in figs.items():
+        assert fig.get_size_inches()[0] == pytest.approx(3.5), name
+        fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
+        sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip()]
+        assert sizes and min(sizes) >= 8, (name, min(sizes))
+        titles = [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+        assert any(titles), name
+    # one colour per model, the same in every figure where models are lines
+    for name in ("timing", "change"):
+        for ax in figs[name].axes:
+            for line in ax.get_lines():
+                label = line.get_label()
+                if label in colors:
+                    assert line.get_color() == colors[label], (name, label)
+    assert F.agent_colors(["b", "a"]) == F.agent_colors(["a", "b", "a"])
+
+
+def test_figures_do_not_touch_pyplot(tmp_path):
+    run = load_run(write_synthetic_run(tmp_path / "r", 40, seed=4))
+    _figures_of(run)
+    if "matplotlib.pyplot" in sys.modules:
+        import matplotlib.pyplot as plt
+
+        assert plt.get_fignums() == []
