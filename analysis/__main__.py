@@ -12,7 +12,9 @@ from analysis.report import write_report
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
-    ap.add_argument("runs", nargs="+", type=Path, help="run folders (manifest.json + debates.jsonl)")
+    ap.add_argument(
+        "runs", nargs="+", type=Path, help="run folders (manifest.json + debates.jsonl)"
+    )
     ap.add_argument("--out", type=Path, required=True, help="report folder to write")
     args = ap.parse_args(argv)
     path = write_report(list(args.runs), args.out)

@@ -189,7 +189,9 @@ def records_to_frames(
     return _frames(run, debates, turns)
 
 
-def _frames(run: str, debates: list[tuple], turns: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _frames(
+    run: str, debates: list[tuple], turns: list[tuple]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     d = pd.DataFrame.from_records(debates, columns=DEBATE_COLUMNS[1:])
     t = pd.DataFrame.from_records(turns, columns=TURN_COLUMNS[1:])
     d.insert(0, "run", run)
@@ -262,7 +264,7 @@ def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
         try:
             rec = DebateRecord.model_validate_json(raw)
         except ValidationError as e:
-            first = e.errors()[0] if e.errors() else {}
+            first: dict[str, Any] = dict(e.errors()[0]) if e.errors() else {}
             why = f"{first.get('type', 'invalid')} at {first.get('loc', ())}"
             out.append(_Parsed(offset, problem=why, torn=torn))
             continue

@@ -35,6 +35,20 @@ def _name(agent: str) -> str:
     return agent.split(" (")[0]
 
 
+def _p_eq(p: float) -> str:
+    f = fmt_p(p)
+    return f"p{f}" if f.startswith("<") else f"p={f}"
+
+
+def _secs(x: float) -> str:
+    """Seconds, with as many decimals as small values need."""
+    if x != x:  # NaN
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}" if abs(x) >= 1 else f"{x:.3f}"
+
+
 def _pts(x: float) -> str:
     return f"{100 * x:+.1f}"
 
@@ -51,8 +65,9 @@ def accuracy_lines(mcnemar: pd.DataFrame, table1: pd.DataFrame) -> list[str]:
         lines.append(
             f"{who} {verb} {abs(100 * r.gain):.1f} points after debate "
             f"({fmt_pct(r.initial_acc)}% \u2192 {fmt_pct(r.final_acc)}%, 95% CI of the change "
-            f"[{_pts(r.gain_ci_lo)}, {_pts(r.gain_ci_hi)}]; exact McNemar p={fmt_p(r.p_value)} on "
-            f"{r.i_to_c} wrong\u2192right vs {r.c_to_i} right\u2192wrong of {r.n} questions it opened)."
+            f"[{_pts(r.gain_ci_lo)}, {_pts(r.gain_ci_hi)}]; exact McNemar {_p_eq(r.p_value)} on "
+            f"{r.i_to_c} wrong\u2192right vs {r.c_to_i} right\u2192wrong of {r.n} questions"
+            + (" it opened)." if r.agent != ALL else ")."),
         )
     rung = table1[(table1["dimension"] == "rung") & (table1["agent"] != ALL)]
     if not rung.empty:
@@ -104,7 +119,8 @@ def persuasion_line(pers: pd.DataFrame) -> str:
     per = pers[(pers["agent"] != ALL) & (pers["rung"] == ALL) & (pers["n"] > 0)]
     if len(per):
         flips = [
-            f"{_name(r['agent'])} {fmt_pct((r['I->C'] + r['C->I']) / r['n'])}%" for _, r in per.iterrows()
+            f"{_name(r['agent'])} {fmt_pct((r['I->C'] + r['C->I']) / r['n'])}%"
+            for _, r in per.iterrows()
         ]
         line += " First answers overturned, by first speaker: " + ", ".join(flips) + "."
     return line
@@ -120,26 +136,31 @@ def sentiment_line(sent: pd.DataFrame) -> str:
         parts.append(
             f"{_name(agent)} {v.get('initial', np.nan):+.3f} \u2192 {v.get('debate', np.nan):+.3f}"
         )
-    return "Mean VADER compound (formatting stripped), initial \u2192 debate responses: " + "; ".join(parts) + "."
+    return (
+        "Mean VADER compound (formatting stripped), initial \u2192 debate responses: "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def confidence_line(conf: pd.DataFrame) -> str:
     c = conf[(conf["agent"] == ALL) & (conf["stage"] == "initial")]
     if c.empty:
         return "No extracted confidences."
-    med = c[c["rung"] != ALL].groupby("rung").apply(
-        lambda g: np.average(g["median"], weights=g["n"]), include_groups=False
-    )
+    by_rung = c[c["rung"] != ALL]
+    means = {
+        rung: float(np.average(g["mean"], weights=g["n"]))
+        for rung, g in by_rung.groupby("rung", sort=True)
+    }
     allr = c[c["rung"] == ALL].set_index("correct")["median"]
     parts = []
-    if len(med):
+    if means:
         parts.append(
-            "Median initial confidence by rung: "
-            + ", ".join(f"Rung {k} {v:.2f}" for k, v in med.items())
-            + " (n-weighted over correct and wrong)"
+            "Mean initial confidence by rung: "
+            + ", ".join(f"Rung {k} {v:.3f}" for k, v in means.items())
         )
     if True in allr.index and False in allr.index:
-        parts.append(f"correct answers {allr[True]:.2f} vs wrong {allr[False]:.2f}")
+        parts.append(f"median of correct answers {allr[True]:.2f} vs wrong {allr[False]:.2f}")
     fin = conf[(conf["agent"] == ALL) & (conf["stage"] == "final") & (conf["rung"] == ALL)]
     if not fin.empty:
         m = np.average(fin["mean"], weights=fin["n"])
@@ -193,7 +214,8 @@ def confident_wrong_line(cw: pd.DataFrame, threshold: float = 0.9) -> str:
     per = cw[(cw["agent"] != ALL) & (cw["rung"] == ALL)]
     if len(per):
         line += "; by first speaker: " + ", ".join(
-            f"{_name(r['agent'])} {r['corrected']}/{r['confident_wrong']}" for _, r in per.iterrows()
+            f"{_name(r['agent'])} {r['corrected']}/{r['confident_wrong']}"
+            for _, r in per.iterrows()
         )
     return line + "."
 
@@ -236,12 +258,12 @@ def timing_line(timing: pd.DataFrame, slowest: pd.DataFrame, stops: pd.DataFrame
     parts = []
     for agent, g in t.groupby("agent", sort=True):
         med = g.set_index("round")["median_s"]
-        parts.append(f"{_name(agent)} " + " / ".join(f"{v:.0f}" for v in med.to_numpy()))
+        parts.append(f"{_name(agent)} " + " / ".join(_secs(v) for v in med.to_numpy()))
     line = "Median seconds per response by round (0, 1, ...): " + "; ".join(parts)
     if not slowest.empty:
         s = slowest.iloc[0]
         line += (
-            f". Slowest: {s['seconds']:.0f} s ({_name(s['agent'])}, round {s['round']}, "
+            f". Slowest: {_secs(s['seconds'])} s ({_name(s['agent'])}, round {s['round']}, "
             f"stop reason \u201c{s['stop_reason']}\u201d)"
         )
     slow_col = [c for c in stops.columns if c.startswith("over_")]
@@ -290,3 +312,51 @@ def gold_line(acc: pd.DataFrame) -> str:
         for g in w.index
     ]
     return "Accuracy by gold answer, initial \u2192 final: " + "; ".join(parts) + "."
+
+
+def length_kinds_line(lengths: pd.DataFrame) -> str:
+    """Median characters per agent of initial texts, debate texts and reasoning traces."""
+    if lengths.empty:
+        return "No responses."
+    kinds = ("initial text", "debate text", "debate trace")
+    parts = []
+    for agent, g in lengths.groupby("agent", sort=True):
+        med = g.set_index("kind")["median"]
+        parts.append(
+            f"{_name(agent)} " + " / ".join(f"{med[k]:,.0f}" if k in med else "-" for k in kinds)
+        )
+    return (
+        "Median characters, initial response / debate response / debate trace: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def slowest_line(slowest: pd.DataFrame) -> str:
+    if slowest.empty:
+        return "No responses."
+    who = slowest["agent"].map(_name).value_counts()
+    why = slowest["stop_reason"].value_counts()
+    return (
+        f"The {len(slowest)} slowest responses took {_secs(slowest['seconds'].min())} to "
+        f"{_secs(slowest['seconds'].max())} s; by model: "
+        + ", ".join(f"{k} {v}" for k, v in who.items())
+        + "; by stop reason: "
+        + ", ".join(f"{k} {v}" for k, v in why.items())
+        + "."
+    )
+
+
+def reliability_line(rel: pd.DataFrame) -> str:
+    r = rel[(rel["agent"] == ALL) & (rel["n"] > 0)]
+    if r.empty:
+        return "No answers with confidences."
+    parts = []
+    for stage, g in r.groupby("stage", sort=False):
+        top = g.loc[g["n"].idxmax()]
+        parts.append(
+            f"{stage}: {fmt_pct(top['n'] / g['n'].sum())}% of answers in the {top['lo']:.1f}-"
+            f"{top['hi']:.1f} bin, where accuracy is {fmt_pct(top['accuracy'])}% at mean "
+            f"confidence {fmt_pct(top['mean_confidence'])}%"
+        )
+    return "Fullest bin, " + "; ".join(parts) + "."

@@ -20,10 +20,27 @@ __all__ = [
 
 # Columns holding proportions in [0, 1], shown as percentages.
 _PCT_COLS = {
-    "acc", "ci_lo", "ci_hi", "initial_acc", "final_acc", "gain", "gain_ci_lo", "gain_ci_hi",
-    "share", "share_corrected", "rate", "p_change", "share_short", "share_up", "share_same",
-    "share_down", "first_speaker_acc", "debate_acc", "accuracy", "share_ge_0_9",
-}  # fmt: skip
+    "acc",
+    "ci_lo",
+    "ci_hi",
+    "initial_acc",
+    "final_acc",
+    "gain",
+    "gain_ci_lo",
+    "gain_ci_hi",
+    "share",
+    "share_corrected",
+    "rate",
+    "p_change",
+    "share_short",
+    "share_up",
+    "share_same",
+    "share_down",
+    "first_speaker_acc",
+    "debate_acc",
+    "accuracy",
+    "share_ge_0_9",
+}
 _P_COLS = {"p_value"}
 
 
@@ -128,8 +145,16 @@ def table1_wide(t1: pd.DataFrame, ci: bool = True) -> pd.DataFrame:
 
 
 def _tex(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
-                 ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):  # fmt: skip
+    for a, b in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("_", r"\_"),
+        ("#", r"\#"),
+        ("$", r"\$"),
+        ("{", r"\{"),
+        ("}", r"\}"),
+    ):
         s = s.replace(a, b)
     return s
 
@@ -148,7 +173,12 @@ def table1_latex(t1: pd.DataFrame, caption: str | None = None, label: str = "tab
         head1.append(rf"\multicolumn{{{len(rungs)}}}{{c}}{{Acc.\ by Rung}}")
     if aligns:
         head1.append(rf"\multicolumn{{{len(aligns)}}}{{c}}{{Acc.\ by Commonsense Alignment}}")
-    head2 = ["", *["" for _ in other], *[g.split(" ")[1] for g in rungs], *[_tex(g) for g in aligns]]
+    head2 = [
+        "",
+        *["" for _ in other],
+        *[g.split(" ")[1] for g in rungs],
+        *[_tex(g) for g in aligns],
+    ]
     lines = [
         r"\begin{table}[t]",
         r"\centering",
@@ -172,7 +202,13 @@ def table1_latex(t1: pd.DataFrame, caption: str | None = None, label: str = "tab
         name = str(r[""])
         cells = [str(r[c]) for c in cols]
         if name.endswith(": n"):
-            lines.append(r"\textit{" + _tex(name) + "} & " + " & ".join(rf"\textit{{{c}}}" for c in cells) + r" \\")
+            lines.append(
+                r"\textit{"
+                + _tex(name)
+                + "} & "
+                + " & ".join(rf"\textit{{{c}}}" for c in cells)
+                + r" \\"
+            )
             lines.append(r"\addlinespace")
         else:
             lines.append(_tex(name) + " & " + " & ".join(cells) + r" \\")

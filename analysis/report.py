@@ -10,8 +10,10 @@ Layout of `out/`:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,11 +37,17 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
     "table1": ("Table 1: accuracy before and after debate", lambda d, t: M.table1(d)),
     "mcnemar": ("Initial vs final answers: exact McNemar test", lambda d, t: M.mcnemar(d)),
     "accuracy_by_cap": ("Accuracy had the debate stopped after k responses", M.accuracy_by_cap),
-    "accuracy_by_query_type": ("Accuracy by query type", lambda d, t: M.accuracy_by(d, "query_type")),
+    "accuracy_by_query_type": (
+        "Accuracy by query type",
+        lambda d, t: M.accuracy_by(d, "query_type"),
+    ),
     "accuracy_by_gold": ("Accuracy by gold answer", lambda d, t: M.accuracy_by(d, "gold")),
     "persuasion": ("Persuasion outcomes (debates with 3+ responses)", lambda d, t: M.persuasion(d)),
     "sentiment": ("Sentiment (VADER compound)", lambda d, t: M.sentiment(t)),
-    "confidence": ("Stated confidence by rung and correctness", lambda d, t: M.confidence_summary(d)),
+    "confidence": (
+        "Stated confidence by rung and correctness",
+        lambda d, t: M.confidence_summary(d),
+    ),
     "answer_changes": (
         "Answer changes vs the opponent's confidence",
         lambda d, t: M.change_vs_opponent_confidence(M.challenged_turns(t)),
@@ -55,12 +63,18 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
     "rounds_to_finish": ("Responses until the debate ended", lambda d, t: M.rounds_to_finish(d)),
     "consensus_by_round": ("Consensus by debate length", lambda d, t: M.consensus_by_round(d)),
     "lengths": ("Response lengths (characters)", lambda d, t: M.lengths(t)),
-    "short_debate_turns": ("Debate responses of 100 characters or less", lambda d, t: M.short_debate_turns(t)),
+    "short_debate_turns": (
+        "Debate responses of 100 characters or less",
+        lambda d, t: M.short_debate_turns(t),
+    ),
     "timing": ("Generation time (s) by round and rung", lambda d, t: M.timing(t)),
     "slowest": ("Slowest responses", lambda d, t: M.slowest(t)),
     "stop_reasons": ("Stop reasons and slow responses", lambda d, t: M.stop_reasons(t)),
     "calibration": ("Calibration: ECE and Brier score", lambda d, t: M.calibration_summary(d)),
-    "reliability": ("Reliability diagram data (10 equal-width bins)", lambda d, t: M.reliability(d)),
+    "reliability": (
+        "Reliability diagram data (10 equal-width bins)",
+        lambda d, t: M.reliability(d),
+    ),
     "extraction_quality": ("Extraction and failed requests", lambda d, t: M.extraction_quality(t)),
     "errored_debates": (
         "Errored debates",
@@ -123,28 +137,52 @@ class _Writer:
     def rel(self, p: Path) -> str:
         return p.relative_to(self.root).as_posix()
 
-    def figure(self, name: str, fig: Figure) -> str:
-        png, pdf = F.save(fig, self.folder / "figures", name)
+    def figure(self, name: str) -> str:
+        fdir = self.folder / "figures"
+        png, pdf = fdir / f"{name}.png", fdir / f"{name}.pdf"
         return f"![{FIGURES[name]}]({self.rel(png)})\n\n[PDF]({self.rel(pdf)}) · {FIGURES[name]}"
 
 
-def _figures(
+# A figure to draw: (folder, name, figure function, its arguments). Drawn apart from the
+# Markdown so that several can be drawn at once in worker processes.
+_Job = tuple[Path, str, Callable[..., Figure], tuple[object, ...]]
+
+
+def _figure_jobs(
+    folder: Path,
     tables: dict[str, pd.DataFrame],
     points: dict[str, pd.DataFrame],
     colors: dict[str, str],
-) -> dict[str, Figure]:
+) -> list[_Job]:
     t = tables
-    return {
-        "accuracy": F.accuracy_figure(t["table1"], colors),
-        "fig2_persuasion": F.persuasion_figure(t["persuasion"], colors),
-        "fig3_confidence": F.confidence_figure(points["confidence"]),
-        "fig4_answer_changes": F.change_figure(t["answer_changes"], colors),
-        "fig5_confidence_change": F.confidence_change_figure(points["challenged"], colors),
-        "fig6_rounds": F.rounds_figure(t["rounds_to_finish"], t["consensus_by_round"], colors),
-        "fig7_lengths": F.lengths_figure(points["lengths"], t["short_debate_turns"], colors),
-        "fig8_timing": F.timing_figure(t["timing"], colors),
-        "reliability": F.reliability_figure(t["reliability"], t["calibration"], colors),
+    specs: dict[str, tuple[Callable[..., Figure], tuple[object, ...]]] = {
+        "accuracy": (F.accuracy_figure, (t["table1"], colors)),
+        "fig2_persuasion": (F.persuasion_figure, (t["persuasion"], colors)),
+        "fig3_confidence": (F.confidence_figure, (points["confidence"],)),
+        "fig4_answer_changes": (F.change_figure, (t["answer_changes"], colors)),
+        "fig5_confidence_change": (F.confidence_change_figure, (points["challenged"], colors)),
+        "fig6_rounds": (F.rounds_figure, (t["rounds_to_finish"], t["consensus_by_round"], colors)),
+        "fig7_lengths": (F.lengths_figure, (points["lengths"], t["short_debate_turns"], colors)),
+        "fig8_timing": (F.timing_figure, (t["timing"], colors)),
+        "reliability": (F.reliability_figure, (t["reliability"], t["calibration"], colors)),
     }
+    assert set(specs) == set(FIGURES)
+    return [(folder / "figures", name, fn, args) for name, (fn, args) in specs.items()]
+
+
+def _draw(job: _Job) -> list[Path]:
+    folder, name, fn, args = job
+    return F.save(fn(*args), folder, name)
+
+
+def _draw_all(jobs: list[_Job], workers: int) -> None:
+    """Draw and save every figure; in `workers` processes when there are several."""
+    if workers <= 1 or len(jobs) < 3:
+        for job in jobs:
+            _draw(job)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_draw, jobs))
 
 
 def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
@@ -166,15 +204,17 @@ def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         "answer_changes": N.change_line(t["answer_changes"]),
         "confidence_change": N.confidence_change_line(t["confidence_change"]),
         "confident_wrong_corrected": N.confident_wrong_line(t["confident_wrong_corrected"]),
-        "rounds_to_finish": N.rounds_line(t["rounds_to_finish"], t["consensus_by_round"], t["summary"]),
+        "rounds_to_finish": N.rounds_line(
+            t["rounds_to_finish"], t["consensus_by_round"], t["summary"]
+        ),
         "consensus_by_round": _consensus_line(t["consensus_by_round"]),
-        "lengths": N.lengths_line(t["short_debate_turns"]),
+        "lengths": N.length_kinds_line(t["lengths"]),
         "short_debate_turns": N.lengths_line(t["short_debate_turns"]),
         "timing": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
-        "slowest": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
+        "slowest": N.slowest_line(t["slowest"]),
         "stop_reasons": _stop_line(t["stop_reasons"]),
         "calibration": N.calibration_line(t["calibration"]),
-        "reliability": N.calibration_line(t["calibration"]),
+        "reliability": N.reliability_line(t["reliability"]),
         "extraction_quality": N.quality_line(t["summary"], t["extraction_quality"]),
         "errored_debates": f"{len(t['errored_debates'])} debates errored; each counts as wrong.",
     }
@@ -184,9 +224,11 @@ def _consensus_line(c: pd.DataFrame) -> str:
     rows = c[c["responses"] != M.ALL]
     if rows.empty:
         return "No finished debates."
-    return "Consensus rate by number of responses: " + ", ".join(
-        f"{r['responses']}: {r['consensus']}/{r['n']}" for _, r in rows.iterrows()
-    ) + "."
+    return (
+        "Consensus rate by number of responses: "
+        + ", ".join(f"{r['responses']}: {r['consensus']}/{r['n']}" for _, r in rows.iterrows())
+        + "."
+    )
 
 
 def _stop_line(s: pd.DataFrame) -> str:
@@ -206,20 +248,28 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ("Accuracy (Table 1)", ["table1", "mcnemar", "accuracy_by_cap"], ["accuracy"]),
     ("Persuasion (fig. 2) and sentiment", ["persuasion", "sentiment"], ["fig2_persuasion"]),
     ("Confidence (fig. 3)", ["confidence", "confident_wrong_corrected"], ["fig3_confidence"]),
-    ("Answer changes and confidence (figs. 4, 5)", ["answer_changes", "confidence_change"],
-     ["fig4_answer_changes", "fig5_confidence_change"]),
+    (
+        "Answer changes and confidence (figs. 4, 5)",
+        ["answer_changes", "confidence_change"],
+        ["fig4_answer_changes", "fig5_confidence_change"],
+    ),
     ("Rounds taken (fig. 6)", ["rounds_to_finish", "consensus_by_round"], ["fig6_rounds"]),
     ("Response length (fig. 7)", ["short_debate_turns", "lengths"], ["fig7_lengths"]),
     ("Time taken (fig. 8)", ["timing", "slowest", "stop_reasons"], ["fig8_timing"]),
     ("Calibration", ["calibration", "reliability"], ["reliability"]),
     ("Accuracy by query type and gold answer", ["accuracy_by_query_type", "accuracy_by_gold"], []),
     ("Data quality", ["extraction_quality", "errored_debates"], []),
-]  # fmt: skip
+]
 
 
 def _run_section(
-    run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str, str], root: Path
+    run: Run,
+    all_tables: dict[str, pd.DataFrame],
+    colors: dict[str, str],
+    root: Path,
+    jobs: list[_Job],
 ) -> list[str]:
+    """The Markdown of one run; writes its tables and appends its figures to `jobs`."""
     label = run.label
     w = _Writer(root, root / _slug(label))
     t = {k: _of(v, label) for k, v in all_tables.items()}
@@ -229,14 +279,17 @@ def _run_section(
         "lengths": M.length_points(run.turns),
     }
     lines = _lines(t)
-    figs = _figures(t, points, colors)
+    run_jobs = _figure_jobs(w.folder, t, points, colors)
+    jobs.extend(run_jobs)
+    figs = {job[1] for job in run_jobs}
     out = [f"## Run `{label}`", ""]
     if run.simulated:
         out += ["> **Simulated run**: these numbers come from crawdad's fake servers.", ""]
     for heading, tnames, fnames in SECTIONS:
         out += [f"### {heading}", ""]
         for fname in fnames:
-            out += [w.figure(fname, figs.pop(fname)), ""]
+            figs.remove(fname)
+            out += [w.figure(fname), ""]
         for name in tnames:
             df = t[name]
             title = TABLES[name][0]
@@ -277,7 +330,10 @@ def _compare_section(all_tables: dict[str, pd.DataFrame], runs: list[Run], root:
     labels = [r.label for r in runs]
     w = _Writer(root, root / "compare")
     head = M.headline(
-        all_tables["summary"], all_tables["mcnemar"], all_tables["calibration"], all_tables["persuasion"]
+        all_tables["summary"],
+        all_tables["mcnemar"],
+        all_tables["calibration"],
+        all_tables["persuasion"],
     )
     wide = M.side_by_side(head, ["metric"], "value", labels)
     shown = wide.copy()
@@ -319,7 +375,9 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
                 "folder": str(r.path),
                 "simulated": "**yes**" if r.simulated else "no",
                 "models": ", ".join(agents),
-                "debates": str(int(summ.loc[r.label, "debates"])) if summ is not None and r.label in summ.index else "0",
+                "debates": str(int(summ.loc[r.label, "debates"]))
+                if summ is not None and r.label in summ.index
+                else "0",
                 "lines read": str(r.n_lines),
                 "superseded (retried)": str(r.n_superseded),
                 "skipped (unparseable)": str(r.n_invalid_lines),
@@ -330,13 +388,22 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
     return to_markdown(pd.DataFrame(rows), formatted=True)
 
 
-def write_report(run_dirs: list[Path], out: Path) -> Path:
-    """Analyse the run folders and write the report folder `out`; return the path of report.md."""
+def _default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def write_report(run_dirs: list[Path], out: Path, *, workers: int | None = None) -> Path:
+    """Analyse the run folders and write the report folder `out`; return the path of report.md.
+
+    `workers`: processes used to parse large files and to draw the figures (default: the CPU
+    count, at most 4; 1 draws everything in this process).
+    """
+    workers = _default_workers() if workers is None else workers
     if not run_dirs:
         raise ValueError("no run folder given")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = load_runs(run_dirs)
+    runs = load_runs(run_dirs, workers=workers)
     debates, turns = concat(runs)
     tables = compute_tables(debates, turns)
     agents = pd.concat([debates["first_agent"], debates["second_agent"], turns["agent"]])
@@ -362,8 +429,10 @@ def write_report(run_dirs: list[Path], out: Path) -> Path:
     md += [RULES, ""]
     if len(runs) > 1:
         md += _compare_section(tables, runs, out)
+    jobs: list[_Job] = []
     for run in runs:
-        md += _run_section(run, tables, colors, out)
+        md += _run_section(run, tables, colors, out, jobs)
+    _draw_all(jobs, workers)
     path = out / "report.md"
     path.write_text("\n".join(md))
     return path

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,9 +32,29 @@ ALIGNMENTS = ["commonsense", "anticommonsense", "nonsense"]
 SKILL = [{1: 0.94, 2: 0.90, 3: 0.72}, {1: 0.91, 2: 0.78, 3: 0.68}]
 CONFIDENCES = [0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0]
 
-_VARS = ["smoking", "tar deposits", "lung cancer", "coffee", "test scores", "demand", "supply",
-         "price", "the alarm", "the husband", "zory", "gwet", "xevo", "talent", "effort",
-         "admission", "vaccination", "full moon", "ear shape", "rain", "sprinkler"]  # fmt: skip
+_VARS = [
+    "smoking",
+    "tar deposits",
+    "lung cancer",
+    "coffee",
+    "test scores",
+    "demand",
+    "supply",
+    "price",
+    "the alarm",
+    "the husband",
+    "zory",
+    "gwet",
+    "xevo",
+    "talent",
+    "effort",
+    "admission",
+    "vaccination",
+    "full moon",
+    "ear shape",
+    "rain",
+    "sprinkler",
+]
 _THINK = [
     "Okay, let me look at the causal graph again: {a} -> {b}, {b} -> {c}, and {a} -> {c}.",
     "So the query is about the effect of {a} on {c}; I need P({c} | do({a})).",
@@ -54,7 +75,7 @@ _THINK = [
 ]
 _INITIAL = [
     "**Step 1) Causal graph:** {a} -> {b}, {b} -> {c}, {a} -> {c}.",
-    "**Step 2) Query type:** \"average treatment effect\"",
+    '**Step 2) Query type:** "average treatment effect"',
     "**Step 3) Formal query:** $E[Y \\mid do(X=1)] - E[Y \\mid do(X=0)]$",
     "**Step 4) Data:** P(Y=1|X=0)={p2}; P(Y=1|X=1)={p1}",
     "**Step 5) Estimand:** $P(Y=1 \\mid X=1) - P(Y=1 \\mid X=0)$, no adjustment needed.",
@@ -100,6 +121,61 @@ def _other(ans: str) -> str:
     return "no" if ans == "yes" else "yes"
 
 
+@dataclass
+class _Question:
+    """What a synthetic response needs to know about its question."""
+
+    rng: random.Random
+    qid: int
+    gold: str
+    rung: int
+    agents: dict[str, str]
+    slow_agent: str
+    terse: dict[str, bool]
+    unextracted_rate: float
+    trace_chars: tuple[int, int]
+
+
+def _respond(q: _Question, rnd: int, agent: str, ans: str, role: str) -> Turn:
+    rng = q.rng
+    conf: float | None = _conf(rng, q.rung, ans == q.gold)
+    answer: str | None = ans
+    method = "strict"
+    if rng.random() < q.unextracted_rate:
+        answer, conf, method = None, None, "none"
+    think = _text(rng, _THINK, rng.randint(*q.trace_chars))
+    if rnd == 0:
+        text = _text(rng, _INITIAL, rng.randint(500, 1600))
+    elif q.terse[agent] and rng.random() < 0.25:
+        text = f"**Answer:** {ans} (confidence: {conf})"
+    else:
+        text = _text(rng, _DEBATE, rng.randint(200, 1200 if not q.terse[agent] else 500))
+    text += f"\n\nFinal answer: **{ans}** (confidence: {conf})"
+    base = {0: 60.0, 1: 35.0, 2: 30.0, 3: 40.0}[min(rnd, 3)] * (1.6 if q.rung == 3 else 1.0)
+    secs = rng.lognormvariate(0, 0.5) * base * (1.3 if agent == q.slow_agent else 1.0)
+    stop = "stop"
+    if rng.random() < 0.0015:
+        secs, stop = rng.uniform(1200, 2800), rng.choice(["loop", "length"])
+    return Turn(
+        round=rnd,
+        agent=agent,
+        model=q.agents[agent],
+        role=role,  # type: ignore[arg-type]
+        template=f"{role}@{hashlib.sha256(role.encode()).hexdigest()[:12]}",
+        prompt_sha256=hashlib.sha256(f"{q.qid}-{rnd}".encode()).hexdigest(),
+        thinking=think,
+        text=text,
+        answer=answer,  # type: ignore[arg-type]
+        confidence=conf,
+        extraction=Extraction(method=method, model=EXTRACTOR, raw="{}", seconds=0.3),  # type: ignore[arg-type]
+        prompt_tokens=rng.randint(600, 3000),
+        completion_tokens=int(secs * 25),
+        seconds=round(secs, 3),
+        stop_reason=stop,  # type: ignore[arg-type]
+        num_ctx=16384,
+    )
+
+
 def synthetic_records(
     n: int,
     *,
@@ -127,44 +203,12 @@ def synthetic_records(
         answers: list[str | None] = []
         error: str | None = None
 
-        def respond(rnd: int, agent: str, ans: str, role: str) -> Turn:
-            correct = ans == gold
-            conf: float | None = _conf(rng, rung, correct)
-            answer: str | None = ans
-            method = "strict"
-            if rng.random() < unextracted_rate:
-                answer, conf, method = None, None, "none"
-            think = _text(rng, _THINK, rng.randint(*trace_chars))
-            if rnd == 0:
-                text = _text(rng, _INITIAL, rng.randint(500, 1600))
-            elif terse[agent] and rng.random() < 0.25:
-                text = f"**Answer:** {ans} (confidence: {conf})"
-            else:
-                text = _text(rng, _DEBATE, rng.randint(200, 1200 if not terse[agent] else 500))
-            text += f"\n\nFinal answer: **{ans}** (confidence: {conf})"
-            base = {0: 60.0, 1: 35.0, 2: 30.0, 3: 40.0}[min(rnd, 3)] * (1.6 if rung == 3 else 1.0)
-            secs = rng.lognormvariate(0, 0.5) * base * (1.3 if agent == names[0] else 1.0)
-            stop = "stop"
-            if rng.random() < 0.0015:
-                secs, stop = rng.uniform(1200, 2800), rng.choice(["loop", "length"])
-            return Turn(
-                round=rnd,
-                agent=agent,
-                model=agents[agent],
-                role=role,  # type: ignore[arg-type]
-                template=f"{role}@{hashlib.sha256(role.encode()).hexdigest()[:12]}",
-                prompt_sha256=hashlib.sha256(f"{qid}-{rnd}".encode()).hexdigest(),
-                thinking=think,
-                text=text,
-                answer=answer,  # type: ignore[arg-type]
-                confidence=conf,
-                extraction=Extraction(method=method, model=EXTRACTOR, raw="{}", seconds=0.3),  # type: ignore[arg-type]
-                prompt_tokens=rng.randint(600, 3000),
-                completion_tokens=int(secs * 25),
-                seconds=round(secs, 3),
-                stop_reason=stop,  # type: ignore[arg-type]
-                num_ctx=16384,
-            )
+        ctx = _Question(
+            rng, qid, gold, rung, agents, names[0], terse, unextracted_rate, trace_chars
+        )
+
+        def respond(rnd: int, agent: str, ans: str, role: str, ctx: _Question = ctx) -> Turn:
+            return _respond(ctx, rnd, agent, ans, role)
 
         # round 0: first speaker
         a0 = gold if rng.random() < skill[first] else _other(gold)
@@ -247,9 +291,13 @@ def write_synthetic_run(
         config={"agents": agents, "seed": seed, "max_responses": 4, "synthetic": True},
         prompts={"initial": "initial@000000000000", "debate": "debate@000000000000"},
         dataset=DatasetInfo(
-            source="synthetic", questions_file="-", models_file="-", sha256="0" * 64,
-            n_total=n, n_selected=n,
-        ),  # fmt: skip
+            source="synthetic",
+            questions_file="-",
+            models_file="-",
+            sha256="0" * 64,
+            n_total=n,
+            n_selected=n,
+        ),
         simulated=True,
     )
     (path / "manifest.json").write_text(manifest.model_dump_json(indent=2))

@@ -28,6 +28,7 @@ import pytest
 
 from analysis import metrics as M
 from analysis.load import load_run
+from analysis.synthetic import write_synthetic_run
 from crawdad.records import DebateRecord, Turn
 
 Q, R = "qa (qwen3:32b)", "rb (r1:32b)"
@@ -51,9 +52,17 @@ def turn(rnd: int, agent: str, answer: str | None, conf: float | None, text: str
     defaults.update(kw)
     role = "initial" if rnd == 0 else ("defence" if rnd == 2 else "critique")
     return Turn(
-        round=rnd, agent=agent, model=AGENTS[agent], role=role, template=f"{role}@000000000000",
-        prompt_sha256="0" * 64, text=text, answer=answer, confidence=conf, **defaults,
-    )  # fmt: skip
+        round=rnd,
+        agent=agent,
+        model=AGENTS[agent],
+        role=role,
+        template=f"{role}@000000000000",
+        prompt_sha256="0" * 64,
+        text=text,
+        answer=answer,
+        confidence=conf,
+        **defaults,
+    )
 
 
 def debate(qid, gold, rung, alignment, first, turns, error=None) -> DebateRecord:
@@ -66,50 +75,136 @@ def debate(qid, gold, rung, alignment, first, turns, error=None) -> DebateRecord
         and turns[-1].answer == turns[-2].answer
     )
     return DebateRecord(
-        question_id=qid, gold=gold, rung=rung, query_type={1: "marginal", 2: "ate", 3: "ett"}[rung],
-        alignment=alignment, agents=AGENTS, first_speaker=first, second_speaker=second,
-        turns=turns, final_answer=last.answer if last else None,
-        final_confidence=last.confidence if last else None, consensus=consensus,
-        end="error" if error else ("consensus" if consensus else "cap"), error=error,
-    )  # fmt: skip
+        question_id=qid,
+        gold=gold,
+        rung=rung,
+        query_type={1: "marginal", 2: "ate", 3: "ett"}[rung],
+        alignment=alignment,
+        agents=AGENTS,
+        first_speaker=first,
+        second_speaker=second,
+        turns=turns,
+        final_answer=last.answer if last else None,
+        final_confidence=last.confidence if last else None,
+        consensus=consensus,
+        end="error" if error else ("consensus" if consensus else "cap"),
+        error=error,
+    )
 
 
 def handmade_records() -> list[DebateRecord]:
     q, r = "qa", "rb"
     return [
-        debate(1, "yes", 1, "commonsense", q, [
-            turn(0, q, "yes", 0.90, GOOD), turn(1, r, "yes", 0.95, SHORT)]),
-        debate(2, "no", 1, "nonsense", r, [
-            turn(0, r, "no", 0.80, BAD), turn(1, q, "no", 1.0, WRONG)]),
-        debate(3, "yes", 2, "anticommonsense", q, [
-            turn(0, q, "no", 0.95, GOOD), turn(1, r, "yes", 0.90, AGREE),
-            turn(2, q, "yes", 0.85, WRONG)]),
-        debate(4, "no", 2, "commonsense", r, [
-            turn(0, r, "no", 0.70, BAD), turn(1, q, "yes", 0.90, WRONG),
-            turn(2, r, "no", 0.80, AGREE), turn(3, q, "no", 0.95, WRONG)]),
-        debate(5, "yes", 3, "nonsense", q, [
-            turn(0, q, "yes", 1.0, NEUTRAL), turn(1, r, "no", 0.90, SHORT),
-            turn(2, q, "yes", 1.0, WRONG),
-            turn(3, r, "no", 0.60, SHORT, seconds=900.0, stop_reason="loop")]),
-        debate(6, "no", 3, "anticommonsense", r, [
-            turn(0, r, "yes", 0.92, NEUTRAL), turn(1, q, "no", 0.80, WRONG),
-            turn(2, r, "no", 0.99, AGREE)]),
-        debate(7, "no", 3, "commonsense", q, [
-            turn(0, q, "yes", 0.90, NEUTRAL), turn(1, r, "yes", 0.70, SHORT)]),
-        debate(8, "yes", 1, "anticommonsense", r, [
-            turn(0, r, None, None, NEUTRAL), turn(1, q, "yes", 0.90, WRONG),
-            turn(2, r, "yes", 0.80, AGREE)]),
-        debate(9, "no", 2, "nonsense", q, [turn(0, q, "no", 0.75, NEUTRAL)],
-               error="ReadTimeout: rb did not answer"),
-        debate(10, "yes", 3, "commonsense", r, [
-            turn(0, r, "no", 0.85, NEUTRAL), turn(1, q, "yes", 0.95, WRONG),
-            turn(2, r, "no", 0.90, AGREE), turn(3, q, "no", 0.80, WRONG)]),
-    ]  # fmt: skip
+        debate(
+            1,
+            "yes",
+            1,
+            "commonsense",
+            q,
+            [turn(0, q, "yes", 0.90, GOOD), turn(1, r, "yes", 0.95, SHORT)],
+        ),
+        debate(
+            2, "no", 1, "nonsense", r, [turn(0, r, "no", 0.80, BAD), turn(1, q, "no", 1.0, WRONG)]
+        ),
+        debate(
+            3,
+            "yes",
+            2,
+            "anticommonsense",
+            q,
+            [
+                turn(0, q, "no", 0.95, GOOD),
+                turn(1, r, "yes", 0.90, AGREE),
+                turn(2, q, "yes", 0.85, WRONG),
+            ],
+        ),
+        debate(
+            4,
+            "no",
+            2,
+            "commonsense",
+            r,
+            [
+                turn(0, r, "no", 0.70, BAD),
+                turn(1, q, "yes", 0.90, WRONG),
+                turn(2, r, "no", 0.80, AGREE),
+                turn(3, q, "no", 0.95, WRONG),
+            ],
+        ),
+        debate(
+            5,
+            "yes",
+            3,
+            "nonsense",
+            q,
+            [
+                turn(0, q, "yes", 1.0, NEUTRAL),
+                turn(1, r, "no", 0.90, SHORT),
+                turn(2, q, "yes", 1.0, WRONG),
+                turn(3, r, "no", 0.60, SHORT, seconds=900.0, stop_reason="loop"),
+            ],
+        ),
+        debate(
+            6,
+            "no",
+            3,
+            "anticommonsense",
+            r,
+            [
+                turn(0, r, "yes", 0.92, NEUTRAL),
+                turn(1, q, "no", 0.80, WRONG),
+                turn(2, r, "no", 0.99, AGREE),
+            ],
+        ),
+        debate(
+            7,
+            "no",
+            3,
+            "commonsense",
+            q,
+            [turn(0, q, "yes", 0.90, NEUTRAL), turn(1, r, "yes", 0.70, SHORT)],
+        ),
+        debate(
+            8,
+            "yes",
+            1,
+            "anticommonsense",
+            r,
+            [
+                turn(0, r, None, None, NEUTRAL),
+                turn(1, q, "yes", 0.90, WRONG),
+                turn(2, r, "yes", 0.80, AGREE),
+            ],
+        ),
+        debate(
+            9,
+            "no",
+            2,
+            "nonsense",
+            q,
+            [turn(0, q, "no", 0.75, NEUTRAL)],
+            error="ReadTimeout: rb did not answer",
+        ),
+        debate(
+            10,
+            "yes",
+            3,
+            "commonsense",
+            r,
+            [
+                turn(0, r, "no", 0.85, NEUTRAL),
+                turn(1, q, "yes", 0.95, WRONG),
+                turn(2, r, "no", 0.90, AGREE),
+                turn(3, q, "no", 0.80, WRONG),
+            ],
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[pd.DataFrame, pd.DataFrame, object]:
     folder: Path = tmp_path_factory.mktemp("handmade")
+    write_synthetic_run(folder, 0)  # just the manifest
     recs = handmade_records()
     early_d2 = debate(2, "no", 1, "nonsense", "rb", [], error="ConnectError")
     lines = [early_d2.model_dump_json()] + [r.model_dump_json() for r in recs]
@@ -145,30 +240,46 @@ def test_loader_counts(run):
 # (agent, stage, group) -> (n_correct, n). Worked out from the table in the module docstring.
 TABLE1 = {
     # Q opened D1 D3 D5 D7 D9: initial ✓ ✗ ✓ ✗ ✓ = 3/5; final ✓ ✓ ✗ ✗ ✗(errored) = 2/5
-    (Q, "initial", "Overall"): (3, 5), (Q, "final", "Overall"): (2, 5),
+    (Q, "initial", "Overall"): (3, 5),
+    (Q, "final", "Overall"): (2, 5),
     # R opened D2 D4 D6 D8 D10: initial ✓ ✓ ✗ ✗(null) ✗ = 2/5; final ✓ ✓ ✓ ✓ ✗ = 4/5
-    (R, "initial", "Overall"): (2, 5), (R, "final", "Overall"): (4, 5),
-    ("all", "initial", "Overall"): (5, 10), ("all", "final", "Overall"): (6, 10),
+    (R, "initial", "Overall"): (2, 5),
+    (R, "final", "Overall"): (4, 5),
+    ("all", "initial", "Overall"): (5, 10),
+    ("all", "final", "Overall"): (6, 10),
     # rung 1: Q D1; R D2 D8
-    (Q, "initial", "Rung 1 (association)"): (1, 1), (Q, "final", "Rung 1 (association)"): (1, 1),
-    (R, "initial", "Rung 1 (association)"): (1, 2), (R, "final", "Rung 1 (association)"): (2, 2),
+    (Q, "initial", "Rung 1 (association)"): (1, 1),
+    (Q, "final", "Rung 1 (association)"): (1, 1),
+    (R, "initial", "Rung 1 (association)"): (1, 2),
+    (R, "final", "Rung 1 (association)"): (2, 2),
     # rung 2: Q D3 D9; R D4
-    (Q, "initial", "Rung 2 (intervention)"): (1, 2), (Q, "final", "Rung 2 (intervention)"): (1, 2),
-    (R, "initial", "Rung 2 (intervention)"): (1, 1), (R, "final", "Rung 2 (intervention)"): (1, 1),
+    (Q, "initial", "Rung 2 (intervention)"): (1, 2),
+    (Q, "final", "Rung 2 (intervention)"): (1, 2),
+    (R, "initial", "Rung 2 (intervention)"): (1, 1),
+    (R, "final", "Rung 2 (intervention)"): (1, 1),
     # rung 3: Q D5 D7; R D6 D10
-    (Q, "initial", "Rung 3 (counterfactual)"): (1, 2), (Q, "final", "Rung 3 (counterfactual)"): (0, 2),
-    (R, "initial", "Rung 3 (counterfactual)"): (0, 2), (R, "final", "Rung 3 (counterfactual)"): (1, 2),
-    ("all", "initial", "Rung 3 (counterfactual)"): (1, 4), ("all", "final", "Rung 3 (counterfactual)"): (1, 4),
+    (Q, "initial", "Rung 3 (counterfactual)"): (1, 2),
+    (Q, "final", "Rung 3 (counterfactual)"): (0, 2),
+    (R, "initial", "Rung 3 (counterfactual)"): (0, 2),
+    (R, "final", "Rung 3 (counterfactual)"): (1, 2),
+    ("all", "initial", "Rung 3 (counterfactual)"): (1, 4),
+    ("all", "final", "Rung 3 (counterfactual)"): (1, 4),
     # commonsense: Q D1 D7; R D4 D10
-    (Q, "initial", "Comm."): (1, 2), (Q, "final", "Comm."): (1, 2),
-    (R, "initial", "Comm."): (1, 2), (R, "final", "Comm."): (1, 2),
+    (Q, "initial", "Comm."): (1, 2),
+    (Q, "final", "Comm."): (1, 2),
+    (R, "initial", "Comm."): (1, 2),
+    (R, "final", "Comm."): (1, 2),
     # nonsense: Q D5 D9; R D2
-    (Q, "initial", "Nonsens."): (2, 2), (Q, "final", "Nonsens."): (0, 2),
-    (R, "initial", "Nonsens."): (1, 1), (R, "final", "Nonsens."): (1, 1),
+    (Q, "initial", "Nonsens."): (2, 2),
+    (Q, "final", "Nonsens."): (0, 2),
+    (R, "initial", "Nonsens."): (1, 1),
+    (R, "final", "Nonsens."): (1, 1),
     # anti-commonsense: Q D3; R D6 D8
-    (Q, "initial", "Anti-C."): (0, 1), (Q, "final", "Anti-C."): (1, 1),
-    (R, "initial", "Anti-C."): (0, 2), (R, "final", "Anti-C."): (2, 2),
-}  # fmt: skip
+    (Q, "initial", "Anti-C."): (0, 1),
+    (Q, "final", "Anti-C."): (1, 1),
+    (R, "initial", "Anti-C."): (0, 2),
+    (R, "final", "Anti-C."): (2, 2),
+}
 
 
 @pytest.mark.parametrize(("key", "expected"), list(TABLE1.items()))
@@ -212,6 +323,7 @@ def test_mcnemar(run):
 
 def test_persuasion(run):
     p = M.persuasion(run[0]).set_index(["agent", "rung"])
+
     # debates with 3+ turns, not errored: D3 (Q, r2) I->C; D5 (Q, r3) C->I; D4 (R, r2) C->C;
     # D6 (R, r3) I->C; D8 (R, r1; initial not extracted = incorrect) I->C; D10 (R, r3) I->I
     def counts(agent, rung):
@@ -298,7 +410,12 @@ def test_summary(run):
 def test_challenged_turns_and_confidence_change(run):
     ch = M.challenged_turns(run[1])
     got = {
-        (r.question_id, r.round): (r.agent, r.outcome, round(r.delta_confidence, 6), r.opp_confidence)
+        (r.question_id, r.round): (
+            r.agent,
+            r.outcome,
+            round(r.delta_confidence, 6),
+            r.opp_confidence,
+        )
         for r in ch.itertuples()
     }
     assert got == {
@@ -388,7 +505,12 @@ def test_reliability_bins(run):
 
     assert bins(Q, "initial") == {7: (1, 0.75, 1.0), 9: (4, 0.9375, 0.5)}
     assert bins(R, "initial") == {7: (1, 0.7, 1.0), 8: (2, 0.825, 0.5), 9: (1, 0.92, 0.0)}
-    assert bins(R, "final") == {6: (1, 0.6, 0.0), 7: (1, 0.7, 0.0), 8: (1, 0.8, 1.0), 9: (2, 0.97, 1.0)}
+    assert bins(R, "final") == {
+        6: (1, 0.6, 0.0),
+        7: (1, 0.7, 0.0),
+        8: (1, 0.8, 1.0),
+        9: (2, 0.97, 1.0),
+    }
     lo_hi = rel[(rel["agent"] == Q) & (rel["stage"] == "initial")][["lo", "hi"]].to_numpy()
     assert lo_hi[0] == pytest.approx([0.0, 0.1]) and lo_hi[9] == pytest.approx([0.9, 1.0])
 

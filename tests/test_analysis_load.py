@@ -16,7 +16,7 @@ from crawdad.records import DebateRecord
 
 
 def _write(folder: Path, lines: list[str], tail: str = "") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    write_synthetic_run(folder, 0)  # the manifest
     (folder / "debates.jsonl").write_text("".join(line + "\n" for line in lines) + tail)
     return folder
 
@@ -29,8 +29,13 @@ def test_last_line_per_question_wins(tmp_path):
     a = _recs(3, seed=1)
     b = _recs(3, seed=2)  # same question ids, other content
     # q1 appears three times: a, b, then a again -> the third line (a) wins; q2 only in b.
-    lines = [a[0].model_dump_json(), a[1].model_dump_json(), b[1].model_dump_json(),
-             b[2].model_dump_json(), a[1].model_dump_json()]  # fmt: skip
+    lines = [
+        a[0].model_dump_json(),
+        a[1].model_dump_json(),
+        b[1].model_dump_json(),
+        b[2].model_dump_json(),
+        a[1].model_dump_json(),
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no manifest
         run = load_run(_write(tmp_path / "r", lines))
@@ -46,8 +51,15 @@ def test_last_line_per_question_wins(tmp_path):
 
 def test_errored_then_retried_debate_is_replaced(tmp_path):
     ok = _recs(1)[0]
-    failed = ok.model_copy(update={"turns": ok.turns[:1], "error": "boom", "end": "error",
-                                   "final_answer": None, "consensus": False})  # fmt: skip
+    failed = ok.model_copy(
+        update={
+            "turns": ok.turns[:1],
+            "error": "boom",
+            "end": "error",
+            "final_answer": None,
+            "consensus": False,
+        }
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run = load_run(_write(tmp_path / "r", [failed.model_dump_json(), ok.model_dump_json()]))
@@ -84,7 +96,7 @@ def test_invalid_middle_line_is_skipped_and_reported(tmp_path):
 
 def test_missing_debates_file_raises(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="debates.jsonl"):
+    with pytest.raises(FileNotFoundError, match=r"debates\.jsonl"):
         load_run(tmp_path / "empty")
 
 

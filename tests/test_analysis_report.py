@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from analysis import figures as F
@@ -26,9 +27,16 @@ def _two_response_run(folder: Path, n: int = 12) -> Path:
         for rec in synthetic_records(n, seed=3, trace_chars=(100, 200)):
             t0, t1 = rec.turns[0], rec.turns[1]
             t1 = t1.model_copy(update={"answer": t0.answer, "confidence": 0.9})
-            r = rec.model_copy(update={"turns": [t0, t1], "final_answer": t1.answer,
-                                       "final_confidence": 0.9, "consensus": True,
-                                       "end": "consensus", "error": None})  # fmt: skip
+            r = rec.model_copy(
+                update={
+                    "turns": [t0, t1],
+                    "final_answer": t1.answer,
+                    "final_confidence": 0.9,
+                    "consensus": True,
+                    "end": "consensus",
+                    "error": None,
+                }
+            )
             f.write(DebateRecord.model_validate(r.model_dump()).model_dump_json() + "\n")
     return folder
 
@@ -133,7 +141,13 @@ def test_figure_hygiene(tmp_path):
     colors, figs = _figures_of(run)
     for name, fig in figs.items():
         assert fig.get_size_inches()[0] == pytest.approx(3.5), name
-        fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()  # runs the constrained layout
+        # nothing drawn outside the figure (it would be cut off: no bbox="tight" on save)
+        tight = fig.get_tightbbox(canvas.get_renderer())
+        w, h = fig.get_size_inches()
+        assert tight.x0 >= -0.02 and tight.y0 >= -0.02, (name, tight.bounds)
+        assert tight.x1 <= w + 0.02 and tight.y1 <= h + 0.02, (name, tight.bounds)
         sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip()]
         assert sizes and min(sizes) >= 8, (name, min(sizes))
         titles = [t.get_text() for t in fig.findobj(Text) if t.get_text()]

@@ -48,9 +48,7 @@ def test_mcnemar_exact(b, c, p):
 
 
 def test_side_by_side_keeps_row_order_and_runs():
-    df = pd.DataFrame(
-        {"run": ["a", "a", "b"], "metric": ["z", "y", "z"], "value": [1.0, 2.0, 3.0]}
-    )
+    df = pd.DataFrame({"run": ["a", "a", "b"], "metric": ["z", "y", "z"], "value": [1.0, 2.0, 3.0]})
     wide = M.side_by_side(df, ["metric"], "value", ["b", "a"])
     assert list(wide.columns) == ["metric", "b", "a"]
     assert list(wide["metric"]) == ["z", "y"]
@@ -66,12 +64,23 @@ def test_fmt_p():
 def test_table1_renderings():
     t1 = pd.DataFrame(
         [
-            {"run": "r", "agent": a, "stage": s, "dimension": "overall", "group": "Overall",
-             "n": 10, "n_correct": k, "n_unanswered": 0, "n_errored": 0, "acc": k / 10,
-             "ci_lo": k / 10 - 0.1, "ci_hi": k / 10 + 0.1}
+            {
+                "run": "r",
+                "agent": a,
+                "stage": s,
+                "dimension": "overall",
+                "group": "Overall",
+                "n": 10,
+                "n_correct": k,
+                "n_unanswered": 0,
+                "n_errored": 0,
+                "acc": k / 10,
+                "ci_lo": k / 10 - 0.1,
+                "ci_hi": k / 10 + 0.1,
+            }
             for a, s, k in [("m (x:1)", "initial", 7), ("m (x:1)", "final", 9)]
         ]
-    )  # fmt: skip
+    )
     wide = table1_wide(t1)
     assert list(wide[""]) == ["m (x:1) (Initial)", "m (x:1) (Final)", "m (x:1): n"]
     assert wide.loc[0, "Overall"] == "70.00 [60.0, 80.0]"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 import matplotlib as mpl
 import pandas as pd
@@ -20,7 +20,7 @@ P = ParamSpec("P")
 
 COLUMN_WIDTH = 3.5  # inches: one column of a two-column paper
 FONT = 8  # points, the smallest size used
-RC = {
+RC: Any = {  # matplotlib rc settings (typed Any: its stubs want literal keys)
     "font.size": FONT,
     "axes.titlesize": FONT + 1,
     "axes.labelsize": FONT,
@@ -34,7 +34,6 @@ RC = {
     "axes.grid": False,
     "legend.frameon": False,
     "pdf.fonttype": 42,  # embed TrueType: text stays text in the PDF
-    "savefig.bbox": "tight",
     "savefig.pad_inches": 0.03,
 }
 DPI = 300
@@ -122,6 +121,10 @@ def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     with mpl.rc_context(RC):
         for ext in ("png", "pdf"):
             p = out_dir / f"{name}.{ext}"
-            fig.savefig(p, dpi=DPI, metadata={"Creator": "crawdad analysis"} if ext == "pdf" else None)
+            fig.savefig(
+                p, dpi=DPI, metadata={"Creator": "crawdad analysis"} if ext == "pdf" else None
+            )
             paths.append(p)
+            # The constrained layout is done; keep it rather than solving it again for the PDF.
+            fig.set_layout_engine("none")
     return paths

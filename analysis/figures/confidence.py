@@ -51,10 +51,12 @@ def confidence_figure(points: pd.DataFrame, bin_width: float = 0.05) -> Figure:
                 c = g.loc[g["correct"] == correct, "confidence"].to_numpy()
                 if len(c):
                     w = np.full(len(c), 100 / len(c))
-                    ax.hist(c, bins=edges, weights=w, histtype="step", color=color, lw=1.1,
-                            label=name)  # fmt: skip
-                    ax.hist(c, bins=edges, weights=w, histtype="stepfilled", color=color,
-                            alpha=0.15)  # fmt: skip
+                    ax.hist(
+                        c, bins=edges, weights=w, histtype="step", color=color, lw=1.1, label=name
+                    )
+                    ax.hist(
+                        c, bins=edges, weights=w, histtype="stepfilled", color=color, alpha=0.15
+                    )
             n_ok, n_bad = int(g["correct"].sum()), int((~g["correct"]).sum())
             ax.text(0.02, 0.95, f"n={n_ok} / {n_bad}", transform=ax.transAxes, va="top", fontsize=8)
             if i == 0:
@@ -65,11 +67,14 @@ def confidence_figure(points: pd.DataFrame, bin_width: float = 0.05) -> Figure:
                 ax.set_xlabel("stated confidence")
     fig.suptitle(title)
     fig.legend(
-        handles=[Patch(facecolor=CORRECT, alpha=0.5, label="correct"),
-                 Patch(facecolor=WRONG, alpha=0.5, label="incorrect")],
-        loc="outside lower center", ncol=2,
+        handles=[
+            Patch(facecolor=CORRECT, alpha=0.5, label="correct"),
+            Patch(facecolor=WRONG, alpha=0.5, label="incorrect"),
+        ],
+        loc="outside lower center",
+        ncol=2,
         title="n = correct / incorrect; final = last speaker's answer",
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -99,8 +104,18 @@ def change_figure(
         y = 100 * g["p_change"].to_numpy()
         err = [y - 100 * g["ci_lo"].to_numpy(), 100 * g["ci_hi"].to_numpy() - y]
         col = color_of(agent, colors)
-        ax.errorbar(x, y, yerr=err, color=col, marker="o", ms=3.5, lw=1, elinewidth=0.8,
-                    capsize=1.5, label=short_label(agent))  # fmt: skip
+        ax.errorbar(
+            x,
+            y,
+            yerr=err,
+            color=col,
+            marker="o",
+            ms=3.5,
+            lw=1,
+            elinewidth=0.8,
+            capsize=1.5,
+            label=short_label(agent),
+        )
     ax.set_xticks(range(len(bins)))
     ax.set_xticklabels(bins, rotation=30, ha="right")
     ax.set_xlabel("opponent's stated confidence")
@@ -110,8 +125,13 @@ def change_figure(
     ax.grid(axis="y", color="#E5E5E5", lw=0.6)
     ax.set_axisbelow(True)
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=2,
-               title=f"responses contradicted by the opponent; bins with n<{min_n} hidden")  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=2,
+        title=f"contradicted responses; bins with n < {min_n} hidden",
+    )
     return fig
 
 
@@ -139,16 +159,29 @@ def confidence_change_figure(
             if d.empty:
                 continue
             x = j - 0.35 + width * (k + 0.5)
-            bp = ax.boxplot(d.to_numpy(), positions=[x], widths=width * 0.8, whis=(5, 95),
-                            showfliers=False, patch_artist=True)  # fmt: skip
+            bp = ax.boxplot(
+                d.to_numpy(),
+                positions=[x],
+                widths=width * 0.8,
+                whis=(5, 95),
+                showfliers=False,
+                patch_artist=True,
+            )
             for box in bp["boxes"]:
                 box.set(facecolor=col, alpha=0.35, edgecolor=col)
             for part in ("whiskers", "caps", "medians"):
                 for line in bp[part]:
                     line.set(color=col, lw=1)
             ax.plot([x], [d.mean()], marker="D", ms=3.5, mfc="white", mec=col, zorder=3)
-            ax.text(x, 0.01, f"n={len(d)}", ha="center", va="bottom", fontsize=8,
-                    transform=ax.get_xaxis_transform())  # fmt: skip
+            ax.text(
+                x,
+                0.01,
+                f"n={len(d)}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                transform=ax.get_xaxis_transform(),
+            )
     ax.axhline(0, color="#999999", lw=0.7, ls="--")
     ax.set_xticks(range(len(outcomes)))
     ax.set_xticklabels(["defended own answer", "switched to opponent's"])
@@ -156,8 +189,10 @@ def confidence_change_figure(
     q = ch["delta_confidence"].quantile([0.05, 0.95]).to_numpy()
     span = max(0.25, float(np.abs(q).max()) * 1.15)
     ax.set_ylim(-span * 1.25, span)  # room at the bottom for the n labels
-    ax.set_ylabel("confidence change (new \u2212 previous)")
+    ax.set_ylabel("confidence change (new \u2212 old)")
     ax.set_title(title)
-    handles = [Patch(facecolor=color_of(a, colors), alpha=0.6, label=short_label(a)) for a in agents]
+    handles = [
+        Patch(facecolor=color_of(a, colors), alpha=0.6, label=short_label(a)) for a in agents
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncol=2)
     return fig

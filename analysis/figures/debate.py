@@ -36,32 +36,51 @@ def rounds_figure(
     title = "Rounds taken to finish a debate"
     if r.empty:
         return no_data_figure(title, "no finished debate")
-    fig = new_figure(5.4)
+    fig = new_figure(6.0)
     ax_a, ax_b, ax_c = fig.subplots(3, 1, height_ratios=[1.25, 1, 0.8])
 
     # (a) stacked shares by rung, all first speakers
     a = r[r["first_agent"] == ALL]
-    rungs = sorted(x for x in a["rung"].unique() if x != ALL) + [ALL]
+    rungs = [*sorted(x for x in a["rung"].unique() if x != ALL), ALL]
     resp = sorted(int(x) for x in a["responses"].unique())
     bottom = np.zeros(len(rungs))
     for k in resp:
         share = np.array(
             [100 * a.loc[(a["rung"] == g) & (a["responses"] == k), "share"].sum() for g in rungs]
         )
-        ax_a.bar(range(len(rungs)), share, bottom=bottom, width=0.65, label=str(k),
-                 color=RESPONSES_COLORS.get(k, "#3F007D"), edgecolor="white", lw=0.4)  # fmt: skip
+        ax_a.bar(
+            range(len(rungs)),
+            share,
+            bottom=bottom,
+            width=0.65,
+            label=f"{k} responses",
+            color=RESPONSES_COLORS.get(k, "#3F007D"),
+            edgecolor="white",
+            lw=0.4,
+        )
         for x, (s, b) in enumerate(zip(share, bottom, strict=True)):
             if s >= 7:
-                ax_a.text(x, b + s / 2, f"{s:.0f}%", ha="center", va="center", fontsize=8,
-                          color="white" if k >= 3 else "black")  # fmt: skip
+                ax_a.text(
+                    x,
+                    b + s / 2,
+                    f"{s:.0f}%",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if k >= 3 else "black",
+                )
         bottom += share
     n_by = [int(a.loc[a["rung"] == g, "n"].iloc[0]) for g in rungs]
     ax_a.set_xticks(range(len(rungs)))
-    ax_a.set_xticklabels([f"Rung {g}\nn={n}" if g != ALL else f"all\nn={n}" for g, n in zip(rungs, n_by, strict=True)])
+    ax_a.set_xticklabels(
+        [
+            f"Rung {g}\nn={n}" if g != ALL else f"all\nn={n}"
+            for g, n in zip(rungs, n_by, strict=True)
+        ]
+    )
     ax_a.set_ylabel("debates (%)")
     ax_a.set_ylim(0, 100)
     ax_a.set_title("(a) responses until the debate ended", loc="left", fontsize=8)
-    ax_a.legend(title="responses", loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
 
     # (b) mean responses per rung and first speaker
     b = r[(r["first_agent"] != ALL)].drop_duplicates(["rung", "first_agent"])
@@ -69,14 +88,20 @@ def rounds_figure(
     brungs = [g for g in rungs if g != ALL]
     for k, agent in enumerate(agents):
         g = b[b["first_agent"] == agent].set_index("rung").reindex(brungs)
-        x = np.arange(len(brungs)) + (k - (len(agents) - 1) / 2) * 0.1
-        ax_b.plot(x, g["mean_responses"], marker="o", ms=4, lw=1, color=color_of(agent, colors),
-                  label=short_label(agent, 40))  # fmt: skip
+        xs = np.arange(len(brungs)) + (k - (len(agents) - 1) / 2) * 0.1
+        ax_b.plot(
+            xs,
+            g["mean_responses"],
+            marker="o",
+            ms=4,
+            lw=1,
+            color=color_of(agent, colors),
+            label=f"first: {short_label(agent)}",
+        )
     ax_b.set_xticks(range(len(brungs)))
     ax_b.set_xticklabels([f"Rung {g}" for g in brungs])
     ax_b.set_ylabel("mean responses")
     ax_b.set_title("(b) by first speaker", loc="left", fontsize=8)
-    ax_b.legend(fontsize=8, loc="upper left")
     ax_b.grid(axis="y", color="#E5E5E5", lw=0.6)
 
     # (c) consensus rate by number of responses
@@ -84,16 +109,25 @@ def rounds_figure(
     c = c[c["responses"] != ALL].copy()
     c["k"] = c["responses"].astype(int)
     c = c.sort_values("k")
-    ax_c.bar(c["k"].astype(str), 100 * c["rate"], color=[RESPONSES_COLORS.get(k, "#3F007D") for k in c["k"]],
-             edgecolor="#555555", lw=0.4, width=0.6)  # fmt: skip
+    ax_c.bar(
+        c["k"].astype(str),
+        100 * c["rate"],
+        color=[RESPONSES_COLORS.get(k, "#3F007D") for k in c["k"]],
+        edgecolor="#555555",
+        lw=0.4,
+        width=0.6,
+    )
     for x, (rate, cons, n) in enumerate(zip(c["rate"], c["consensus"], c["n"], strict=True)):
-        ax_c.text(x, 100 * rate + 2, f"{cons}/{n}", ha="center", va="bottom", fontsize=8)
+        ax_c.text(x, 100 * rate + 2, f"{cons:,}/{n:,}", ha="center", va="bottom", fontsize=8)
     ax_c.set_ylim(0, 118)
     ax_c.set_yticks([0, 50, 100])
     ax_c.set_xlabel("responses in the debate")
     ax_c.set_ylabel("consensus (%)")
     ax_c.set_title("(c) consensus reached, by debate length", loc="left", fontsize=8)
     fig.suptitle(title)
+    ha, la = ax_a.get_legend_handles_labels()
+    hb, lb = ax_b.get_legend_handles_labels()
+    fig.legend([*ha, *hb], [*la, *lb], loc="outside lower center", ncol=2)
     return fig
 
 
@@ -139,13 +173,21 @@ def lengths_figure(
             if kind == "debate text" and agent in sh.index:
                 note += f"; {100 * sh.loc[agent, 'share_short']:.1f}% \u2264 {limit}"
             notes.append((note, col))
-            ax.hist(np.clip(c, lo, None), bins=edges, weights=np.full(len(c), 100 / len(c)),
-                    histtype="step", lw=1.1, color=col, label=short_label(agent))  # fmt: skip
+            ax.hist(
+                np.clip(c, lo, None),
+                bins=edges,
+                weights=np.full(len(c), 100 / len(c)),
+                histtype="step",
+                lw=1.1,
+                color=col,
+                label=short_label(agent),
+            )
         if kind == "debate text":
             ax.axvline(limit, color="#777777", lw=0.8, ls="--")
         for k, (note, col) in enumerate(notes):
-            ax.text(0.01, 0.95 - 0.13 * k, note, color=col, transform=ax.transAxes, va="top",
-                    fontsize=8)  # fmt: skip
+            ax.text(
+                0.01, 0.95 - 0.13 * k, note, color=col, transform=ax.transAxes, va="top", fontsize=8
+            )
         if not notes:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#777777")
         ax.set_xscale("log")
@@ -156,8 +198,13 @@ def lengths_figure(
     axes[-1].set_xlabel("length (characters, log scale)")
     fig.suptitle(title)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=2,
-               title=f"dashed line: {limit} characters")  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=2,
+        title=f"dashed line: {limit} characters",
+    )
     return fig
 
 
@@ -178,8 +225,15 @@ def timing_figure(timing: pd.DataFrame, colors: Mapping[str, str] | None = None)
     for ax, rung in zip(axes, rungs, strict=True):
         for agent in agents:
             g = t[(t["rung"] == rung) & (t["agent"] == agent)].sort_values("round")
-            ax.plot(g["round"], g["median_s"], marker="o", ms=3.5, lw=1,
-                    color=color_of(agent, colors), label=short_label(agent))  # fmt: skip
+            ax.plot(
+                g["round"],
+                g["median_s"],
+                marker="o",
+                ms=3.5,
+                lw=1,
+                color=color_of(agent, colors),
+                label=short_label(agent),
+            )
         ax.set_title(f"Rung {rung}", fontsize=8)
         ax.set_xticks(rounds)
         ax.set_xlabel("round")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -52,18 +53,32 @@ def accuracy_figure(table1: pd.DataFrame, colors: Mapping[str, str] | None = Non
             for stage_row, dx, face in ((ini, -width * 0.18, "white"), (fin, width * 0.18, c)):
                 y = 100 * stage_row["acc"]
                 err = [[y - 100 * stage_row["ci_lo"]], [100 * stage_row["ci_hi"] - y]]
-                ax.errorbar(x + dx, y, yerr=err, fmt="o", ms=4.5, mfc=face, mec=c, ecolor=c,
-                            elinewidth=0.9, capsize=1.5, zorder=3)  # fmt: skip
-            ax.annotate("", xy=(x + width * 0.18, 100 * fin["acc"]),
-                        xytext=(x - width * 0.18, 100 * ini["acc"]),
-                        arrowprops={"arrowstyle": "-", "color": c, "lw": 0.8})  # fmt: skip
+                ax.errorbar(
+                    x + dx,
+                    y,
+                    yerr=err,
+                    fmt="o",
+                    ms=4.5,
+                    mfc=face,
+                    mec=c,
+                    ecolor=c,
+                    elinewidth=0.9,
+                    capsize=1.5,
+                    zorder=3,
+                )
+            ax.annotate(
+                "",
+                xy=(x + width * 0.18, 100 * fin["acc"]),
+                xytext=(x - width * 0.18, 100 * ini["acc"]),
+                arrowprops={"arrowstyle": "-", "color": c, "lw": 0.8},
+            )
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([g.split(" (")[0] for g in groups])
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title)
     ax.grid(axis="y", color="#E5E5E5", lw=0.6)
     ax.set_axisbelow(True)
-    handles = [Patch(color=color_of(a, colors), label=short_label(a)) for a in agents]
+    handles: list[Artist] = [Patch(color=color_of(a, colors), label=short_label(a)) for a in agents]
     handles += [
         Line2D([], [], ls="", marker="o", mfc="white", mec="#333333", label="initial"),
         Line2D([], [], ls="", marker="o", mfc="#333333", mec="#333333", label="after debate"),
@@ -82,7 +97,7 @@ def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None
     if p.empty or p["n"].sum() == 0:
         return no_data_figure(title, "no debate reached a third response (round 2)")
     agents = sorted(p["agent"].unique())
-    rungs = sorted(r for r in p["rung"].unique() if r != ALL) + [ALL]
+    rungs = [*sorted(r for r in p["rung"].unique() if r != ALL), ALL]
     fig = new_figure(0.9 + 0.22 * len(rungs) * len(agents) + 0.35 * len(agents))
     axes = fig.subplots(len(agents), 1, sharex=True, squeeze=False)[:, 0]
     for ax, agent in zip(axes, agents, strict=True):
@@ -93,21 +108,40 @@ def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None
         for o in OUTCOMES:
             cnt = rows[o].fillna(0).to_numpy()
             share = np.divide(100 * cnt, n, out=np.zeros_like(left), where=n > 0)
-            ax.barh(y, share, left=left, color=OUTCOME_COLORS[o], height=0.75,
-                    label=OUTCOME_LABELS[o], edgecolor="white", linewidth=0.4)  # fmt: skip
+            ax.barh(
+                y,
+                share,
+                left=left,
+                color=OUTCOME_COLORS[o],
+                height=0.75,
+                label=OUTCOME_LABELS[o],
+                edgecolor="white",
+                linewidth=0.4,
+            )
             for yi, s, l0, cn in zip(y, share, left, cnt, strict=True):
                 if s >= 9:
                     dark = o in ("I->I", "C->I", "I->C")
-                    ax.text(l0 + s / 2, yi, f"{int(cn)}", ha="center", va="center",
-                            fontsize=8, color="white" if dark else "black")  # fmt: skip
+                    ax.text(
+                        l0 + s / 2,
+                        yi,
+                        f"{int(cn)}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if dark else "black",
+                    )
             left += share
         for yi, nn in zip(y, n, strict=True):
             ax.text(101, yi, f"n={int(nn)}", va="center", fontsize=8)
         ax.set_yticks(y)
         ax.set_yticklabels([f"Rung {r}" if r != ALL else "all" for r in rungs])
         ax.set_xlim(0, 100)
-        ax.set_title(f"first speaker: {short_label(agent, 40)}", color=color_of(agent, colors),
-                     fontsize=8, loc="left")  # fmt: skip
+        ax.set_title(
+            f"first speaker: {short_label(agent, 40)}",
+            color=color_of(agent, colors),
+            fontsize=8,
+            loc="left",
+        )
         ax.spines["left"].set_visible(False)
         ax.tick_params(axis="y", length=0)
     axes[-1].set_xlabel("share of debates with 3+ responses (%)")
@@ -148,11 +182,26 @@ def reliability_figure(
             c = color_of(agent, colors)
             eces.append((agent, c, cal["ece"].get((agent, stage), np.nan)))
             ax.plot(g["mean_confidence"], g["accuracy"], color=c, lw=1, label=short_label(agent))
-            ax.scatter(g["mean_confidence"], g["accuracy"], s=8 + 60 * g["n"] / nmax, color=c,
-                       edgecolor="white", linewidth=0.4, zorder=3)  # fmt: skip
-        for k, (agent, c, ece) in enumerate(reversed(eces)):
-            ax.text(0.98, 0.03 + 0.09 * k, f"ECE {ece:.3f}", color=c, ha="right", va="bottom",
-                    transform=ax.transAxes, fontsize=8)  # fmt: skip
+            ax.scatter(
+                g["mean_confidence"],
+                g["accuracy"],
+                s=8 + 60 * g["n"] / nmax,
+                color=c,
+                edgecolor="white",
+                linewidth=0.4,
+                zorder=3,
+            )
+        for k, (_agent, c, ece) in enumerate(reversed(eces)):
+            ax.text(
+                0.98,
+                0.03 + 0.12 * k,
+                f"ECE {ece:.3f}",
+                color=c,
+                ha="right",
+                va="bottom",
+                transform=ax.transAxes,
+                fontsize=8,
+            )
         ax.set_xlim(lo, 1.0)
         ax.set_ylim(ylo, 1.02)
         ax.set_title(stage if stage == "initial" else "final (last speaker)", fontsize=8)
@@ -162,6 +211,11 @@ def reliability_figure(
     handles, labels = axes[0].get_legend_handles_labels()
     handles.append(Line2D([], [], ls="--", color="#999999", lw=0.8))
     labels.append("perfect calibration")
-    fig.legend(handles, labels, loc="outside lower center", ncol=2,
-               title="10 equal-width bins; marker area ~ answers in bin")  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=2,
+        title="10 equal-width bins; marker area ~ answers in bin",
+    )
     return fig

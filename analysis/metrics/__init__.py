@@ -16,8 +16,8 @@ from analysis.metrics.accuracy import (
     accuracy_by,
     accuracy_by_cap,
     mcnemar,
-    rung_label,
     run_summary,
+    rung_label,
     table1,
 )
 from analysis.metrics.compare import headline, side_by_side
@@ -80,8 +80,8 @@ __all__ = [
     "persuasion",
     "reliability",
     "rounds_to_finish",
-    "rung_label",
     "run_summary",
+    "rung_label",
     "sentiment",
     "short_debate_turns",
     "side_by_side",

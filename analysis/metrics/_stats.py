@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -67,11 +69,13 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def add_proportion_ci(
-    df: pd.DataFrame, k: str = "n_correct", n: str = "n", prefix: str = "", **kw: float
+    df: pd.DataFrame, k: str = "n_correct", n: str = "n", prefix: str = "", **kw: Any
 ) -> pd.DataFrame:
     """Add `<prefix>ci_lo`, `<prefix>ci_hi` (bootstrap CI of k/n) to a copy of df."""
     out = df.copy()
-    cis = [bootstrap_proportion(int(kk), int(nn), **kw) for kk, nn in zip(out[k], out[n], strict=True)]  # type: ignore[arg-type]
+    cis = [
+        bootstrap_proportion(int(kk), int(nn), **kw) for kk, nn in zip(out[k], out[n], strict=True)
+    ]
     out[f"{prefix}ci_lo"] = [c[0] for c in cis]
     out[f"{prefix}ci_hi"] = [c[1] for c in cis]
     return out

@@ -153,7 +153,9 @@ def mcnemar(debates: pd.DataFrame) -> pd.DataFrame:
     for pooled in (False, True):
         frame = cells.assign(agent=ALL) if pooled else cells
         for (run, agent), g in frame.groupby(["run", "agent"], sort=True):
-            both, ci_, ic_, bw = (int(g[c].sum()) for c in ("both_correct", "c_to_i", "i_to_c", "both_wrong"))
+            both, ci_, ic_, bw = (
+                int(g[c].sum()) for c in ("both_correct", "c_to_i", "i_to_c", "both_wrong")
+            )
             n = both + ci_ + ic_ + bw
             lo, hi = bootstrap_paired_difference(both, ci_, ic_, bw)
             rows.append(
@@ -196,7 +198,9 @@ def accuracy_by_cap(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
     Columns: run, agent, cap, n, n_correct, acc, ci_lo, ci_hi.
     """
     if debates.empty:
-        return pd.DataFrame(columns=["run", "agent", "cap", "n", "n_correct", "acc", "ci_lo", "ci_hi"])
+        return pd.DataFrame(
+            columns=["run", "agent", "cap", "n", "n_correct", "acc", "ci_lo", "ci_hi"]
+        )
     by_round = _answers_by_round(turns) if not turns.empty else pd.DataFrame()
     d = debates.set_index(["run", "question_id"])
     max_cap = max(int(d["n_turns"].max()), 1)
@@ -212,7 +216,11 @@ def accuracy_by_cap(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
         ans = d["final_answer"].where(d["n_turns"] < cap, mid)
         correct = (ans == gold).to_numpy(dtype=bool)
         frame = pd.DataFrame(
-            {"run": d.index.get_level_values("run"), "agent": d["first_agent"].to_numpy(), "c": correct}
+            {
+                "run": d.index.get_level_values("run"),
+                "agent": d["first_agent"].to_numpy(),
+                "c": correct,
+            }
         )
         for pooled in (True, False):
             f = frame.assign(agent=ALL) if pooled else frame
@@ -224,7 +232,9 @@ def accuracy_by_cap(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
     out = add_proportion_ci(out)
     out["_a"] = (out["agent"] != ALL).astype(int)
     out = out.sort_values(["run", "_a", "agent", "cap"]).drop(columns="_a")
-    return out[["run", "agent", "cap", "n", "n_correct", "acc", "ci_lo", "ci_hi"]].reset_index(drop=True)
+    return out[["run", "agent", "cap", "n", "n_correct", "acc", "ci_lo", "ci_hi"]].reset_index(
+        drop=True
+    )
 
 
 def run_summary(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:

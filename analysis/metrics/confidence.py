@@ -55,7 +55,11 @@ def _stage_order(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     df = df.copy()
     df["_s"] = df["stage"].map({s: i for i, s in enumerate(STAGES)})
     df["_a"] = (df["agent"] == ALL).astype(int)
-    return df.sort_values(["run", "_a", "agent", "_s", *keys]).drop(columns=["_s", "_a"]).reset_index(drop=True)
+    return (
+        df.sort_values(["run", "_a", "agent", "_s", *keys])
+        .drop(columns=["_s", "_a"])
+        .reset_index(drop=True)
+    )
 
 
 def confidence_summary(debates: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +69,19 @@ def confidence_summary(debates: pd.DataFrame) -> pd.DataFrame:
     """
     p = confidence_points(debates)
     p = p[p["answered"]].assign(rung=lambda x: x["rung"].astype(str))
-    cols = ["run", "agent", "stage", "rung", "correct", "n", "mean", "median", "q25", "q75", "share_ge_0_9"]
+    cols = [
+        "run",
+        "agent",
+        "stage",
+        "rung",
+        "correct",
+        "n",
+        "mean",
+        "median",
+        "q25",
+        "q75",
+        "share_ge_0_9",
+    ]
     if p.empty:
         return pd.DataFrame(columns=cols)
     p = pd.concat([p, p.assign(agent=ALL)], ignore_index=True)
@@ -114,11 +130,16 @@ def reliability(debates: pd.DataFrame, n_bins: int = N_BINS) -> pd.DataFrame:
         for i in range(n_bins):
             rows.append(
                 {
-                    "run": run, "agent": agent, "stage": stage, "bin": i,
-                    "lo": edges[i], "hi": edges[i + 1], "n": int(n[i]),
+                    "run": run,
+                    "agent": agent,
+                    "stage": stage,
+                    "bin": i,
+                    "lo": edges[i],
+                    "hi": edges[i + 1],
+                    "n": int(n[i]),
                     "mean_confidence": float(mc[i]) if n[i] else np.nan,
                     "accuracy": float(acc[i]) if n[i] else np.nan,
-                }  # fmt: skip
+                }
             )
     cols = ["run", "agent", "stage", "bin", "lo", "hi", "n", "mean_confidence", "accuracy"]
     if not rows:
@@ -146,20 +167,36 @@ def calibration_summary(debates: pd.DataFrame, n_bins: int = N_BINS) -> pd.DataF
                 np.bincount(b, weights=corr, minlength=n_bins)
                 - np.bincount(b, weights=conf, minlength=n_bins)
             )
-            ece = float(gap.sum() / n)  # sum_b (n_b/n)|acc_b - conf_b| = sum_b |sum corr - sum conf| / n
+            ece = float(
+                gap.sum() / n
+            )  # sum_b (n_b/n)|acc_b - conf_b| = sum_b |sum corr - sum conf| / n
             brier = float(np.mean((conf - corr) ** 2))
         else:
             ece = brier = np.nan
         rows.append(
             {
-                "run": run, "agent": agent, "stage": stage, "n": n,
+                "run": run,
+                "agent": agent,
+                "stage": stage,
+                "n": n,
                 "n_excluded": int(len(g) - n),
                 "mean_confidence": float(conf.mean()) if n else np.nan,
                 "accuracy": float(corr.mean()) if n else np.nan,
-                "ece": ece, "brier": brier,
-            }  # fmt: skip
+                "ece": ece,
+                "brier": brier,
+            }
         )
-    cols = ["run", "agent", "stage", "n", "n_excluded", "mean_confidence", "accuracy", "ece", "brier"]
+    cols = [
+        "run",
+        "agent",
+        "stage",
+        "n",
+        "n_excluded",
+        "mean_confidence",
+        "accuracy",
+        "ece",
+        "brier",
+    ]
     if not rows:
         return pd.DataFrame(columns=cols)
     return _stage_order(pd.DataFrame(rows), [])[cols]

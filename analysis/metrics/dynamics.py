@@ -116,7 +116,9 @@ def confident_wrong_corrected(debates: pd.DataFrame, threshold: float = 0.9) -> 
     )
     out["confident_wrong"] = out["confident_wrong"].astype("int64")
     out["corrected"] = out["corrected"].astype("int64")
-    out["share_corrected"] = out["corrected"] / out["confident_wrong"].where(out["confident_wrong"] > 0)
+    out["share_corrected"] = out["corrected"] / out["confident_wrong"].where(
+        out["confident_wrong"] > 0
+    )
     return out[cols]
 
 
@@ -141,7 +143,9 @@ def rounds_to_finish(debates: pd.DataFrame) -> pd.DataFrame:
     f = _with_all(f, ["rung", "first_agent"])
     keys = ["run", "rung", "first_agent"]
     counts = f.groupby([*keys, "responses"], sort=True).size().rename("count").reset_index()
-    tot = f.groupby(keys, sort=True).agg(n=("responses", "size"), mean_responses=("responses", "mean"))
+    tot = f.groupby(keys, sort=True).agg(
+        n=("responses", "size"), mean_responses=("responses", "mean")
+    )
     out = counts.merge(tot.reset_index(), on=keys)
     out["share"] = out["count"] / out["n"]
     return out[cols]
@@ -181,9 +185,20 @@ def challenged_turns(turns: pd.DataFrame) -> pd.DataFrame:
     changed (answer != own previous answer), outcome ("persuaded" | "defended"), delta_confidence.
     """
     cols = [
-        "run", "question_id", "round", "rung", "agent", "own_answer", "own_confidence",
-        "opp_confidence", "answer", "confidence", "changed", "outcome", "delta_confidence",
-    ]  # fmt: skip
+        "run",
+        "question_id",
+        "round",
+        "rung",
+        "agent",
+        "own_answer",
+        "own_confidence",
+        "opp_confidence",
+        "answer",
+        "confidence",
+        "changed",
+        "outcome",
+        "delta_confidence",
+    ]
     t = turns[~turns["errored"]].sort_values(["run", "question_id", "round"], kind="stable")
     if t.empty:
         return pd.DataFrame(columns=cols)
@@ -202,7 +217,9 @@ def challenged_turns(turns: pd.DataFrame) -> pd.DataFrame:
         & t["answer"].notna()
         & (opp_answer != own_answer)
     )
-    out = t.loc[keep, ["run", "question_id", "round", "rung", "agent", "answer", "confidence"]].copy()
+    out = t.loc[
+        keep, ["run", "question_id", "round", "rung", "agent", "answer", "confidence"]
+    ].copy()
     out["own_answer"] = own_answer[keep]
     out["own_confidence"] = own_conf[keep].astype("float64")
     out["opp_confidence"] = opp_conf[keep].astype("float64")
@@ -240,7 +257,9 @@ def change_vs_opponent_confidence(
         }
     ).dropna(subset=["bin"])
     f = _with_all(f, ["agent"])
-    out = f.groupby(["run", "agent", "bin"]).agg(n=("changed", "size"), n_changed=("changed", "sum"))
+    out = f.groupby(["run", "agent", "bin"]).agg(
+        n=("changed", "size"), n_changed=("changed", "sum")
+    )
     out = out.reset_index()
     out["n_changed"] = out["n_changed"].astype("int64")
     out["p_change"] = out["n_changed"] / out["n"]
@@ -262,9 +281,17 @@ def confidence_change(challenged: pd.DataFrame) -> pd.DataFrame:
     mean_delta, median_delta, share_up, share_same, share_down.
     """
     cols = [
-        "run", "agent", "outcome", "n", "n_with_confidence", "mean_delta", "median_delta",
-        "share_up", "share_same", "share_down",
-    ]  # fmt: skip
+        "run",
+        "agent",
+        "outcome",
+        "n",
+        "n_with_confidence",
+        "mean_delta",
+        "median_delta",
+        "share_up",
+        "share_same",
+        "share_down",
+    ]
     if challenged.empty:
         return pd.DataFrame(columns=cols)
     f = challenged[["run", "agent", "outcome", "delta_confidence"]]
@@ -289,4 +316,6 @@ def confidence_change(challenged: pd.DataFrame) -> pd.DataFrame:
         )
     out = pd.DataFrame(rows, columns=cols)
     out["_a"] = (out["agent"] == ALL).astype(int)
-    return out.sort_values(["run", "_a", "agent", "outcome"]).drop(columns="_a").reset_index(drop=True)
+    return (
+        out.sort_values(["run", "_a", "agent", "outcome"]).drop(columns="_a").reset_index(drop=True)
+    )

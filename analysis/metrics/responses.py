@@ -49,8 +49,12 @@ def sentiment(turns: pd.DataFrame) -> pd.DataFrame:
     """
     t = _ok(turns)
     f = pd.DataFrame(
-        {"run": t["run"].to_numpy(), "agent": t["agent"].to_numpy(), "phase": _phase(t["round"]),
-         "s": t["sentiment"].to_numpy(dtype=float)}  # fmt: skip
+        {
+            "run": t["run"].to_numpy(),
+            "agent": t["agent"].to_numpy(),
+            "phase": _phase(t["round"]),
+            "s": t["sentiment"].to_numpy(dtype=float),
+        }
     )
     f = pd.concat([f, f.assign(agent=ALL)], ignore_index=True)
     cols = ["run", "agent", "phase", "n", "n_empty", "mean", "sd", "median", "ci_lo", "ci_hi"]
@@ -135,7 +139,15 @@ def short_debate_turns(turns: pd.DataFrame, limit: int = SHORT_CHARS) -> pd.Data
                 "median_chars_excl_short": float(c[~short].median()) if (~short).any() else np.nan,
             }
         )
-    cols = ["run", "agent", "n", "n_short", "share_short", "median_chars", "median_chars_excl_short"]
+    cols = [
+        "run",
+        "agent",
+        "n",
+        "n_short",
+        "share_short",
+        "median_chars",
+        "median_chars_excl_short",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -156,7 +168,18 @@ def timing(turns: pd.DataFrame) -> pd.DataFrame:
             "ss": t["server_seconds"].to_numpy(dtype=float),
         }
     )
-    cols = ["run", "agent", "rung", "round", "n", "median_s", "mean_s", "p90_s", "max_s", "median_server_s"]
+    cols = [
+        "run",
+        "agent",
+        "rung",
+        "round",
+        "n",
+        "median_s",
+        "mean_s",
+        "p90_s",
+        "max_s",
+        "median_server_s",
+    ]
     if f.empty:
         return pd.DataFrame(columns=cols)
     f = pd.concat([f, f.assign(rung=ALL)], ignore_index=True)
@@ -175,9 +198,17 @@ def timing(turns: pd.DataFrame) -> pd.DataFrame:
 def slowest(turns: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     """The k slowest responses of each run, with why they stopped."""
     cols = [
-        "run", "question_id", "agent", "round", "rung", "seconds", "stop_reason",
-        "completion_tokens", "thinking_chars", "text_chars",
-    ]  # fmt: skip
+        "run",
+        "question_id",
+        "agent",
+        "round",
+        "rung",
+        "seconds",
+        "stop_reason",
+        "completion_tokens",
+        "thinking_chars",
+        "text_chars",
+    ]
     if turns.empty:
         return pd.DataFrame(columns=cols)
     out = turns.sort_values(["run", "seconds"], ascending=[True, False]).groupby("run").head(k)
@@ -212,7 +243,18 @@ def extraction_quality(turns: pd.DataFrame) -> pd.DataFrame:
     """Per agent: responses, failed requests, answers / confidences not extracted, how the
     extractor got them. Columns: run, agent, n, errored, answer_null, confidence_null, strict,
     tolerant, none, no_extraction."""
-    cols = ["run", "agent", "n", "errored", "answer_null", "confidence_null", "strict", "tolerant", "none", "no_extraction"]
+    cols = [
+        "run",
+        "agent",
+        "n",
+        "errored",
+        "answer_null",
+        "confidence_null",
+        "strict",
+        "tolerant",
+        "none",
+        "no_extraction",
+    ]
     if turns.empty:
         return pd.DataFrame(columns=cols)
     f = pd.DataFrame(
