@@ -136,6 +136,13 @@ class RunConfig(Strict):
     def agent(self, name: str) -> AgentConfig:
         return next(a for a in self.agents if a.name == name)
 
+    def serve_all_from(self, url: str, backend: Backend = "ollama") -> RunConfig:
+        """Point both agents and the extractor at one server (demos, tests, one-box setups)."""
+        for spec in [*self.agents, self.extractor]:
+            spec.backend = backend
+            spec.base_urls = [url]
+        return self
+
 
 # Settings that change how a run is executed but not what its records say: they may differ when
 # a run is resumed. Everything else must match the manifest.

@@ -36,10 +36,7 @@ def demo_latency(capacity: int = 8) -> LatencyModel:
 
 
 def demo_config(url: str, concurrency: int, seed: int = 0) -> RunConfig:
-    config = RunConfig(seed=seed, concurrency=concurrency)
-    for spec in [*config.agents, config.extractor]:
-        spec.base_urls = [url]
-    return config
+    return RunConfig(seed=seed, concurrency=concurrency).serve_all_from(url)
 
 
 def run_demo(

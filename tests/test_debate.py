@@ -24,10 +24,7 @@ def reply(answer: str | None, n: int, conf: float = 0.8) -> FakeReply:
 
 
 def config_for(url: str, backend: str = "ollama", **protocol) -> RunConfig:
-    cfg = RunConfig(seed=1)
-    for spec in [*cfg.agents, cfg.extractor]:
-        spec.backend = backend  # type: ignore[assignment]
-        spec.base_urls = [url]
+    cfg = RunConfig(seed=1).serve_all_from(url, backend)  # type: ignore[arg-type]
     for key, value in protocol.items():
         setattr(cfg.protocol, key, value)
     cfg.retry.initial_wait = cfg.retry.max_wait = 0

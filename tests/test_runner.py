@@ -23,10 +23,7 @@ def dataset(tmp_path: Path, n: int) -> Dataset:
 
 
 def config(url: str, backend: str = "ollama", **top) -> RunConfig:
-    cfg = RunConfig(**top)
-    for spec in [*cfg.agents, cfg.extractor]:
-        spec.backend = backend  # type: ignore[assignment]
-        spec.base_urls = [url]
+    cfg = RunConfig(**top).serve_all_from(url, backend)  # type: ignore[arg-type]
     cfg.retry.initial_wait = cfg.retry.max_wait = 0
     return cfg
 
