@@ -73,14 +73,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--server", choices=["process", "thread"], default="process")
     parser.add_argument("--profile", action="store_true", help="cProfile crawdad's process")
-    parser.add_argument(
-        "--what-if", action="store_true", help="patch in benchmarks/whatif.py (not crawdad's code)"
-    )
     args = parser.parse_args()
-    if args.what_if:
-        import whatif
-
-        whatif.apply()
     n = args.questions or (QUICK if args.quick else FULL)
     header(f"orchestrator: {n} debates, latency 0, no cap", args)
 

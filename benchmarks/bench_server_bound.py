@@ -5,9 +5,16 @@ run (both debaters' turns, a self-debate, and the extractor's), so that all requ
 same P slots. A request takes L seconds, slowed by `slowdown` for each other request in flight;
 the server's bound is therefore P / (L * (1 + slowdown * (P - 1))) requests per second.
 
-Prints the achieved request throughput as a fraction of that bound at a few concurrencies, and
-the speed-up over one request at a time (concurrency 1), extrapolated from a serial run over the
-first `--serial` questions: serial time per request, times the requests of the full run.
+Prints the achieved request throughput as a fraction of that bound at a few concurrencies (with
+no cap, and with the endpoint capped at P), and the speed-up over one request at a time
+(concurrency 1), extrapolated from a serial run over the first `--serial` questions: serial time
+per request, times the requests of the full run.
+
+For reference it also replays the same debates' request chains (each debate's requests one
+after another, as the protocol has them) with a client that does no work between requests: what
+any client could reach against this server with this workload. The gap between that and the
+bound is the workload's, not crawdad's: the last debates of a run finish their chains with the
+server part empty.
 
     .venv/bin/python benchmarks/bench_server_bound.py [--quick]
 """
@@ -15,11 +22,15 @@ first `--serial` questions: serial time per request, times the requests of the f
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import tempfile
+import time
 from pathlib import Path
 
+import aiohttp
 from common import (
+    ONE_MODEL,
     LatencyModel,
     ServerSpec,
     config_for,
@@ -40,15 +51,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="128 questions, not 512")
     parser.add_argument("--concurrency", type=int, nargs="*", default=[64, 128, 256])
     parser.add_argument("--serial", type=int, default=24, help="questions of the serial run")
-    parser.add_argument("--server", choices=["process", "thread"], default="process")
     parser.add_argument(
-        "--what-if", action="store_true", help="patch in benchmarks/whatif.py (not crawdad's code)"
+        "--cap",
+        type=int,
+        nargs="*",
+        default=[0, P],
+        help="max_in_flight for the server (0: none); each is run at each concurrency",
     )
+    parser.add_argument("--server", choices=["process", "thread"], default="process")
     args = parser.parse_args()
-    if args.what_if:
-        import whatif
-
-        whatif.apply()
     n = 128 if args.quick else 512
     header(
         f"server bound: P={P}, L={L} s, slowdown {SLOWDOWN} per other request, {n} questions", args
@@ -64,30 +75,57 @@ def main() -> None:
     )
 
     best = 0.0
+    best_run: tuple[Path, int] | None = None
     full_requests = 0
-    for concurrency in args.concurrency:
-        (server,) = start_servers(
-            [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
-        )
-        try:
-            config = config_for([server.url], kind="ollama", concurrency=concurrency, models="one")
-            out = folder / f"run-{concurrency}"
-            m = measure(config, dataset, out)
-            stats = server.stats()
-        finally:
-            server.stop()
-        requests = requests_served(stats)
-        full_requests = requests
-        rate = requests / m.wall
-        best = max(best, rate / bound)
-        span = _serving_span(out)
-        print(
-            f"concurrency {concurrency:4d}: {requests} requests in {m.wall:.2f} s = {rate:.0f}/s "
-            f"= {rate / bound:.3f} of the bound ({requests / span / bound:.3f} from the first "
-            f"request to the last answer, {span:.2f} s); most in flight at the server "
-            f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
-            f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
-        )
+    for cap in args.cap:
+        for concurrency in args.concurrency:
+            (server,) = start_servers(
+                [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
+            )
+            try:
+                config = config_for(
+                    [server.url],
+                    kind="ollama",
+                    concurrency=concurrency,
+                    models="one",
+                    max_in_flight=cap or None,
+                )
+                out = folder / f"run-{cap}-{concurrency}"
+                m = measure(config, dataset, out)
+                stats = server.stats()
+            finally:
+                server.stop()
+            requests = requests_served(stats)
+            full_requests = requests
+            rate = requests / m.wall
+            if rate / bound > best:
+                best, best_run = rate / bound, (out, concurrency)
+            span = _serving_span(out)
+            print(
+                f"cap {cap or 'none':>4} concurrency {concurrency:4d}: {requests} requests in "
+                f"{m.wall:.2f} s = {rate:.0f}/s = {rate / bound:.3f} of the bound "
+                f"({requests / span / bound:.3f} from the first request to the last answer, "
+                f"{span:.2f} s); most in flight at the server "
+                f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
+                f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
+            )
+
+    assert best_run is not None
+    (server,) = start_servers(
+        [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
+    )
+    try:
+        chains = _chains(best_run[0])
+        prompt = f"You will be asked a causal reasoning question.\n\n{dataset.questions[0].block}"
+        wall = asyncio.run(_replay(server.url, prompt, chains, best_run[1]))
+        replayed = requests_served(server.stats())
+    finally:
+        server.stop()
+    print(
+        f"reference: a client doing no work between requests, replaying the {len(chains)} "
+        f"debates' request chains at concurrency {best_run[1]}: {replayed} requests in "
+        f"{wall:.2f} s = {replayed / wall / bound:.3f} of the bound"
+    )
 
     subset = dataclasses.replace(dataset, questions=dataset.questions[: args.serial])
     (server,) = start_servers(
@@ -117,6 +155,33 @@ def main() -> None:
             else " (a short run: the tail weighs)"
         )
     )
+
+
+def _chains(out: Path) -> list[int]:
+    """Requests per debate of a finished run, in the order the protocol sends them."""
+    return [
+        sum(1 + bool(t.extraction and t.extraction.seconds) for t in r.turns)
+        for r in RunStore(out).records()
+    ]
+
+
+async def _replay(url: str, prompt: str, chains: list[int], concurrency: int) -> float:
+    """Send each chain's requests one after another, `concurrency` chains at a time."""
+    todo = list(reversed(chains))
+    body = {"model": ONE_MODEL, "messages": [{"role": "user", "content": prompt}]}
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def worker() -> None:
+            while todo:
+                for _ in range(todo.pop()):
+                    async with session.post(f"{url}/api/chat", json=body) as response:
+                        async for _line in response.content:
+                            pass
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.monotonic() - t0
 
 
 def _serving_span(out: Path) -> float:

@@ -77,6 +77,7 @@ class ExtractorConfig(ModelSpec):
     max_tokens: int = Field(256, ge=16)
     think: bool = False
     timeout: float = Field(120.0, gt=0)
+    stream: bool = False  # a short JSON reply: one response costs less than a stream of chunks
 
 
 class ProtocolConfig(Strict):

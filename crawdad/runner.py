@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from crawdad import __version__
 from crawdad.backends import ModelPool, make_backend
-from crawdad.config import ModelSpec, RunConfig, public_dump
+from crawdad.config import RunConfig, public_dump
 from crawdad.data import Dataset, Question
 from crawdad.debate import DebateSetup, Participant, run_debate
 from crawdad.doctor import diagnose, require_ready
@@ -66,14 +66,37 @@ class RunSummary:
         return out
 
 
-def _pool(spec: ModelSpec, config: RunConfig, gate: ModelGate | None) -> ModelPool:
-    return ModelPool(spec, lambda url: make_backend(spec, url), config.retry, gate)
+def _pools_by_server(config: RunConfig, gate: ModelGate | None) -> dict[str, ModelPool]:
+    """One pool per model and set of servers, keyed by role: roles that name the same model on
+    the same base URLs (a model debating itself, or the extractor on a debater's model) share
+    its pool, so its cap and in-flight counts are those of the server, not of each role."""
+    specs = {a.name: a for a in config.agents} | {"extractor": config.extractor}
+    shared: dict[tuple[str, str, tuple[str, ...]], ModelPool] = {}
+    pools: dict[str, ModelPool] = {}
+    for role, spec in specs.items():
+        key = (spec.backend, spec.model, tuple(spec.base_urls))
+        if key not in shared:
+            same = [s for s in specs.values() if (s.backend, s.model, tuple(s.base_urls)) == key]
+            caps = [s.max_in_flight for s in same if s.max_in_flight]
+            # The client's timeout is the longest; each request keeps its own (pool.py).
+            pool_spec = spec.model_copy(
+                update={
+                    "max_in_flight": min(caps) if caps else None,
+                    "timeout": max(s.timeout for s in same),
+                }
+            )
+            shared[key] = ModelPool(
+                pool_spec, lambda url, s=pool_spec: make_backend(s, url), config.retry, gate
+            )
+        pools[role] = shared[key]
+    return pools
 
 
 def build_setup(config: RunConfig, simulated: bool = False) -> tuple[DebateSetup, ModelGate | None]:
     gate = ModelGate() if config.schedule == "grouped" else None
-    agents = {a.name: Participant(a, _pool(a, config, gate)) for a in config.agents}
-    extractor = Participant(config.extractor, _pool(config.extractor, config, gate))
+    pools = _pools_by_server(config, gate)
+    agents = {a.name: Participant(a, pools[a.name]) for a in config.agents}
+    extractor = Participant(config.extractor, pools["extractor"])
     setup = DebateSetup(
         agents=agents,
         extractor=extractor,
@@ -104,7 +127,9 @@ def manifest_for(
 
 
 def _pools(setup: DebateSetup) -> list[ModelPool]:
-    return [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
+    """Each pool once (roles may share one)."""
+    pools = [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
+    return list({id(p): p for p in pools}.values())
 
 
 class Progress:

@@ -216,7 +216,11 @@ def test_first_speaker_depends_on_seed_and_id_only() -> None:
     [
         ({}, ["json_schema", "json_schema"]),  # vLLM: the OpenAI form works at once
         (  # llama-cpp-python: 500 for json_schema, then its own json_object + schema form
-            {"structured_forms": ["json_object_schema"], "unsupported_structured": "error", "unsupported_status": 500},
+            {
+                "structured_forms": ["json_object_schema"],
+                "unsupported_structured": "error",
+                "unsupported_status": 500,
+            },
             ["json_schema", "json_object", "json_object"],
         ),
         (  # a server that knows only vLLM's native field
@@ -225,7 +229,9 @@ def test_first_speaker_depends_on_seed_and_id_only() -> None:
         ),
     ],
 )
-async def test_structured_output_form_fallback(question: Question, settings: dict, forms_sent: list[str]) -> None:
+async def test_structured_output_form_fallback(
+    question: Question, settings: dict, forms_sent: list[str]
+) -> None:
     cfg = config_for("http://x", "openai")
     _first, models = scripted(["yes"], ["yes"], cfg, question)
     async with FakeServer("openai", models, **settings) as server:

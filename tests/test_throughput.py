@@ -122,6 +122,24 @@ async def test_per_endpoint_cap_is_never_exceeded(tmp_path: Path) -> None:
     assert max(by_model.values()) == 2  # the cap was reached, so it is what held the load
 
 
+async def test_roles_on_the_same_model_and_server_share_its_cap(tmp_path: Path) -> None:
+    """A self-debate: both debaters (and the extractor) are one model on one server. The cap is
+    the server's, so it holds for all their requests together, not for each role."""
+    ds = dataset(tmp_path, 24)
+    models = paper_models(answer_key(ds.questions))
+    async with FakeServer("ollama", {"one": models["qwen3:32b"]}, latency=latency()) as s:
+        cfg = config([s.url], 24)
+        for spec in cfg.agents:
+            spec.model, spec.max_in_flight = "one", 3
+        cfg.extractor.model = "granite3.3:2b"  # another model: a pool of its own, no cap
+        async with FakeServer("ollama", models, latency=latency()) as extractor_server:
+            cfg.extractor.base_urls = [extractor_server.url]
+            summary = await run(cfg, ds, tmp_path / "run", progress=False, simulated=True)
+        most = s.stats.latency.max_concurrent
+    assert summary.finished == 24 and summary.errored == 0
+    assert most == 3  # reached, and never more: one cap for both debaters
+
+
 async def test_full_queue_503s_slow_down_but_do_not_fail(tmp_path: Path) -> None:
     ds = dataset(tmp_path, 24)
     # One request at a time per model and room for two more in the queue: 24 debates at once

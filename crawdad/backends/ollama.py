@@ -10,6 +10,7 @@ import ollama
 
 from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
 from crawdad.backends.guard import StreamGuard
+from crawdad.backends.transport import TRANSPORT_ERRORS, diagnose, ollama_transport
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
 NS = 1e-9
@@ -44,24 +45,19 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
             transient=transient,
             endpoint=url,
         )
-    if isinstance(e, ConnectionError | httpx.ConnectError):
+    kind, cause = diagnose(e) or (None, f"{type(e).__name__}: {e}")
+    if kind == "refused":
         return ServerUnavailable(
             f"cannot connect to Ollama at {url}; start it with `ollama serve` (or set OLLAMA_HOST / base_urls)",
             endpoint=url,
         )
-    if isinstance(e, httpx.TimeoutException):
+    if kind == "timeout":
+        return BackendError(f"Ollama at {url} did not answer in time", transient=True, endpoint=url)
+    if kind == "broken":
         return BackendError(
-            f"Ollama at {url} did not answer in time ({type(e).__name__})",
-            transient=True,
-            endpoint=url,
+            f"connection to Ollama at {url} failed: {cause}", transient=True, endpoint=url
         )
-    if isinstance(e, httpx.TransportError):
-        return BackendError(
-            f"connection to Ollama at {url} failed: {type(e).__name__}: {e}",
-            transient=True,
-            endpoint=url,
-        )
-    return BackendError(f"Ollama at {url}: {type(e).__name__}: {e}", transient=False, endpoint=url)
+    return BackendError(f"Ollama at {url}: {cause}", transient=False, endpoint=url)
 
 
 class OllamaBackend:
@@ -70,7 +66,7 @@ class OllamaBackend:
         self._client = ollama.AsyncClient(
             host=url,
             timeout=httpx.Timeout(timeout, connect=10.0),
-            limits=httpx.Limits(max_connections=None),
+            transport=ollama_transport(),
         )
 
     async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
@@ -90,7 +86,7 @@ class OllamaBackend:
             else:
                 resp = await self._client.chat(**kwargs, stream=False)
                 result = _result(resp, resp.message.content or "", resp.message.thinking or "")
-        except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as e:
+        except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, request.model) from e
         result.seconds = time.monotonic() - start
         result.endpoint = self.url
@@ -127,7 +123,7 @@ class OllamaBackend:
     async def list_models(self) -> list[str]:
         try:
             listing = await self._client.list()
-        except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as e:
+        except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, "") from e
         names: list[str] = []
         for m in listing.models:
@@ -142,7 +138,7 @@ class OllamaBackend:
             resp = await self._client._client.get("/api/version")  # the client has no call for it
             resp.raise_for_status()
             return str(resp.json().get("version"))
-        except (httpx.HTTPError, ValueError):
+        except (*TRANSPORT_ERRORS, ValueError):
             return None
 
     async def aclose(self) -> None:

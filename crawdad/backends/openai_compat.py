@@ -15,6 +15,7 @@ import openai
 
 from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
 from crawdad.backends.guard import StreamGuard
+from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
 # Tried in this order until a server takes one: the OpenAI form (vLLM, SGLang, LM Studio),
@@ -24,25 +25,7 @@ _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structure
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
-def _is_transport(e: BaseException | None) -> bool:
-    """An error of the HTTP library underneath (openai 1.x uses httpx, 3.x uses httpx2)."""
-    return e is not None and type(e).__module__.split(".")[0] in ("httpx", "httpx2")
-
-
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
-    if isinstance(e, openai.APITimeoutError):
-        return BackendError(f"{url} did not answer in time", transient=True, endpoint=url)
-    if isinstance(e, openai.APIConnectionError):
-        cause = e.__cause__
-        if _is_transport(cause) and type(cause).__name__ == "ConnectError":
-            return ServerUnavailable(
-                f"cannot connect to the OpenAI-compatible server at {url}; start it, e.g. "
-                f"`vllm serve {model or 'MODEL'} --reasoning-parser deepseek_r1`",
-                endpoint=url,
-            )
-        return BackendError(
-            f"connection to {url} failed: {cause or e}", transient=True, endpoint=url
-        )
     if isinstance(e, openai.APIStatusError):
         message = _message(e)
         if e.status_code == 404 or (e.status_code == 400 and "does not exist" in message):
@@ -60,11 +43,19 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
         return BackendError(
             f"{url} answered {e.status_code}: {message}", transient=transient, endpoint=url
         )
-    if _is_transport(e):
-        return BackendError(
-            f"connection to {url} failed: {type(e).__name__}: {e}", transient=True, endpoint=url
+    kind, cause = diagnose(e) or (None, f"{type(e).__name__}: {e}")
+    if kind == "refused":
+        return ServerUnavailable(
+            f"cannot connect to the OpenAI-compatible server at {url}; start it (vLLM: `vllm serve "
+            f"{model or 'MODEL'} --reasoning-parser deepseek_r1`; llama.cpp: `llama-server -m "
+            "FILE.gguf`) or fix base_urls",
+            endpoint=url,
         )
-    return BackendError(f"{url}: {type(e).__name__}: {e}", endpoint=url)
+    if kind == "timeout" or (kind is None and isinstance(e, openai.APITimeoutError)):
+        return BackendError(f"{url} did not answer in time", transient=True, endpoint=url)
+    if kind == "broken" or isinstance(e, openai.APIConnectionError):
+        return BackendError(f"connection to {url} failed: {cause}", transient=True, endpoint=url)
+    return BackendError(f"{url}: {cause}", endpoint=url)
 
 
 def _message(e: openai.APIStatusError) -> str:
@@ -108,6 +99,7 @@ class OpenAIBackend:
             api_key=api_key or "not-needed",
             max_retries=0,  # crawdad retries itself, per request, on transient errors only
             timeout=timeout,
+            http_client=openai_http_client(timeout),
         )
         self._structured_form = STRUCTURED_FORMS[0]
 
@@ -141,7 +133,7 @@ class OpenAIBackend:
                 raise translate_error(e, self.url, request.model) from e
             return await self.chat(request, guard)
         except Exception as e:
-            if isinstance(e, openai.APIError) or _is_transport(e):
+            if isinstance(e, openai.APIError) or failure_kind(e):
                 raise translate_error(e, self.url, request.model) from e
             raise
         result.seconds = time.monotonic() - start
@@ -225,7 +217,7 @@ class OpenAIBackend:
         try:
             page = await self._client.models.list()
         except Exception as e:
-            if isinstance(e, openai.APIError) or _is_transport(e):
+            if isinstance(e, openai.APIError) or failure_kind(e):
                 raise translate_error(e, self.url, "") from e
             raise
         return [m.id for m in page.data]

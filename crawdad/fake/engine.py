@@ -65,6 +65,7 @@ class Engine:
         self.requests: deque[dict[str, Any]] = deque(maxlen=settings.max_recorded_requests)
         self.calls: deque[CallRecord] = deque(maxlen=settings.max_recorded_requests)
         self._attempts: dict[tuple[str, str], int] = {}
+        self._peers: set[Any] = set()  # client addresses seen, to count connections
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -90,6 +91,10 @@ class Engine:
             stats.requests += 1
             route = f"{request.method} {request.path}"
             stats.by_route[route] = stats.by_route.get(route, 0) + 1
+            peer = request.transport.get_extra_info("peername") if request.transport else None
+            if peer not in self._peers:
+                self._peers.add(peer)
+                stats.connections += 1
             task = asyncio.current_task()
             if task is not None:
                 self._tasks.add(task)
@@ -231,9 +236,16 @@ class Engine:
             return web.Response(body=body, content_type=render.content_type)
 
         pieces = list(chunks(plan, *self._chunking(slot, job)))
-        instant = self.scheduler.instant and job.reply.delay is None
-        if instant and fault is None:
-            # Nothing to wait for: the whole stream in one write (one GIL hand-over, not three).
+        # With no time per token, every token is out of the model once the prompt is processed:
+        # the slot is free for the next request, and the rest is the network (as in vLLM, whose
+        # engine never waits for a client to read).
+        untimed = job.reply.delay is None and (
+            self.scheduler.instant or self.scheduler.model.per_token_seconds <= 0
+        )
+        if untimed:
+            self.scheduler.release(slot)
+        if untimed and fault is None:
+            # The whole stream in one write (one GIL hand-over, not three).
             parts = [render.start()]
             parts += [render.chunk(channel, text) for channel, text, _ in pieces]
             parts.append(render.final(plan, self._timings(job, slot, admitted, prefilled)))
@@ -243,15 +255,17 @@ class Engine:
             pieces = pieces[: max(1, len(pieces) // 2)]
         response = web.StreamResponse(headers={"Content-Type": render.content_type})
         await response.prepare(request)
-        if instant:
+        if untimed:
             parts = [render.start()]
             parts += [render.chunk(channel, text) for channel, text, _ in pieces]
             await response.write(b"".join(parts))
             call.eval_count = sum(count for _, _, count in pieces)
         else:
             await response.write(render.start())
-            for channel, text, count in pieces:
+            for i, (channel, text, count) in enumerate(pieces, 1):
                 await self._pace(slot, job, count, len(pieces))
+                if i == len(pieces):
+                    self.scheduler.release(slot)  # the last token is out of the model
                 await response.write(render.chunk(channel, text))
                 call.eval_count += count  # what the client got, if it goes away mid-stream
         if fault == "cut":

@@ -64,6 +64,7 @@ class LatencyStats(BaseModel):
     queue_wait_seconds: float = 0.0
     max_queue_wait_seconds: float = 0.0
     rejected: int = 0  # refused because the queue was full
+    busy_seconds: float = 0.0  # slot time held by requests (served x time in a slot)
 
 
 class QueueFull(Exception):
@@ -78,6 +79,11 @@ class Slot:
     rng: random.Random | None = None
     loaded: asyncio.Future[None] | None = None
     done: bool = False
+    since: float = field(default_factory=time.monotonic)  # admitted into the slot
+    # The model's own clock: where its work so far ends. Sleeping until it (not for a duration)
+    # keeps the fake's event-loop lag out of the modelled times, as a GPU does not wait for
+    # its HTTP server.
+    clock: float = 0.0
 
 
 @dataclass(slots=True)
@@ -88,7 +94,9 @@ class _Runtime:
     total_active: int = 0
     resident: OrderedDict[str, None] = field(default_factory=OrderedDict)
     loading: dict[str, asyncio.Future[None]] = field(default_factory=dict)
-    waiters: deque[tuple[str, asyncio.Future[bool], float]] = field(default_factory=deque)
+    waiters: deque[tuple[str, asyncio.Future[tuple[bool, float]], float]] = field(
+        default_factory=deque
+    )
 
 
 class Scheduler:
@@ -116,17 +124,20 @@ class Scheduler:
     async def acquire(self, model: str, seed: str = "") -> Slot:
         rt = self._rt
         if not rt.waiters and self._can_admit(model):
-            load = self._admit(model)
+            load, admitted = self._admit(model), time.monotonic()
         else:
             if len(rt.waiters) >= self.model.max_queue:
                 self.stats.rejected += 1
                 raise QueueFull(model)
-            future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[tuple[bool, float]] = asyncio.get_running_loop().create_future()
             queued_at = time.monotonic()
             rt.waiters.append((model, future, queued_at))
             self._pump()
-            load = future.result() if future.done() else await self._wait(model, future, queued_at)
-        slot = Slot(model, load, self.model.model_speed.get(model, 1.0))
+            load, admitted = (
+                future.result() if future.done() else await self._wait(model, future, queued_at)
+            )
+        slot = Slot(model, load, self.model.model_speed.get(model, 1.0), since=admitted)
+        slot.clock = admitted
         if self.model.jitter:
             slot.rng = random.Random(f"{seed}|{self.stats.served}")
         if load and not self.instant:
@@ -134,24 +145,27 @@ class Scheduler:
             rt.loading[model] = slot.loaded
         return slot
 
-    async def _wait(self, model: str, future: asyncio.Future[bool], queued_at: float) -> bool:
+    async def _wait(
+        self, model: str, future: asyncio.Future[tuple[bool, float]], queued_at: float
+    ) -> tuple[bool, float]:
         try:
-            load = await future
+            admission = await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self._release_counts(model)  # admitted just as the client gave up
             self._pump()
             raise
-        wait = time.monotonic() - queued_at
+        wait = admission[1] - queued_at
         self.stats.queue_waits += 1
         self.stats.queue_wait_seconds += wait
         self.stats.max_queue_wait_seconds = max(self.stats.max_queue_wait_seconds, wait)
-        return load
+        return admission
 
     def release(self, slot: Slot) -> None:
         if slot.done:
             return
         slot.done = True
+        self.stats.busy_seconds += time.monotonic() - slot.since
         if slot.loaded is not None and not slot.loaded.done():
             slot.loaded.set_result(None)
         self._release_counts(slot.model)
@@ -165,10 +179,12 @@ class Scheduler:
         if slot.loaded is not None:
             await asyncio.sleep(m.switch_seconds * m.time_scale)
             slot.loaded.set_result(None)
+            slot.clock = time.monotonic()
         else:
             loading = self._rt.loading.get(slot.model)
             if loading is not None and not loading.done():
                 await asyncio.shield(loading)
+                slot.clock = time.monotonic()
         seconds = m.base_seconds + prompt_tokens * m.per_prompt_token_seconds
         await self._sleep(slot, seconds)
 
@@ -182,8 +198,11 @@ class Scheduler:
         factor = slot.speed * (1 + m.slowdown * max(0, self._rt.total_active - 1))
         if slot.rng is not None:
             factor *= 1 + m.jitter * (2 * slot.rng.random() - 1)
-        if seconds * factor * m.time_scale > 0:
-            await asyncio.sleep(seconds * factor * m.time_scale)
+        duration = seconds * factor * m.time_scale
+        if duration > 0:
+            slot.clock += duration
+            if (delay := slot.clock - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
 
     def _can_admit(self, model: str) -> bool:
         rt = self._rt
@@ -227,7 +246,7 @@ class Scheduler:
     def _pump(self) -> None:
         """Admit waiting requests in order; a model load that cannot happen blocks the rest."""
         rt = self._rt
-        kept: deque[tuple[str, asyncio.Future[bool], float]] = deque()
+        kept: deque[tuple[str, asyncio.Future[tuple[bool, float]], float]] = deque()
         blocked = False
         while rt.waiters:
             item = rt.waiters.popleft()
@@ -237,7 +256,7 @@ class Scheduler:
             if blocked or rt.active.get(model, 0) >= self.model.capacity:
                 kept.append(item)
             elif self._can_admit(model):
-                future.set_result(self._admit(model))
+                future.set_result((self._admit(model), time.monotonic()))
             else:
                 blocked = True
                 kept.append(item)

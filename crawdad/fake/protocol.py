@@ -33,6 +33,7 @@ class ServerStats(BaseModel):
     """Counters of a fake server (the scheduler's are in `latency`)."""
 
     requests: int = 0  # HTTP requests of any kind
+    connections: int = 0  # distinct client connections (keep-alive reuses one)
     by_route: dict[str, int] = Field(default_factory=dict)
     statuses: dict[int, int] = Field(default_factory=dict)  # of generation requests
     faults: dict[str, int] = Field(default_factory=dict)

@@ -2,7 +2,10 @@
 
 Both agents and the extractor are SmolLM2-135M on one server, backend "openai". A 135M model
 debates badly: the checks are on the records (complete, real, honest), not on the answers.
-The server-killed test is last in this file: it kills the session's server and restarts it.
+The server-killed test is last in this file: it kills the session's llama.cpp server and restarts
+it. It runs on llama.cpp only: a SIGKILLed server looks the same to the client whichever it is (a
+reset connection, mid-stream for the request being served, before the headers for the queued
+one), and llama.cpp restarts in ~2 s where vLLM takes ~40 s.
 """
 
 from __future__ import annotations
@@ -43,17 +46,17 @@ def test_run_writes_complete_records(real_server: RealServer, tmp_path: Path) ->
         max_turns=4,
         concurrency=3,
     )
-    data = write_data(tmp_path / "data", 3)
+    data = write_data(tmp_path / "data", 2)
     out = tmp_path / "run"
     result = crawdad(*run_args(data, out, config), cwd=tmp_path)
     records = latest(out)
     detail = f"{result.describe()}\n{describe_records(records)}"
     assert result.returncode == 0, detail
-    assert "3/3 debates finished" in result.stdout, detail
-    assert len(all_lines(out)) == 3, detail  # no failed attempt was written
+    assert "2/2 debates finished" in result.stdout, detail
+    assert len(all_lines(out)) == 2, detail  # no failed attempt was written
     problems = check_records(
         records,
-        question_ids=["0", "1", "2"],
+        question_ids=["0", "1"],
         agents=agents,
         extractor=real_server,
         max_tokens=MAX_TOKENS,
@@ -109,10 +112,11 @@ def _wait_for_lines(out: Path, n: int, proc: subprocess.Popen[str], timeout: flo
     raise AssertionError(f"no debate finished within {timeout} s")
 
 
-def test_server_killed_mid_run_then_resumed(real_server: RealServer, tmp_path: Path) -> None:
+def test_server_killed_mid_run_then_resumed(llamacpp: RealServer, tmp_path: Path) -> None:
     """SIGKILL the server while debates are in flight: the run records what failed (honestly,
     with the error) and stops; after a restart the same command finishes the rest, and every
     question ends up recorded exactly once as finished."""
+    real_server = llamacpp
     questions = ["0", "1", "2", "3"]
     agents = {"smol-a": real_server, "smol-b": real_server}
     config = write_config(

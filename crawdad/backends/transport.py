@@ -1,0 +1,91 @@
+"""The HTTP layer under the official clients: aiohttp, and what its errors mean.
+
+Both clients sit on httpx (ollama) or httpx2 (openai 3.x). Their default transport (httpcore on
+anyio) costs ~2.5 ms of CPU per streamed request and opens a new connection for each; under
+hundreds of debates in flight that, not the GPU, was the bound (benchmarks/README.md). aiohttp
+under the same clients (httpx-aiohttp, which the openai SDK also vendors as
+`DefaultAioHttpClient`) costs about half and keeps connections alive.
+
+httpx-aiohttp maps aiohttp's errors to httpx's loosely: a refused connection and a server that
+hangs up mid-stream both come out as `ConnectTimeout`. `failure_kind` looks at the cause
+underneath instead, so that the messages stay right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+import aiohttp
+import httpx
+import openai
+from httpx_aiohttp import AiohttpTransport
+
+FailureKind = Literal["refused", "timeout", "broken"]
+
+#: What a request through either transport may raise when the connection fails.
+TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, OSError)
+
+_HTTP_LIBRARIES = ("httpx", "httpcore", "httpx2", "httpcore2")
+
+
+def ollama_transport() -> httpx.AsyncBaseTransport:
+    """For `ollama.AsyncClient(transport=...)`: no cap on connections (crawdad caps requests;
+    aiohttp's default of 100 would queue the rest in the client, unseen)."""
+    # A factory: the session must be made inside the running event loop, on first use.
+    return AiohttpTransport(
+        client=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    )
+
+
+def openai_http_client(timeout: float) -> openai.DefaultAsyncHttpxClient:
+    """For `openai.AsyncOpenAI(http_client=...)`; the SDK's own client where aiohttp is missing.
+    The SDK's limits (1,000 connections) stay: crawdad caps requests itself."""
+    try:
+        return openai.DefaultAioHttpClient(timeout=timeout)
+    except RuntimeError:  # openai without its aiohttp extra
+        return openai.DefaultAsyncHttpxClient(timeout=timeout)
+
+
+def _causes(e: BaseException) -> Iterator[BaseException]:
+    """e, then what it was raised from or during, innermost last (cycles cut)."""
+    seen: set[int] = set()
+    current: BaseException | None = e
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _kind_of(x: BaseException) -> FailureKind | None:
+    if isinstance(x, aiohttp.ClientConnectorError | ConnectionRefusedError):
+        return "refused"
+    if isinstance(x, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
+        return "timeout"
+    if isinstance(x, aiohttp.ClientError | ConnectionError):
+        return "broken"
+    if type(x).__module__.split(".")[0] in _HTTP_LIBRARIES:
+        name = type(x).__name__
+        if name == "ConnectError":
+            return "refused"
+        if "Timeout" in name:
+            return "timeout"
+        if name.endswith(("Error", "Exception")) and "Status" not in name:
+            return "broken"
+    return None
+
+
+def diagnose(e: BaseException) -> tuple[FailureKind, str] | None:
+    """Why an HTTP request failed, judged by the innermost cause that tells: the server could
+    not be reached ("refused"), did not answer in time ("timeout"), or the connection broke
+    ("broken"), with that cause as "Type: message". None: not a transport failure (an HTTP
+    status, a bug)."""
+    for x in reversed(list(_causes(e))):
+        if (kind := _kind_of(x)) is not None:
+            return kind, f"{type(x).__name__}: {x}".rstrip(": ")
+    return None
+
+
+def failure_kind(e: BaseException) -> FailureKind | None:
+    found = diagnose(e)
+    return found[0] if found else None
