@@ -10,11 +10,8 @@ no cap, and with the endpoint capped at P), and the speed-up over one request at
 (concurrency 1), extrapolated from a serial run over the first `--serial` questions: serial time
 per request, times the requests of the full run.
 
-For reference it also replays the same debates' request chains (each debate's requests one
-after another, as the protocol has them) with a client that does no work between requests: what
-any client could reach against this server with this workload. The gap between that and the
-bound is the workload's, not crawdad's: the last debates of a run finish their chains with the
-server part empty.
+Short of the bound by the run's tail: each debate's requests go one after another, so the last
+debates finish their chains with the server part empty.
 
     .venv/bin/python benchmarks/bench_server_bound.py [--quick]
 """
@@ -22,15 +19,11 @@ server part empty.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import tempfile
-import time
 from pathlib import Path
 
-import aiohttp
 from common import (
-    ONE_MODEL,
     LatencyModel,
     ServerSpec,
     config_for,
@@ -75,7 +68,6 @@ def main() -> None:
     )
 
     best = 0.0
-    best_run: tuple[Path, int] | None = None
     full_requests = 0
     for cap in args.cap:
         for concurrency in args.concurrency:
@@ -98,8 +90,7 @@ def main() -> None:
             requests = requests_served(stats)
             full_requests = requests
             rate = requests / m.wall
-            if rate / bound > best:
-                best, best_run = rate / bound, (out, concurrency)
+            best = max(best, rate / bound)
             span = _serving_span(out)
             print(
                 f"cap {cap or 'none':>4} concurrency {concurrency:4d}: {requests} requests in "
@@ -109,23 +100,6 @@ def main() -> None:
                 f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
                 f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
             )
-
-    assert best_run is not None
-    (server,) = start_servers(
-        [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
-    )
-    try:
-        chains = _chains(best_run[0])
-        prompt = f"You will be asked a causal reasoning question.\n\n{dataset.questions[0].block}"
-        wall = asyncio.run(_replay(server.url, prompt, chains, best_run[1]))
-        replayed = requests_served(server.stats())
-    finally:
-        server.stop()
-    print(
-        f"reference: a client doing no work between requests, replaying the {len(chains)} "
-        f"debates' request chains at concurrency {best_run[1]}: {replayed} requests in "
-        f"{wall:.2f} s = {replayed / wall / bound:.3f} of the bound"
-    )
 
     subset = dataclasses.replace(dataset, questions=dataset.questions[: args.serial])
     (server,) = start_servers(
@@ -155,33 +129,6 @@ def main() -> None:
             else " (a short run: the tail weighs)"
         )
     )
-
-
-def _chains(out: Path) -> list[int]:
-    """Requests per debate of a finished run, in the order the protocol sends them."""
-    return [
-        sum(1 + bool(t.extraction and t.extraction.seconds) for t in r.turns)
-        for r in RunStore(out).records()
-    ]
-
-
-async def _replay(url: str, prompt: str, chains: list[int], concurrency: int) -> float:
-    """Send each chain's requests one after another, `concurrency` chains at a time."""
-    todo = list(reversed(chains))
-    body = {"model": ONE_MODEL, "messages": [{"role": "user", "content": prompt}]}
-
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-        async def worker() -> None:
-            while todo:
-                for _ in range(todo.pop()):
-                    async with session.post(f"{url}/api/chat", json=body) as response:
-                        async for _line in response.content:
-                            pass
-
-        t0 = time.monotonic()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return time.monotonic() - t0
 
 
 def _serving_span(out: Path) -> float:

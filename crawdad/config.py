@@ -106,6 +106,8 @@ class RetryConfig(Strict):
     attempts: int = Field(6, ge=1, le=100)
     initial_wait: float = Field(1.0, ge=0)
     max_wait: float = Field(60.0, ge=0)
+    # A server that cannot be reached is set aside this long, doubling up to 60 s, then retried.
+    down_wait: float = Field(5.0, ge=0)
 
 
 def _default_agents() -> list[AgentConfig]:

@@ -224,7 +224,7 @@ async def run_debate(setup: DebateSetup, question: Question) -> DebateRecord:
     try:
         await _rounds(setup, question, record, first, second)
     except BackendError as e:
-        record.error = str(e)
+        record.error, record.error_kind = str(e), type(e).__name__
         record.end = "error"
     record.seconds = time.monotonic() - start
     record.finished_at = datetime.now(UTC)

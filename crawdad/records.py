@@ -89,6 +89,7 @@ class DebateRecord(Record):
     consensus: bool = False  # the last two turns agreed (extracted answers, both non-null)
     end: DebateEnd = "cap"
     error: str | None = None  # what failed, when the debate could not be finished
+    error_kind: str | None = None  # its class: ServerUnavailable, ModelNotFound, BackendError
     simulated: bool = False  # served by crawdad's fake servers, not real models
     seed: int = 0
     started_at: datetime | None = None

@@ -21,6 +21,7 @@ from crawdad.config import RunConfig, public_dump
 from crawdad.data import Dataset, Question
 from crawdad.debate import DebateSetup, Participant, run_debate
 from crawdad.doctor import diagnose, require_ready
+from crawdad.errors import CrawdadError
 from crawdad.prompts import load_prompts
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.schedule import ModelGate
@@ -287,7 +288,10 @@ async def _run_all(
     summary.correct, summary.consensus = scan.correct, scan.consensus  # over the whole folder
     bar = Progress(summary, setup, progress)
 
+    stuck = _StuckServers(threshold=max(8, concurrency))
+
     def on_written(record: DebateRecord) -> None:
+        stuck.see(record)
         if record.ok:
             summary.finished += 1
             summary.done_total += 1
@@ -322,7 +326,7 @@ async def _run_all(
     try:
         for question in todo:
             await slots.acquire()
-            if crashed:  # a bug, not a server error: stop starting debates
+            if crashed or stuck.verdict:  # a bug, or servers that will not come back: stop
                 break
             task = asyncio.create_task(one(question))
             tasks.add(task)
@@ -349,4 +353,36 @@ async def _run_all(
         bar.close()
         if on_summary is not None:
             on_summary(summary)
+    if stuck.verdict:
+        raise ServersStuck(stuck.verdict, summary)
     return summary
+
+
+class ServersStuck(CrawdadError):
+    """Debate after debate failed the same unrecoverable way: the run stopped starting new ones."""
+
+    def __init__(self, message: str, summary: RunSummary) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+@dataclass
+class _StuckServers:
+    """Watches finished debates: `threshold` in a row that failed because a server cannot be
+    reached (after every retry) or lacks the model mean every later one would fail too."""
+
+    threshold: int
+    streak: int = 0
+    verdict: str | None = None
+
+    def see(self, record: DebateRecord) -> None:
+        if record.error_kind not in ("ServerUnavailable", "ModelNotFound"):
+            self.streak = 0
+            return
+        self.streak += 1
+        if self.streak >= self.threshold and self.verdict is None:
+            self.verdict = (
+                f"stopped: the last {self.streak} debates all failed with: {record.error}\n"
+                "Finished debates are kept. Fix that (start the server, pull the model, or "
+                "correct base_urls), then run the same command again to resume."
+            )

@@ -15,7 +15,7 @@ import pytest
 
 from crawdad.data import load_cladder
 from crawdad.demo import answer_key
-from crawdad.fake import FakeServer, paper_models
+from crawdad.fake import FakeServer, FaultPlan, paper_models
 
 
 def crawdad(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -112,6 +112,30 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
     assert "Thinking:" in crawdad("show", str(out), "0", "--thinking").stdout
     missing = crawdad("show", str(out), "5")
     assert missing.returncode == 1 and "question 5 is not in" in missing.stderr
+
+
+def test_failed_debates_exit_3_and_a_resume_retries_them(
+    tiny_cladder: Path, tmp_path: Path
+) -> None:
+    """A server error on every request of one model: the run finishes what it can, lists the
+    failures and exits 3 (a script notices); with the server fixed, the same command retries."""
+    questions = load_cladder(tiny_cladder).questions
+    models = paper_models(answer_key(questions))
+    broken = FaultPlan(rate=1.0, kinds=["http_500"], models=["granite3.3:2b"])
+    out = tmp_path / "run"
+    retry = "[retry]\nattempts = 1\ninitial_wait = 0\n"
+    args = ["run", "--data", str(tiny_cladder), "--out", str(out), "--rung", "1", "--no-progress"]
+    with FakeServer("ollama", models, faults=broken) as server:
+        cfg = toml_for(server.url, tmp_path / "c.toml", retry)
+        failed = crawdad(*args, "--config", str(cfg))
+    assert failed.returncode == 3, failed.stderr
+    assert "0/2 debates finished" in failed.stdout and "2 debates failed" in failed.stdout
+    assert "answered 500" in failed.stdout
+    with FakeServer("ollama", models) as server:
+        cfg = toml_for(server.url, tmp_path / "c.toml", retry)
+        fixed = crawdad(*args, "--config", str(cfg))
+    assert fixed.returncode == 0, fixed.stderr
+    assert "2/2 debates finished" in fixed.stdout
 
 
 def test_data_info_counts(tiny_cladder: Path) -> None:

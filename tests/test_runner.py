@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,30 @@ async def test_server_down_at_start_names_url_and_fix(tmp_path: Path) -> None:
     with pytest.raises(CrawdadError, match=rf"(?s)cannot connect to Ollama at {url}.*ollama serve"):
         await run(config(url), ds, tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "debates.jsonl").exists()
+
+
+async def test_server_that_stays_down_stops_the_run_and_keeps_what_finished(
+    tmp_path: Path,
+) -> None:
+    """The server dies mid-run and stays down: after a streak of debates that failed to reach
+    it the run stops starting new ones (instead of writing an error line for every question
+    left), says what to fix, and the debates finished before are kept for the resume."""
+    ds = dataset(tmp_path, 60)
+    out = tmp_path / "run"
+    async with FakeServer("ollama", paper_models(answer_key(ds.questions))) as server:
+        url = server.url
+        cfg = config(url, concurrency=2)
+        cfg.retry.attempts, cfg.retry.down_wait = 1, 0.01
+        kept = ds.questions[:6]
+        await run(cfg, replace(ds, questions=kept), out, progress=False, simulated=True)
+    with pytest.raises(CrawdadError, match=rf"(?s)stopped: the last 8 debates .*{url}.*resume"):
+        await run(cfg, ds, out, progress=False, simulated=True, check_servers=False)
+    records = lines(out)
+    assert [r["question_id"] for r in records[:6]] == list(range(6))
+    assert all(r["error"] is None for r in records[:6])
+    failed = records[6:]
+    assert 8 <= len(failed) < 54  # stopped well before the end
+    assert {r["error_kind"] for r in failed} == {"ServerUnavailable"}
 
 
 async def test_missing_model_names_the_pull_command(tmp_path: Path) -> None:

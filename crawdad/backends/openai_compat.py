@@ -113,7 +113,12 @@ class OpenAIBackend:
         )
         if req.seed is not None:
             kwargs["seed"] = req.seed
-        extra: dict[str, Any] = dict(req.options)
+        extra: dict[str, Any] = {}
+        if not req.think:
+            # Hybrid models (Qwen3) think unless their chat template is told not to; servers
+            # whose template has no such switch ignore it.
+            extra["chat_template_kwargs"] = {"enable_thinking": False}
+        extra.update(req.options)
         if req.top_k is not None:
             extra["top_k"] = req.top_k
         if req.json_schema is not None:

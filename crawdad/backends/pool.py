@@ -5,7 +5,7 @@ Each endpoint has a cap on requests in flight (`max_in_flight`, none by default)
 back slowly (AIMD), so a busy server slows crawdad down instead of failing the run. Requests
 that find no room wait in crawdad, first come first served, not in the server's queue.
 
-An endpoint that cannot be reached is set aside for a while (5 s, doubling up to 60 s). When it
+An endpoint that cannot be reached is set aside for a while (`retry.down_wait`, 5 s, doubling up to 60 s). When it
 is due again it gets one request at a time until one succeeds, as long as another endpoint is
 serving; with no other endpoint, the waiting requests all try it (and retry as usual).
 """
@@ -105,7 +105,6 @@ class ModelPool:
         make_backend: Callable[[str], Backend],
         retry: RetryConfig,
         gate: ModelGate | None = None,
-        down_seconds: float = 5.0,
     ) -> None:
         self.spec = spec
         cap = float(spec.max_in_flight) if spec.max_in_flight else math.inf
@@ -114,7 +113,6 @@ class ModelPool:
         ]
         self.retry = retry
         self.gate = gate
-        self.down_seconds = down_seconds
         # Models on the same servers share a gate group; others do not wait for each other.
         self.server_key = " ".join(sorted(spec.base_urls))
         self._waiters: deque[asyncio.Future[Endpoint]] = deque()
@@ -229,7 +227,7 @@ class ModelPool:
         endpoint._down_streak += 1
         endpoint.probing = True
         endpoint.down_until = now + min(
-            60.0, self.down_seconds * 2 ** min(endpoint._down_streak - 1, 16)
+            60.0, self.retry.down_wait * 2 ** min(endpoint._down_streak - 1, 16)
         )
 
     def _on_success(self, endpoint: Endpoint, result: ChatResult) -> None:

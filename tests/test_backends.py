@@ -1,5 +1,6 @@
-"""crawdad's backends on their aiohttp transport: every way a request fails becomes the right
-crawdad error (retried or not) with a message that says what happened, over real loopback HTTP."""
+"""crawdad's backends on their aiohttp transport, over real loopback HTTP: every way a request
+fails becomes the right crawdad error (retried or not) with a message that says what happened;
+connections are kept alive; thinking off is said to the server."""
 
 from __future__ import annotations
 
@@ -107,3 +108,18 @@ async def test_connections_are_reused_across_streamed_requests(kind: str) -> Non
             await backend.aclose()
         assert texts == [f"reply {i}" for i in range(5)]
         assert server.stats.connections == 1
+
+
+async def test_openai_think_false_tells_the_chat_template() -> None:
+    reply = FakeReply(thinking="hmm " * 10, text="Answer: yes")
+    async with FakeServer("openai", {"m": ScriptedModel([reply, reply])}) as server:
+        backend = backend_for("openai", server.url)
+        try:
+            off = await backend.chat(request(stream=False).model_copy(update={"think": False}))
+            on = await backend.chat(request(stream=False).model_copy(update={"think": True}))
+        finally:
+            await backend.aclose()
+        sent = [r.get("chat_template_kwargs") for r in server.requests]
+    assert sent == [{"enable_thinking": False}, None]
+    assert (off.thinking, off.text) == ("", "Answer: yes")
+    assert on.thinking and on.text == "Answer: yes"
