@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.synthetic import write_cladder
 
@@ -76,6 +78,24 @@ def write_config(
 def write_data(folder: Path, n: int) -> Path:
     """n synthetic questions in CLadder's format (crawdad.synthetic)."""
     return write_cladder(folder, n)
+
+
+# --- requests without crawdad -----------------------------------------------------------------
+
+
+def raw_chat(server: RealServer, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """The same greedy request sent without crawdad: the server's own answer."""
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": max_tokens,
+    }
+    with httpx.Client(trust_env=False, timeout=120) as client:
+        resp = client.post(f"{server.base_url}/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
 
 
 # --- the CLI ------------------------------------------------------------------------------------

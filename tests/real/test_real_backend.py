@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from crawdad.backends.base import ChatRequest
@@ -21,6 +20,7 @@ from crawdad.errors import BackendError, ModelNotFound
 from crawdad.extract import EXTRACTOR_SCHEMA, parse_reply
 from crawdad.prompts import load_prompts
 
+from .realrun import raw_chat
 from .servers import RealServer, missing_requirements
 
 pytestmark = pytest.mark.real
@@ -39,21 +39,6 @@ def request(server: RealServer, prompt: str, **kw: Any) -> ChatRequest:
     )
     fields.update(kw)
     return ChatRequest(**fields)
-
-
-def raw_chat(server: RealServer, prompt: str, max_tokens: int) -> dict[str, Any]:
-    """The same greedy request sent without crawdad: the server's own answer."""
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": prompt}],
-        "temperature": 0.0,
-        "top_p": 1.0,
-        "max_tokens": max_tokens,
-    }
-    with httpx.Client(trust_env=False, timeout=120) as client:
-        resp = client.post(f"{server.base_url}/chat/completions", json=body)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
 
 
 def settle(server: RealServer) -> None:

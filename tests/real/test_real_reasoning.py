@@ -9,9 +9,7 @@ every answer into `reasoning` and `content`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from crawdad.backends.base import ChatRequest
@@ -22,6 +20,7 @@ from .realrun import (
     crawdad,
     describe_records,
     latest,
+    raw_chat,
     run_args,
     write_config,
     write_data,
@@ -36,23 +35,9 @@ PROMPT = (
 )
 
 
-def raw_message(server: RealServer, max_tokens: int) -> dict[str, Any]:
-    body = {
-        "model": server.model,
-        "messages": [{"role": "user", "content": PROMPT}],
-        "temperature": 0.0,
-        "top_p": 1.0,
-        "max_tokens": max_tokens,
-    }
-    with httpx.Client(trust_env=False, timeout=120) as client:
-        resp = client.post(f"{server.base_url}/chat/completions", json=body)
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json()["choices"][0]["message"])
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 async def test_reasoning_field_becomes_thinking(vllm_reasoning: RealServer, stream: bool) -> None:
-    message = raw_message(vllm_reasoning, 40)
+    message = raw_chat(vllm_reasoning, PROMPT, 40)["choices"][0]["message"]
     reasoning = (message.get("reasoning") or "").strip()
     assert reasoning, f"the server split off no reasoning: {message}"
     assert "reasoning_content" not in message  # vLLM 0.32 sends `reasoning` only
