@@ -80,9 +80,22 @@ class ExtractorConfig(ModelSpec):
     stream: bool = False  # a short JSON reply: one response costs less than a stream of chunks
 
 
+ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo"]
+
+
 class ProtocolConfig(Strict):
-    max_turns: int = Field(4, ge=1, le=32)  # responses per debate, the first one included
-    early_stop: bool = True  # stop when a response agrees with the one before it
+    # crawdad: the paper's turn-taking debate (N >= 2 debaters); judge: debaters argue before a
+    # judge model who gives a verdict or a follow-up question (MAC, MAD); simultaneous: all agents
+    # answer, then revise seeing each other's answers (Du et al.); solo: independent samples.
+    kind: ProtocolKind = "crawdad"
+    max_turns: int = Field(4, ge=1, le=32)  # crawdad: responses per debate, the first one included
+    # Stop when the agents agree: crawdad (a response agrees with the one before it; with N > 2,
+    # the latest answers of all agents agree) and simultaneous (every answer of a round agrees).
+    # None: the kind's default (on for crawdad, off for simultaneous, as Du et al.).
+    early_stop: bool | None = None
+    rounds: int = Field(3, ge=1, le=32)  # judge: rounds at most; simultaneous: rounds after round 0
+    samples: int = Field(1, ge=1, le=256)  # solo: independent answers per agent (k)
+    stances: bool = False  # judge: assign sides (affirmative "yes", negative "no") to debaters
     # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
     # or fail the debate (recorded with error, retried on resume).
     on_runaway: Literal["unextracted", "error"] = "unextracted"
@@ -90,6 +103,12 @@ class ProtocolConfig(Strict):
     loop_min_chars: int = Field(2000, ge=200)  # never call a response a loop before this length
     turn_time_budget: float | None = Field(None, gt=0)  # seconds; None: only the request timeout
     store_prompts: bool = False  # store every rendered prompt in the records (bigger files)
+
+    @model_validator(mode="after")
+    def _kind_defaults(self) -> ProtocolConfig:
+        if self.early_stop is None:
+            object.__setattr__(self, "early_stop", self.kind == "crawdad")
+        return self
 
 
 class SelectionConfig(Strict):
@@ -110,6 +129,12 @@ class RetryConfig(Strict):
     down_wait: float = Field(5.0, ge=0)
 
 
+class JudgeConfig(ModelSpec):
+    """The judge of the judge protocol: reads the debaters' final texts, gives a verdict."""
+
+    model: str = "qwen3:32b"
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -118,30 +143,47 @@ def _default_agents() -> list[AgentConfig]:
 
 
 class RunConfig(Strict):
-    agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=2, max_length=2)
+    agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=1, max_length=16)
     extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
+    judge: JudgeConfig | None = None  # judge protocol only
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
+    # A set under prompts/ ("paper", "no-confidence", "no-be-confident", "crawdad-v1") or a folder.
+    prompt_set: str = "paper"
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
     # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
     schedule: Literal["fifo", "grouped"] = "fifo"
-    prompts_dir: Path | None = None
+    prompts_dir: Path | None = None  # older spelling of a prompt_set folder; overrides prompt_set
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:
         names = [a.name for a in self.agents]
         if len(set(names)) != len(names):
             raise ValueError(f"agent names must differ, got {names}")
+        if "judge" in names:
+            raise ValueError("no agent may be named 'judge': the judge's turns use that name")
+        kind = self.protocol.kind
+        if kind != "solo" and len(names) < 2:
+            raise ValueError(f"the {kind} protocol needs at least 2 agents, got {len(names)}")
+        if kind == "judge" and self.judge is None:
+            object.__setattr__(self, "judge", JudgeConfig())
+        elif kind != "judge" and self.judge is not None:
+            object.__setattr__(self, "judge", None)  # only the judge protocol has one
         return self
+
+    @property
+    def prompt_source(self) -> str | Path:
+        return self.prompts_dir if self.prompts_dir is not None else self.prompt_set
 
     def agent(self, name: str) -> AgentConfig:
         return next(a for a in self.agents if a.name == name)
 
     def serve_all_from(self, url: str, backend: Backend = "ollama") -> RunConfig:
-        """Point both agents and the extractor at one server (demos, tests, one-box setups)."""
-        for spec in [*self.agents, self.extractor]:
+        """Point the agents, the judge and the extractor at one server (demos, tests, one-box
+        setups)."""
+        for spec in [*self.agents, self.extractor, *([self.judge] if self.judge else [])]:
             spec.backend = backend
             spec.base_urls = [url]
         return self
@@ -168,7 +210,7 @@ OPERATIONAL = {
 def public_dump(config: RunConfig) -> dict[str, Any]:
     """The config as written to the manifest: JSON types, secrets removed."""
     data = config.model_dump(mode="json")
-    for spec in [*data["agents"], data["extractor"]]:
+    for spec in [*data["agents"], data["extractor"], *([data["judge"]] if data["judge"] else [])]:
         spec["api_key"] = "***" if spec.get("api_key") else None
     return data
 
@@ -184,6 +226,21 @@ def result_settings(dumped: dict[str, Any]) -> dict[str, Any]:
         return value
 
     return strip(dumped)
+
+
+def normalized_config(dumped: dict[str, Any], schema_version: int = 2) -> dict[str, Any]:
+    """A manifest's config with the settings added since it was written at their defaults (and,
+    for schema 1, the prompt set that crawdad 0.1 used), so that only real differences show."""
+    data = dict(dumped)
+    if schema_version < 2 and data.get("prompts_dir") is None:
+        data.setdefault("prompt_set", "crawdad-v1")
+    for spec in [*data.get("agents", []), data.get("extractor") or {}, data.get("judge") or {}]:
+        if spec.get("api_key") == "***":
+            spec["api_key"] = None
+    try:
+        return public_dump(RunConfig.model_validate(data))
+    except ValidationError:
+        return dumped
 
 
 def diff_settings(old: Any, new: Any, path: str = "") -> list[str]:

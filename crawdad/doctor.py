@@ -52,7 +52,10 @@ class DoctorReport:
 
 
 def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
-    return [(f"agent {a.name}", a) for a in config.agents] + [("extractor", config.extractor)]
+    judge = [("judge", config.judge)] if config.judge is not None else []
+    return (
+        [(f"agent {a.name}", a) for a in config.agents] + judge + [("extractor", config.extractor)]
+    )
 
 
 async def _check_server(spec: ModelSpec, url: str) -> ServerCheck:

@@ -26,7 +26,21 @@ class ExtractorReply(BaseModel):
     confidence: float | None = Field(ge=0.0, le=1.0)
 
 
+class AnswerOnlyReply(BaseModel):
+    """The schema of a prompt set that asks for no confidence (the no-confidence ablation)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Literal["yes", "no", "none"]
+
+
 EXTRACTOR_SCHEMA: dict[str, Any] = ExtractorReply.model_json_schema()
+ANSWER_ONLY_SCHEMA: dict[str, Any] = AnswerOnlyReply.model_json_schema()
+
+
+def extractor_schema(confidence: bool = True) -> dict[str, Any]:
+    return EXTRACTOR_SCHEMA if confidence else ANSWER_ONLY_SCHEMA
+
 
 CONFIDENCE_WORDS = {
     "very high",
@@ -48,8 +62,13 @@ class Parsed:
     reason: str | None
 
 
-def parse_strict(raw: str) -> Parsed | None:
+def parse_strict(raw: str, confidence: bool = True) -> Parsed | None:
     try:
+        if not confidence:
+            only = AnswerOnlyReply.model_validate_json(raw.strip())
+            if only.answer == "none":
+                return Parsed(None, None, "strict", "the response gives no final yes/no answer")
+            return Parsed(only.answer, None, "strict", None)
         reply = ExtractorReply.model_validate_json(raw.strip())
     except ValidationError:
         return None
@@ -102,7 +121,7 @@ def normalize_confidence(value: Any) -> tuple[float | None, str | None]:
     return number, None
 
 
-def parse_tolerant(raw: str) -> Parsed:
+def parse_tolerant(raw: str, confidence: bool = True) -> Parsed:
     obj = _json_object(raw)
     if obj is None:
         answer_m = re.search(r"answer\W{0,5}(yes|no)\b", raw, flags=re.IGNORECASE)
@@ -111,11 +130,14 @@ def parse_tolerant(raw: str) -> Parsed:
             return Parsed(None, None, "none", f"the extractor's reply is not JSON: {raw[:80]!r}")
         obj = {"answer": answer_m.group(1), "confidence": conf_m.group(1) if conf_m else None}
     answer, answer_reason = normalize_answer(obj.get("answer"))
-    confidence, conf_reason = normalize_confidence(obj.get("confidence"))
+    value, conf_reason = normalize_confidence(obj.get("confidence"))
+    if not confidence:  # none was asked for: none is read
+        value, conf_reason = None, None
     if answer is None:
-        return Parsed(None, confidence, "none", answer_reason)
-    return Parsed(answer, confidence, "tolerant", conf_reason)
+        return Parsed(None, value, "none", answer_reason)
+    return Parsed(answer, value, "tolerant", conf_reason)
 
 
-def parse_reply(raw: str) -> Parsed:
-    return parse_strict(raw) or parse_tolerant(raw)
+def parse_reply(raw: str, confidence: bool = True) -> Parsed:
+    """`confidence=False`: the prompt set asked for none, so none is read (no-confidence)."""
+    return parse_strict(raw, confidence) or parse_tolerant(raw, confidence)

@@ -11,16 +11,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+# 2: protocols (kind, prompt set, what each turn saw, judge/sample/revision turns).
+# Version 1 lines still load: every field added since has a default that means what v1 did.
+SCHEMA_VERSION = 2
 
 Answer = Literal["yes", "no"]
 Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
-Role = Literal["initial", "critique", "defence"]
+# initial: round 0 of a debate (or a simultaneous round 0); critique / defence: later turns of the
+# crawdad protocol; argument: a debater's later turn before a judge; verdict: the judge's turn;
+# revision: a later simultaneous round; sample: one independent answer of a solo run.
+Role = Literal["initial", "critique", "defence", "argument", "verdict", "revision", "sample"]
+Protocol = Literal["crawdad", "judge", "simultaneous", "solo"]
 # "stop": the model ended its answer; "length": the token budget ran out; "loop": crawdad stopped a
 # response that repeated itself; "timeout": the time budget ran out; "error": the request failed.
 StopReason = Literal["stop", "length", "loop", "timeout", "error"]
 ExtractionMethod = Literal["strict", "tolerant", "none"]
-DebateEnd = Literal["consensus", "cap", "error"]
+# consensus: agents agreed (early stop); cap: the response or round cap was reached; verdict: the
+# judge decided before the cap; samples: a solo run's samples are all in; error: failed.
+DebateEnd = Literal["consensus", "cap", "verdict", "samples", "error"]
 
 
 class Record(BaseModel):
@@ -44,13 +52,19 @@ class Extraction(Record):
 class Turn(Record):
     """One response of one agent in one debate."""
 
-    round: int  # 0-based: 0 is the first speaker's initial answer
-    agent: str  # agent name from the config, e.g. "qwen3"
+    round: int  # 0-based: 0 is the first speaker's initial answer (see each protocol)
+    agent: str  # agent name from the config, e.g. "qwen3"; "judge" for the judge
     model: str  # served model name, e.g. "qwen3:32b"
     role: Role
     template: str  # "name@sha256[:12]" of the prompt template used
     prompt_sha256: str  # of the full rendered prompt (the prompt itself when store_prompts is on)
     prompt: str | None = None
+    # Indices (into the record's turns) of the earlier turns whose final text this prompt showed;
+    # None in schema 1 records, where every earlier turn was shown.
+    seen: list[int] | None = None
+    stance: Answer | None = None  # the side this debater was told to argue (judge protocol)
+    sample: int | None = None  # which independent sample of this agent (solo)
+    followup: str | None = None  # the judge's follow-up question, when it asked one
     endpoint: str = ""  # base URL that served the request
     thinking: str = ""  # reasoning trace; stored, never shown to the opponent
     text: str = ""  # final text; the only part that enters the history
@@ -80,13 +94,24 @@ class DebateRecord(Record):
     alignment: Alignment
     story_id: str | None = None
     graph_id: str | None = None
+    protocol: Protocol = "crawdad"
+    prompt_set: str | None = None  # None in schema 1 records: crawdad 0.1's set ("crawdad-v1")
     agents: dict[str, str]  # agent name -> model, in config order
-    first_speaker: str  # agent name
-    second_speaker: str
+    speaking_order: list[str] = Field(default_factory=list)  # drawn per question; [] in schema 1
+    first_speaker: str | None = None  # agent name (None for solo runs)
+    second_speaker: str | None = None
+    judge: str | None = None  # the judge's model (judge protocol)
     turns: list[Turn] = Field(default_factory=list)
-    final_answer: Answer | None = None  # answer of the last turn (None: not extracted, or error)
+    # The protocol's final answer: the last turn's (crawdad), the judge's verdict (judge), the
+    # majority of the last round (simultaneous) or of all samples (solo). None: not extracted,
+    # an unbroken tie, or an error.
+    final_answer: Answer | None = None
     final_confidence: float | None = None
-    consensus: bool = False  # the last two turns agreed (extracted answers, both non-null)
+    tie: bool = False  # a majority vote was tied (broken by summed confidence where it could be)
+    # Each agent's last extracted answer (solo: its majority over its samples).
+    agent_answers: dict[str, Answer | None] = Field(default_factory=dict)
+    # crawdad: the last two turns agreed; other protocols: every agent's last answer agreed
+    consensus: bool = False
     end: DebateEnd = "cap"
     error: str | None = None  # what failed, when the debate could not be finished
     error_kind: str | None = None  # its class: ServerUnavailable, ModelNotFound, BackendError

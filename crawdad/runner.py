@@ -19,10 +19,10 @@ from crawdad import __version__
 from crawdad.backends import ModelPool, make_backend
 from crawdad.config import RunConfig, public_dump
 from crawdad.data import Dataset, Question
-from crawdad.debate import DebateSetup, Participant, run_debate
 from crawdad.doctor import diagnose, require_ready
 from crawdad.errors import CrawdadError
 from crawdad.prompts import load_prompts
+from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.schedule import ModelGate
 from crawdad.store import RunStore, Scan
@@ -72,6 +72,8 @@ def _pools_by_server(config: RunConfig, gate: ModelGate | None) -> dict[str, Mod
     the same base URLs (a model debating itself, or the extractor on a debater's model) share
     its pool, so its cap and in-flight counts are those of the server, not of each role."""
     specs = {a.name: a for a in config.agents} | {"extractor": config.extractor}
+    if config.judge is not None:
+        specs["judge"] = config.judge
     shared: dict[tuple[str, str, tuple[str, ...]], ModelPool] = {}
     pools: dict[str, ModelPool] = {}
     for role, spec in specs.items():
@@ -98,13 +100,15 @@ def build_setup(config: RunConfig, simulated: bool = False) -> tuple[DebateSetup
     pools = _pools_by_server(config, gate)
     agents = {a.name: Participant(a, pools[a.name]) for a in config.agents}
     extractor = Participant(config.extractor, pools["extractor"])
+    judge = Participant(config.judge, pools["judge"]) if config.judge is not None else None
     setup = DebateSetup(
         agents=agents,
         extractor=extractor,
-        prompts=load_prompts(config.prompts_dir),
+        prompts=load_prompts(config.prompt_source),
         protocol=config.protocol,
         seed=config.seed,
         simulated=simulated,
+        judge=judge,
     )
     return setup, gate
 
@@ -130,6 +134,8 @@ def manifest_for(
 def _pools(setup: DebateSetup) -> list[ModelPool]:
     """Each pool once (roles may share one)."""
     pools = [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
+    if setup.judge is not None:
+        pools.append(setup.judge.pool)
     return list({id(p): p for p in pools}.values())
 
 

@@ -1,10 +1,10 @@
-"""One debate as text, laid out like the paper's appendix C."""
+"""One debate as text, laid out like the paper's appendix C, for every protocol."""
 
 from __future__ import annotations
 
 import textwrap
 
-from crawdad.records import DebateRecord
+from crawdad.records import DebateRecord, Turn
 
 
 def _answer(answer: str | None, confidence: float | None) -> str:
@@ -12,32 +12,70 @@ def _answer(answer: str | None, confidence: float | None) -> str:
     return f"Answer: {answer or 'not extracted'} (Confidence: {conf})"
 
 
-def format_debate(record: DebateRecord, thinking: bool = False) -> str:
+def _header(record: DebateRecord) -> list[str]:
+    n = len(record.turns)
+    final = record.final_answer or "none"
+    if record.tie:
+        final += " (tied vote" + (", broken by confidence)" if record.final_answer else ")")
+    elif record.consensus:
+        final += " (consensus)"
     head = [
-        f"Question {record.question_id} ({record.desc_id or '-'}): rung {record.rung}, {record.query_type}, "
-        f"{record.alignment}; gold answer: {record.gold}",
-        f"First speaker: {record.first_speaker}. Ended by {record.end} after {len(record.turns)} responses; "
-        f"final answer {record.final_answer or 'none'}"
-        + (" (consensus)" if record.consensus else ""),
+        f"Question {record.question_id} ({record.desc_id or '-'}): rung {record.rung}, "
+        f"{record.query_type}, {record.alignment}; gold answer: {record.gold}",
+        f"Protocol {record.protocol}, prompt set {record.prompt_set or 'crawdad-v1'}; agents: "
+        + ", ".join(f"{name} ({model})" for name, model in record.agents.items())
+        + (f"; judge: {record.judge}" if record.judge else ""),
     ]
+    if record.protocol in ("crawdad", "judge") and record.first_speaker:
+        order = " -> ".join(record.speaking_order or [record.first_speaker])
+        head.append(f"Speaking order: {order}.")
+    head.append(f"Ended by {record.end} after {n} responses; final answer {final}")
+    if record.agent_answers and record.protocol in ("simultaneous", "solo"):
+        head.append(
+            "Each agent's "
+            + ("majority" if record.protocol == "solo" else "last answer")
+            + ": "
+            + ", ".join(f"{a}={v or 'none'}" for a, v in record.agent_answers.items())
+        )
     if record.simulated:
         head.append("(simulated: served by crawdad's fake servers, not real models)")
     if record.error:
         head.append(f"ERROR: {record.error}")
-    parts = ["\n".join(head)]
-    for turn in record.turns:
-        lines = [
-            f"— Round {turn.round} by {turn.agent.upper()} ({turn.model}) —",
-            "",
-            _answer(turn.answer, turn.confidence),
-        ]
-        if turn.answer is None and turn.extraction and turn.extraction.reason:
-            lines.append(f"(not extracted: {turn.extraction.reason})")
-        lines.append(
-            f"[{turn.role}; {turn.completion_tokens or '?'} tokens in {turn.seconds:.1f} s; stop: {turn.stop_reason}]"
-        )
-        if thinking and turn.thinking:
-            lines += ["", "Thinking:", "", textwrap.indent(turn.thinking.strip(), "  ")]
+    return head
+
+
+def _title(turn: Turn, protocol: str) -> str:
+    who = f"{turn.agent.upper()} ({turn.model})"
+    if turn.role == "verdict":
+        return f"— Round {turn.round}: the JUDGE ({turn.model}) —"
+    if protocol == "solo":
+        return f"— Sample {turn.sample} by {who} —"
+    label = f"— Round {turn.round} by {who}"
+    if turn.stance:
+        label += f", arguing {turn.stance}"
+    return label + " —"
+
+
+def format_turn(turn: Turn, protocol: str, thinking: bool = False) -> str:
+    lines = [_title(turn, protocol), "", _answer(turn.answer, turn.confidence)]
+    if turn.answer is None and turn.extraction and turn.extraction.reason:
+        lines.append(f"(not extracted: {turn.extraction.reason})")
+    seen = "" if turn.seen is None else f"; shown turns {turn.seen or 'none'}"
+    lines.append(
+        f"[{turn.role}; {turn.completion_tokens or '?'} tokens in {turn.seconds:.1f} s; "
+        f"stop: {turn.stop_reason}{seen}]"
+    )
+    if thinking and turn.thinking:
+        lines += ["", "Thinking:", "", textwrap.indent(turn.thinking.strip(), "  ")]
+    if turn.role == "verdict":
+        lines += ["", "Follow-up question:" if turn.followup else "Verdict:", ""]
+        lines.append(turn.followup or turn.text.strip() or "(no final text)")
+    else:
         lines += ["", "Reasoning:", "", turn.text.strip() or "(no final text)"]
-        parts.append("\n".join(lines))
+    return "\n".join(lines)
+
+
+def format_debate(record: DebateRecord, thinking: bool = False) -> str:
+    parts = ["\n".join(_header(record))]
+    parts += [format_turn(t, record.protocol, thinking) for t in record.turns]
     return "\n\n".join(parts) + "\n"

@@ -18,7 +18,7 @@ from typing import IO
 
 from pydantic import ValidationError
 
-from crawdad.config import diff_settings, result_settings
+from crawdad.config import diff_settings, normalized_config, result_settings
 from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, RunManifest
 
@@ -52,8 +52,19 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def manifest_differences(old: RunManifest, new: RunManifest) -> list[str]:
-    diffs = diff_settings(result_settings(old.config), result_settings(new.config), "config")
-    diffs += diff_settings(old.prompts, new.prompts, "prompts")
+    old_config = normalized_config(old.config, old.schema_version)
+    diffs = diff_settings(result_settings(old_config), result_settings(new.config), "config")
+    old_prompts = old.prompts
+    new_prompts = new.prompts
+    if old.schema_version < 2:  # schema 1 listed the five templates of the paper protocol only
+        new_prompts = {k: v for k, v in new_prompts.items() if k in old_prompts}
+    prompt_diffs = diff_settings(old_prompts, new_prompts, "prompts")
+    if prompt_diffs and old.schema_version < 2 and new.config.get("prompt_set") != "crawdad-v1":
+        prompt_diffs.append(
+            "prompt_set: this folder was made by crawdad 0.1; resume it with "
+            "--set prompt_set=crawdad-v1 (its prompts), or start a new --out folder"
+        )
+    diffs += prompt_diffs
     if old.dataset.sha256 != new.dataset.sha256:
         diffs.append(
             f"dataset: {old.dataset.questions_file} ({old.dataset.sha256[:12]}) -> "

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from crawdad.data import load_cladder
-from crawdad.debate import first_speaker
 from crawdad.demo import answer_key
 from crawdad.fake import FakeServer, LatencyModel, paper_models
+from crawdad.protocols import first_speaker
 from crawdad.store import read_jsonl_ids
 from crawdad.synthetic import write_cladder
 

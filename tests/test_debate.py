@@ -9,8 +9,8 @@ import pytest
 
 from crawdad.config import RunConfig
 from crawdad.data import Question, load_cladder
-from crawdad.debate import first_speaker, run_debate
 from crawdad.fake import FakeExtractor, FakeReply, FakeServer, ScriptedModel
+from crawdad.protocols import first_speaker, run_debate
 from crawdad.runner import build_setup
 
 SECRET = "SECRET-TRACE-{}"
@@ -118,17 +118,23 @@ async def test_history_shows_only_final_texts_labelled_for_the_reader(question: 
     )  # no reasoning trace ever reaches a debater
     assert prompts[0].startswith("You will be asked a causal reasoning question.")
     assert question.block in prompts[0] and "history" not in prompts[0].lower()
+    # The authors' layout: a label line, then the text between two lines of ten "=" signs;
+    # no round numbers.
+    rule = "\n\n==========\n\n"
     # Round 1 (second speaker): the opponent's round-0 text only.
-    assert "--- Your opponent's response (round 0) ---\nReasoning 0. Answer: yes" in prompts[1]
+    assert f"Opponent's response:{rule}Reasoning 0. Answer: yes" in prompts[1]
+    assert prompts[1].count("==========") == 2
     assert "scrutinize your opponent's solution" in prompts[1]
-    # Round 2 (first speaker, defence): its own initial answer, then the opponent's critique.
-    assert "--- Your initial response (round 0) ---\nReasoning 0." in prompts[2]
-    assert "--- Your opponent's response (round 1) ---\nReasoning 1." in prompts[2]
-    assert prompts[2].index("round 0") < prompts[2].index("round 1")
-    assert "defend your answer" in prompts[2]
+    # Round 2 (first speaker, defence): its own original answer, then the opponent's critique.
+    assert f"Your original answer:{rule}Reasoning 0." in prompts[2]
+    assert f"Opponent's response:{rule}Reasoning 1." in prompts[2]
+    assert prompts[2].index("Reasoning 0.") < prompts[2].index("Reasoning 1.")
+    assert "may defend your previous answers, or be persuaded" in prompts[2]
+    assert "round" not in prompts[2].split("==========")[0].split("calculated.")[-1]
     # Round 3 (second speaker): its own later response is labelled as its own.
-    assert "--- Your response (round 1) ---\nReasoning 1." in prompts[3]
-    assert "--- Your opponent's response (round 2) ---\nReasoning 2." in prompts[3]
+    assert f"Your response:{rule}Reasoning 1." in prompts[3]
+    assert [t.seen for t in record.turns] == [[], [0], [0, 1], [0, 1, 2]]
+    assert f"Opponent's response:{rule}Reasoning 2." in prompts[3]
     # The traces are stored in the record.
     assert record.turns[2].thinking.startswith(SECRET.format(2))
 

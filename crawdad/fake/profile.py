@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crawdad.fake.answer_key import AnswerKey, KeyEntry, prompt_key, question_line_span
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
+from crawdad.fake.judge import JudgeParams, is_judge_request, judge_reply
 from crawdad.fake.parsing import Answer, opponent_stance
 from crawdad.fake.text import QuestionContext, Writer
 
 Range = tuple[float, float]
+_STANCE = re.compile(r"you are on the (affirmative|negative) side", re.IGNORECASE)
 
 
 class ProfileParams(BaseModel):
@@ -47,6 +50,11 @@ class ProfileParams(BaseModel):
     debate_words: Range = (40, 200)
     short_text_rate: float = Field(default=0.05, ge=0, le=1)  # debate texts under 100 characters
     loop_rate: float = Field(default=0.0, ge=0, le=1)  # replies that loop until the token budget
+    # Share of first answers drawn afresh for each sampling seed rather than from the model's
+    # fixed belief about the question: what makes independent samples (solo, self-consistency)
+    # differ, and correlated, as a real model's are.
+    independence: float = Field(default=0.3, ge=0, le=1)
+    stance_obedience: float = Field(default=0.85, ge=0, le=1)  # argues the side it is assigned
     thinks: bool = True
 
     @model_validator(mode="after")
@@ -132,17 +140,26 @@ class ProfileModel(FakeModel):
         self.thinks = self.params.thinks
 
     def reply(self, request: FakeRequest) -> FakeReply:
+        if is_judge_request(request):  # a debater model may judge, too
+            return judge_reply(request, self.answer_key, JudgeParams(), self.seed)
         prompt = request.prompt
         span = question_line_span(prompt)
         question_line = prompt[span[0] : span[1]] if span else ""
         key = prompt_key(prompt)
         entry = (self.answer_key.get(key) if key else None) or KeyEntry(None)
-        rng = seeded_rng(self.seed, request.model, request.digest)
+        rng = seeded_rng(self.seed, request.model, request.digest, request.seed)
         belief = seeded_rng(self.seed, request.model, key or request.digest).random()
 
         opponent = opponent_stance(prompt, span[1]) if span else (None, None)
         in_debate = opponent[0] is not None or "opponent" in prompt.lower()
+        if not in_debate:
+            fresh = seeded_rng(self.seed, request.model, key, request.seed)
+            if fresh.random() < self.params.independence:
+                belief = fresh.random()
         answer, switched = self._decide(entry, belief, rng, opponent if in_debate else None)
+        side = _STANCE.search(prompt)
+        if side and rng.random() < self.params.stance_obedience:
+            answer = "yes" if side.group(1).lower() == "affirmative" else "no"
         correct = entry.gold is None or answer == entry.gold
         confidence = self._confidence(rng, correct or switched)
 

@@ -1,0 +1,59 @@
+"""Debate protocols: one module per kind, each a `play(setup, question, record)` coroutine that
+fills in a DebateRecord's turns and final answer using the shared turn machinery in `base`.
+
+A new kind is a new module here and one line in KINDS (and its name in config.ProtocolKind).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from crawdad.data import Question
+from crawdad.errors import BackendError
+from crawdad.protocols import crawdad, judge, simultaneous, solo
+from crawdad.protocols.base import (
+    DebateSetup,
+    Participant,
+    first_speaker,
+    new_record,
+    request_seed,
+    speaking_order,
+)
+from crawdad.records import DebateRecord
+
+Play = Callable[[DebateSetup, Question, DebateRecord], Awaitable[None]]
+
+KINDS: dict[str, Play] = {
+    "crawdad": crawdad.play,
+    "judge": judge.play,
+    "simultaneous": simultaneous.play,
+    "solo": solo.play,
+}
+
+
+async def run_debate(setup: DebateSetup, question: Question) -> DebateRecord:
+    """One question under the setup's protocol -> its record (with the error, if it failed)."""
+    record = new_record(setup, question)
+    start = time.monotonic()
+    try:
+        await KINDS[setup.protocol.kind](setup, question, record)
+    except BackendError as e:
+        record.error, record.error_kind = str(e), type(e).__name__
+        record.end = "error"
+        record.final_answer = record.final_confidence = None
+    record.seconds = time.monotonic() - start
+    record.finished_at = datetime.now(UTC)
+    return record
+
+
+__all__ = [
+    "KINDS",
+    "DebateSetup",
+    "Participant",
+    "first_speaker",
+    "request_seed",
+    "run_debate",
+    "speaking_order",
+]

@@ -1,0 +1,174 @@
+"""Debaters before a judge (MAC's meta-debate, section 3.1.1; Liang et al.'s MAD).
+
+Each round, the debaters speak in an order drawn per question, each shown every earlier
+debater text and the judge's follow-up questions (final texts only). Then the judge reads the
+debaters' final texts, never their traces, and replies through a JSON schema with a verdict
+(answer and confidence) or a follow-up question that the next round's prompts carry. In the last
+round the schema allows only a verdict. The final answer is the judge's. A judge reply that is not
+the schema's JSON is read by the extractor; an unreadable verdict is a null answer with its reason.
+
+With `stances = true`, debaters are assigned sides in speaking order, alternating from a side
+drawn per question: an affirmative debater argues "yes", a negative one "no" (MAC).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from crawdad.data import Question
+from crawdad.protocols.base import (
+    DebateSetup,
+    agree,
+    ask,
+    check_runaway,
+    draw,
+    extract,
+    generate,
+    history,
+    make_turn,
+    request_seed,
+    speaking_order,
+)
+from crawdad.records import Answer, DebateRecord, Extraction, Turn
+
+
+class JudgeReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["verdict", "question"]
+    answer: Literal["yes", "no"]
+    confidence: float = Field(ge=0.0, le=1.0)
+    question: str = ""
+
+
+def judge_schema(last_round: bool) -> dict[str, Any]:
+    schema = JudgeReply.model_json_schema()
+    if last_round:
+        schema["properties"]["decision"] = {"enum": ["verdict"], "type": "string"}
+    schema["required"] = ["decision", "answer", "confidence", "question"]
+    return schema
+
+
+def stances(setup: DebateSetup, question: Question, order: list[str]) -> dict[str, Answer]:
+    if not setup.protocol.stances:
+        return {}
+    sides: tuple[Answer, Answer] = ("yes", "no")
+    start = 0 if draw(setup.seed, question.question_id, "stance") < 0.5 else 1
+    return {name: sides[(start + i) % 2] for i, name in enumerate(order)}
+
+
+def _shown(turns: list[Turn]) -> list[int]:
+    """What a debater is shown: every debater turn, and the judge's questions."""
+    return [i for i, t in enumerate(turns) if t.agent != "judge" or t.followup]
+
+
+async def debater_turn(
+    setup: DebateSetup,
+    question: Question,
+    record: DebateRecord,
+    speaker: str,
+    round_: int,
+    sides: dict[str, Answer],
+) -> Turn:
+    prompts = setup.prompts
+    stance = sides.get(speaker)
+    stance_text = prompts.stances[stance] if stance else ""
+    if not record.turns:
+        template = prompts["judge_initial"]
+        prompt = template.fill(question=question.block, stance=stance_text)
+        version, seen, role = template.version, [], "initial"
+    else:
+        seen = _shown(record.turns)
+        block, entry_version = history(setup, record.turns, seen, speaker, record.speaking_order)
+        template = prompts["judge_debate"]
+        prompt = template.fill(question=question.block, history=block, stance=stance_text)
+        version, role = f"{template.version}+{entry_version}", "argument"
+    return await ask(
+        setup,
+        question,
+        agent=speaker,
+        round_=len(record.turns),  # the turn's position picks its seed, as in the crawdad protocol
+        role=role,  # type: ignore[arg-type]
+        prompt=prompt,
+        version=version,
+        seen=seen,
+        stance=stance,
+    )
+
+
+async def judge_turn(
+    setup: DebateSetup, question: Question, record: DebateRecord, round_: int, last: bool
+) -> Turn:
+    assert setup.judge is not None
+    prompts = setup.prompts
+    seen = [i for i, t in enumerate(record.turns) if t.agent != "judge" or t.followup]
+    block, entry_version = history(setup, record.turns, seen, "judge", record.speaking_order)
+    template = prompts["judge"]
+    instruction = prompts.fragments["judge_last_round" if last else "judge_more_rounds"]
+    prompt = template.fill(question=question.block, history=block, round_instruction=instruction)
+    started = datetime.now(UTC)
+    seed = request_seed(setup.seed, question.question_id, len(record.turns))
+    result, stats, request = await generate(setup, setup.judge, prompt, seed, judge_schema(last))
+    turn = make_turn(
+        setup,
+        round_=round_,
+        agent="judge",
+        who=setup.judge,
+        role="verdict",
+        prompt=prompt,
+        version=f"{template.version}+{entry_version}",
+        seen=seen,
+        result=result,
+        stats=stats,
+        request=request,
+        started=started,
+    )
+    await read_verdict(setup, turn, result, last)
+    return turn
+
+
+async def read_verdict(setup: DebateSetup, turn: Turn, result: Any, last: bool) -> None:
+    """The judge's JSON; failing that, the extractor's reading of its text (a verdict if it
+    found an answer)."""
+    model = setup.judge.spec.model if setup.judge else ""
+    try:
+        reply = JudgeReply.model_validate_json(turn.text.strip())
+    except ValidationError:
+        extraction, answer, confidence = await extract(setup, result)
+        extraction.reason = "the judge's reply is not the schema's JSON; read by the extractor" + (
+            f"; {extraction.reason}" if extraction.reason else ""
+        )
+        turn.extraction, turn.answer, turn.confidence = extraction, answer, confidence
+        return
+    turn.answer, turn.confidence = reply.answer, reply.confidence
+    turn.extraction = Extraction(method="strict", model=model, raw=turn.text)
+    if reply.decision == "question" and not last and reply.question.strip():
+        turn.followup = reply.question.strip()
+
+
+async def play(setup: DebateSetup, question: Question, record: DebateRecord) -> None:
+    order = speaking_order(setup.seed, question.question_id, list(setup.agents))
+    record.speaking_order = order
+    record.first_speaker, record.second_speaker = order[0], order[1]
+    record.judge = setup.judge.spec.model if setup.judge else None
+    sides = stances(setup, question, order)
+    rounds = setup.protocol.rounds
+    for round_ in range(rounds):
+        for speaker in order:
+            turn = await debater_turn(setup, question, record, speaker, round_, sides)
+            record.turns.append(turn)
+            check_runaway(setup, turn)
+        last = round_ == rounds - 1
+        verdict = await judge_turn(setup, question, record, round_, last)
+        record.turns.append(verdict)
+        check_runaway(setup, verdict)
+        debaters = [t for t in record.turns if t.agent != "judge"]
+        record.agent_answers = {t.agent: t.answer for t in debaters}
+        record.consensus = agree(list(record.agent_answers.values()))
+        if verdict.followup is None and (verdict.answer is not None or last):
+            record.final_answer, record.final_confidence = verdict.answer, verdict.confidence
+            record.end = "cap" if last else "verdict"
+            return
