@@ -52,8 +52,12 @@ def write_config(
     max_wait: float = 2.0,
     timeout: float = 300.0,
     store_prompts: bool = False,
+    protocol: dict[str, Any] | None = None,
+    judge: RealServer | None = None,
+    judge_max_tokens: int = 256,
 ) -> Path:
-    """A TOML run config: two agents and the extractor on real servers, backend "openai"."""
+    """A TOML run config: two agents and the extractor on real servers, backend "openai"
+    (and a judge, for the judge protocol)."""
     agent_settings: dict[str, Any] = {"max_tokens": max_tokens, "timeout": timeout}
     if temperature is not None:
         agent_settings["temperature"] = temperature
@@ -65,8 +69,14 @@ def write_config(
         + _spec(extractor, model=extractor_model, max_tokens=extractor_max_tokens, timeout=120.0)
         + "\n"
     )
+    if judge is not None:
+        blocks.append(
+            "[judge]\n" + _spec(judge, max_tokens=judge_max_tokens, timeout=timeout) + "\n"
+        )
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in (protocol or {}).items())
     blocks.append(
         f"[protocol]\nmax_turns = {max_turns}\nstore_prompts = {str(store_prompts).lower()}\n"
+        + extra
     )
     blocks.append(
         f"[retry]\nattempts = {attempts}\ninitial_wait = {initial_wait}\nmax_wait = {max_wait}\n"

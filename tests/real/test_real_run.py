@@ -112,6 +112,46 @@ def _wait_for_lines(out: Path, n: int, proc: subprocess.Popen[str], timeout: flo
     raise AssertionError(f"no debate finished within {timeout} s")
 
 
+def test_judge_protocol_on_llamacpp(llamacpp: RealServer, tmp_path: Path) -> None:
+    """The judge's verdict comes through the server's structured output (the judge schema, with
+    only "verdict" allowed in the last round), and every debate ends with the judge's answer."""
+    from crawdad.protocols.judge import JudgeReply
+
+    agents = {"smol-a": llamacpp, "smol-b": llamacpp}
+    config = write_config(
+        tmp_path / "judge.toml",
+        agents=list(agents.items()),
+        extractor=llamacpp,
+        judge=llamacpp,
+        max_tokens=MAX_TOKENS,
+        protocol={"kind": "judge", "rounds": 1, "stances": True},
+        concurrency=2,
+        store_prompts=True,
+    )
+    data = write_data(tmp_path / "data", 2)
+    out = tmp_path / "judge-run"
+    result = crawdad(*run_args(data, out, config), cwd=tmp_path)
+    records = latest(out)
+    detail = f"{result.describe()}\n{describe_records(records)}"
+    assert result.returncode == 0, detail
+    assert sorted(records) == ["0", "1"], detail
+    for record in records.values():
+        assert record.protocol == "judge" and record.error is None, detail
+        roles = [t.role for t in record.turns]
+        assert roles == ["initial", "argument", "verdict"], detail
+        assert {t.stance for t in record.turns[:2]} == {"yes", "no"}, detail
+        verdict = record.turns[-1]
+        assert verdict.agent == "judge" and verdict.seen == [0, 1], detail
+        assert all(t.text.strip() in (verdict.prompt or "") for t in record.turns[:2]), detail
+        if verdict.stop_reason == "stop":  # a whole reply: the grammar made it the schema's JSON
+            reply = JudgeReply.model_validate_json(verdict.text)
+            assert reply.decision == "verdict", detail  # the last round allows nothing else
+            assert record.final_answer == reply.answer == verdict.answer, detail
+            assert verdict.extraction is not None and verdict.extraction.method == "strict"
+        else:  # cut at the token budget: read by the extractor, or null with the reason
+            assert verdict.extraction is not None and verdict.extraction.reason, detail
+
+
 def test_server_killed_mid_run_then_resumed(llamacpp: RealServer, tmp_path: Path) -> None:
     """SIGKILL the server while debates are in flight: the run records what failed (honestly,
     with the error) and stops; after a restart the same command finishes the rest, and every

@@ -1,0 +1,73 @@
+"""Run folders of record schema 1 (crawdad 0.1) still load, resume and analyse.
+
+tests/golden/v1-run was written by crawdad 0.1 (`crawdad demo --limit 6`, commit 177f8b9), with
+the example data it ran on beside it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crawdad.config import RunConfig, SelectionConfig
+from crawdad.data import load_cladder, select
+from crawdad.demo import answer_key
+from crawdad.errors import StoreError
+from crawdad.fake import FakeServer, paper_models
+from crawdad.runner import run
+from crawdad.store import RunStore
+
+V1 = Path(__file__).parent / "golden" / "v1-run"
+
+
+@pytest.fixture
+def v1_run(tmp_path: Path) -> Path:
+    folder = tmp_path / "v1-run"
+    shutil.copytree(V1, folder, ignore=shutil.ignore_patterns("data"))
+    return folder
+
+
+def test_schema_1_records_load_as_paper_protocol_debates(v1_run: Path) -> None:
+    records = RunStore(v1_run).records()
+    assert len(records) == 6 and {r.schema_version for r in records} == {1}
+    assert {r.protocol for r in records} == {"crawdad"} and {r.prompt_set for r in records} == {
+        None
+    }
+    assert all(t.seen is None for r in records for t in r.turns)
+    assert all(r.first_speaker in r.agents for r in records)
+
+
+def test_schema_1_run_is_analysed(v1_run: Path, tmp_path: Path) -> None:
+    from analysis.report import write_report
+
+    report = write_report([v1_run], tmp_path / "report")
+    assert "6" in report.read_text() and (tmp_path / "report").is_dir()
+
+
+async def resume(folder: Path, prompt_set: str, limit: int):  # type: ignore[no-untyped-def]
+    dataset = select(load_cladder(V1 / "data"), SelectionConfig(limit=limit), 0)
+    models = paper_models(answer_key(dataset.questions))
+    async with FakeServer("ollama", models) as server:
+        cfg = RunConfig(seed=0, concurrency=16, prompt_set=prompt_set).serve_all_from(server.url)
+        summary = await run(cfg, dataset, folder, progress=False, simulated=True)
+        return summary, server.requests
+
+
+async def test_schema_1_run_resumes_with_its_own_prompts(v1_run: Path) -> None:
+    summary, requests = await resume(v1_run, "crawdad-v1", limit=8)
+    assert summary.already_done == 6 and summary.finished == 2 and summary.done_total == 8
+    debater_prompts = [
+        r["messages"][0]["content"] for r in requests if r["model"] != "granite3.3:2b"
+    ]
+    later = [p for p in debater_prompts if "history" in p]
+    assert later and all("--- Your opponent's response (round " in p for p in later)
+    records = RunStore(v1_run).records()
+    new = [r for r in records if r.schema_version == 2]
+    assert len(new) == 2 and {r.prompt_set for r in new} == {"crawdad-v1"}
+
+
+async def test_schema_1_run_refuses_other_prompts_and_says_which_to_use(v1_run: Path) -> None:
+    with pytest.raises(StoreError, match="--set prompt_set=crawdad-v1"):
+        await resume(v1_run, "paper", limit=8)
