@@ -47,6 +47,7 @@ class Extraction(Record):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float = 0.0
+    shared: bool = False  # the extractor's reply came from an experiment's response store
 
 
 class Turn(Record):
@@ -78,6 +79,9 @@ class Turn(Record):
     stop_reason: StopReason = "stop"
     num_ctx: int | None = None  # context window requested (Ollama)
     attempts: int = 1  # requests made for this turn, retries included
+    # Served from an experiment's response store: the same request (model, prompt, sampling
+    # settings, seed) was already answered for another variant; the turn is complete all the same.
+    shared: bool = False
     error: str | None = None
     started_at: datetime | None = None
 
@@ -147,3 +151,17 @@ class RunManifest(Record):
     dataset: DatasetInfo
     servers: dict[str, str | None] = Field(default_factory=dict)  # base URL -> server version
     simulated: bool = False
+
+
+class ExperimentManifest(Record):
+    """`experiment.json` of an experiment folder: its variants, each an ordinary run folder
+    `DIR/<variant>/`, and the baseline the analysis compares them with."""
+
+    schema_version: int = 1
+    crawdad_version: str
+    created_at: datetime
+    file: str  # the experiment file, as given
+    file_sha256: str
+    baseline: str | None = None
+    variants: dict[str, dict[str, Any]]  # name -> its overrides of the base config, in file order
+    base: dict[str, Any] = Field(default_factory=dict)  # the base config as written in the file
