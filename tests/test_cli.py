@@ -57,7 +57,11 @@ def test_bad_dataset_exits_1_naming_the_question(tiny_cladder: Path, tmp_path: P
     qs[2]["meta"]["model_id"] = 42
     path.write_text(json.dumps(qs))
     result = crawdad("run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"))
-    assert result.returncode == 1 and "question 2: unknown meta.model_id 42" in result.stderr
+    assert result.returncode == 1
+    assert (
+        "tiny-q-balanced.json, question 2: meta.model_id is 42; tiny-meta-models.json has no"
+        in result.stderr
+    )
 
 
 def test_server_down_exits_1_with_fix(tiny_cladder: Path, tmp_path: Path) -> None:
