@@ -358,6 +358,20 @@ def is_being_written(folder: Path) -> bool:
         return False
 
 
+def require_run_folder(folder: Path) -> None:
+    """Refuse, with a message, a path that is not a run folder (for show and analyze)."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise StoreError(f"{folder} does not exist; give the --out folder of a `crawdad run`")
+    if not folder.is_dir():
+        raise StoreError(f"{folder} is a file, not a run folder; give the --out folder of a run")
+    if not (folder / MANIFEST).exists() and not (folder / DEBATES).exists():
+        what = "is empty" if not any(folder.iterdir()) else f"has no {MANIFEST} and no {DEBATES}"
+        raise StoreError(
+            f"{folder} {what}: it is not a crawdad run folder; give the --out folder of a run"
+        )
+
+
 def read_jsonl_ids(path: Path) -> list[str]:
     """Question ids of every parseable line, in order (for tests and checks)."""
     ids = []
