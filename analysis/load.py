@@ -353,9 +353,9 @@ def _other_settings(
     if isinstance(seed, int):
         other = {q for q, p in latest.items() if p.seed != seed}
         if other:
-            seeds = ", ".join(str(s) for s in sorted({latest[q].seed for q in other}))
+            others = ", ".join(str(s) for s in sorted({latest[q].seed for q in other}))
             why.append(
-                f"{dpath}: {len(other)} debate(s) were made with seed {seeds}, not the run's "
+                f"{dpath}: {len(other)} debate(s) were made with seed {others}, not the run's "
                 f"seed {seed} (another run's records in this folder); they are left out"
             )
             out |= other

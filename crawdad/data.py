@@ -196,7 +196,7 @@ class RawModel(BaseModel):
     story_id: StrictStr | None = None
     graph_id: StrictStr | None = None
     # Its presence marks an anti-commonsense model; null is refused (ambiguous), not guessed.
-    anticommonsense: dict[str, Any] = Field(default=None)  # type: ignore[assignment]
+    anticommonsense: dict[str, Any] = Field(default=None)  # type: ignore[arg-type]
 
 
 # What each field must be, in the words of the messages.
