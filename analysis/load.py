@@ -9,6 +9,12 @@ Rules:
   line appended);
 - a line that does not parse is skipped with a warning (a torn last line after a crash is the
   expected case; one in the middle is reported too) and counted in `Run.n_invalid_lines`;
+- a debate the run did not ask for is left out and reported: one made with another seed or by
+  other agents than the manifest's (records of another run in the same folder), or one for a
+  question outside the run's selection (`selected-ids.txt`, when the manifest names it; run
+  folders older than that file count every debate, and the report says so);
+- a run still being written (another process holds its lock) is analysed as it stands, and
+  the report says so;
 - agents are keyed by a display label, "name (model)" (just "name" when the two are equal),
   used as the `agent`, `first_agent`, `second_agent` and `final_agent` values everywhere.
 """
@@ -27,7 +33,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from analysis.text import SentimentScorer
+from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, RunManifest
+from crawdad.store import RunStore, is_being_written, read_selected_ids, require_run_folder
 
 __all__ = [
     "DEBATE_COLUMNS",
@@ -108,6 +116,9 @@ class Run:
     n_lines: int = 0  # non-blank lines read
     n_invalid_lines: int = 0  # skipped because they did not parse
     n_superseded: int = 0  # valid lines replaced by a later line for the same question
+    n_other_settings: int = 0  # left out: made with another seed or by other agents
+    n_outside_selection: int = 0  # left out: questions the run did not select
+    live: bool = False  # another process was still writing the run when it was loaded
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -232,6 +243,8 @@ def _frames(
 class _Parsed:
     offset: int  # byte offset of the line: the order of lines in the file
     qid: str | None = None
+    seed: int = 0
+    agents: dict[str, str] = field(default_factory=dict)
     debate: tuple | None = None
     turns: list[tuple] | None = None
     problem: str | None = None  # why the line was skipped
@@ -269,7 +282,11 @@ def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
             out.append(_Parsed(offset, problem=why, torn=torn))
             continue
         debate, turns = _debate_rows(rec, scorer)
-        out.append(_Parsed(offset, qid=debate[0], debate=debate, turns=turns))
+        out.append(
+            _Parsed(
+                offset, qid=debate[0], seed=rec.seed, agents=rec.agents, debate=debate, turns=turns
+            )
+        )
     return out
 
 
@@ -292,20 +309,120 @@ def _default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def _manifest_agents(config: dict[str, Any]) -> dict[str, str] | None:
+    """Agent name -> model from a dumped config (a list of agent tables, or a plain mapping)."""
+    agents = config.get("agents")
+    if isinstance(agents, dict):
+        return {str(k): str(v) for k, v in agents.items()}
+    if isinstance(agents, list) and all(isinstance(a, dict) and "name" in a for a in agents):
+        return {str(a["name"]): str(a.get("model")) for a in agents}
+    return None
+
+
+def _read_manifest(path: Path) -> RunManifest | None:
+    if not (path / MANIFEST_FILE).exists():
+        return None
+    try:
+        return RunStore(path).read_manifest()
+    except StoreError as e:
+        raise StoreError(
+            f"{e}. Restore it (e.g. from a backup) to analyse this run; `crawdad run --force` "
+            "with the run's own command writes a new one"
+        ) from None
+
+
+def _other_settings(
+    latest: dict[str, _Parsed], manifest: RunManifest | None, dpath: Path
+) -> tuple[set[str], list[str]]:
+    """Question ids whose debate was made with another seed or other agents, and why."""
+    if manifest is None:
+        seeds = sorted({p.seed for p in latest.values()})
+        if len(seeds) > 1:
+            counts = ", ".join(
+                f"seed {s}: {sum(p.seed == s for p in latest.values())}" for s in seeds
+            )
+            raise StoreError(
+                f"{dpath} holds debates made with several seeds ({counts}) and there is no "
+                f"{MANIFEST_FILE} to say which run is this one. Restore the manifest, or move "
+                "the other run's lines to a folder of their own"
+            )
+        return set(), []
+    out: set[str] = set()
+    why: list[str] = []
+    seed = manifest.config.get("seed")
+    if isinstance(seed, int):
+        other = {q for q, p in latest.items() if p.seed != seed}
+        if other:
+            others = ", ".join(str(s) for s in sorted({latest[q].seed for q in other}))
+            why.append(
+                f"{dpath}: {len(other)} debate(s) were made with seed {others}, not the run's "
+                f"seed {seed} (another run's records in this folder); they are left out"
+            )
+            out |= other
+    agents = _manifest_agents(manifest.config)
+    if agents is not None:
+        other = {q for q, p in latest.items() if p.agents != agents and q not in out}
+        if other:
+            theirs = sorted(
+                {", ".join(f"{k}={v}" for k, v in latest[q].agents.items()) for q in other}
+            )
+            mine = ", ".join(f"{k}={v}" for k, v in agents.items())
+            why.append(
+                f"{dpath}: {len(other)} debate(s) were made by other agents ({'; '.join(theirs)}) "
+                f"than the run's ({mine}); they are left out"
+            )
+            out |= other
+    return out, why
+
+
+def _outside_selection(
+    latest: dict[str, _Parsed], manifest: RunManifest | None, path: Path
+) -> tuple[set[str], list[str]]:
+    """Question ids the run did not select, and what was said about the selection."""
+    if manifest is None:
+        return set(), []
+    ids_file = manifest.dataset.ids_file
+    if ids_file is None:
+        return set(), [
+            f"{path / MANIFEST_FILE} does not list the run's selected questions (made before "
+            "crawdad kept them): the selection is unknown, every debate is counted"
+        ]
+    selected = read_selected_ids(path / ids_file)
+    if selected is None:
+        return set(), [
+            f"{path / ids_file} cannot be read: the selection is unknown, every debate is counted"
+        ]
+    outside = set(latest) - selected
+    if not outside:
+        return set(), []
+    shown = ", ".join(sorted(outside, key=lambda q: (len(q), q))[:10])
+    more = ", ..." if len(outside) > 10 else ""
+    return outside, [
+        f"{path / DEBATES_FILE}: {len(outside)} debate(s) are for questions not in the run's "
+        f"selection ({len(selected)} questions in {ids_file}): {shown}{more}; they are left out"
+    ]
+
+
 def load_run(path: Path | str, label: str | None = None, *, workers: int | None = None) -> Run:
-    """Load one run folder (`manifest.json` + `debates.jsonl`)."""
+    """Load one run folder (`manifest.json` + `debates.jsonl`).
+
+    Raises `StoreError` (a message for the user) when the folder is not a run, has no debates,
+    or its manifest is damaged.
+    """
     path = Path(path)
+    require_run_folder(path)
     label = label or path.resolve().name
     problems: list[str] = []
-    manifest = None
-    mpath = path / MANIFEST_FILE
-    if mpath.exists():
-        manifest = RunManifest.model_validate_json(mpath.read_bytes())
+    manifest = _read_manifest(path)
+    if manifest is None:
+        problems.append(f"{path / MANIFEST_FILE} is missing: run settings unknown")
     else:
-        problems.append(f"{mpath} is missing: run settings unknown")
+        problems += [f"{path / MANIFEST_FILE}: {note}" for note in manifest.notes]
+    live = is_being_written(path)
     dpath = path / DEBATES_FILE
     if not dpath.exists():
-        raise FileNotFoundError(f"{dpath} not found: is {path} a crawdad run folder?")
+        state = "is still starting" if live else "has no debates yet"
+        raise StoreError(f"{path} {state} ({DEBATES_FILE} is missing): nothing to analyse")
 
     parsed = _parse_file(dpath, workers if workers is not None else _default_workers())
     latest: dict[str, _Parsed] = {}
@@ -314,17 +431,35 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
         if p.problem is not None:
             n_invalid += 1
             where = "torn last line" if p.torn else "invalid line"
+            if live and p.torn:
+                where = "last line, still being written,"
             problems.append(f"{dpath}: skipped {where} at byte {p.offset} ({p.problem})")
             continue
         assert p.qid is not None
         if p.qid in latest:
             n_superseded += 1
         latest[p.qid] = p  # last line wins
+    if not latest:
+        raise StoreError(
+            f"{path} has no readable debates yet ({DEBATES_FILE} has {n_invalid} unreadable "
+            "line(s) and no others): nothing to analyse"
+        )
+    other, why = _other_settings(latest, manifest, dpath)
+    outside, said = _outside_selection(latest, manifest, path)
+    outside -= other
+    problems += why + said
+    if live:
+        problems.insert(
+            0,
+            f"this run was still being written when analysed: {len(latest)} debates so far "
+            f"({path})",
+        )
     for msg in problems:
         warnings.warn(msg, stacklevel=2)
 
-    debates = [p.debate for p in latest.values() if p.debate is not None]
-    turns = [t for p in latest.values() for t in (p.turns or [])]
+    kept = [p for q, p in latest.items() if q not in other and q not in outside]
+    debates = [p.debate for p in kept if p.debate is not None]
+    turns = [t for p in kept for t in (p.turns or [])]
     d, t = _frames(label, debates, turns)
     return Run(
         label=label,
@@ -335,6 +470,9 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
         n_lines=len(parsed),
         n_invalid_lines=n_invalid,
         n_superseded=n_superseded,
+        n_other_settings=len(other),
+        n_outside_selection=len(outside),
+        live=live,
         warnings=problems,
     )
 

@@ -26,6 +26,7 @@ from analysis import metrics as M
 from analysis import narrative as N
 from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.errors import StoreError
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
 
@@ -381,6 +382,8 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
                 "lines read": str(r.n_lines),
                 "superseded (retried)": str(r.n_superseded),
                 "skipped (unparseable)": str(r.n_invalid_lines),
+                "left out (other run)": str(r.n_other_settings),
+                "left out (not selected)": str(r.n_outside_selection),
                 "created": m.created_at.isoformat(timespec="seconds") if m else "-",
                 "crawdad": m.crawdad_version if m else "-",
             }
@@ -392,18 +395,42 @@ def _default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def _writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise StoreError(
+            f"cannot write the report to {out}: {e.strerror or e}; choose another --out folder"
+        ) from None
+
+
 def write_report(run_dirs: list[Path], out: Path, *, workers: int | None = None) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
 
     `workers`: processes used to parse large files and to draw the figures (default: the CPU
-    count, at most 4; 1 draws everything in this process).
+    count, at most 4; 1 draws everything in this process). A run folder that cannot be analysed
+    or a report folder that cannot be written raises `StoreError` with a message.
     """
     workers = _default_workers() if workers is None else workers
     if not run_dirs:
         raise ValueError("no run folder given")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    runs = load_runs(run_dirs, workers=workers)
+    runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
+    _writable(out)
+    try:
+        return _write(runs, out, workers)
+    except OSError as e:
+        raise StoreError(
+            f"writing the report to {out} failed: {e.strerror or e} "
+            f"({getattr(e, 'filename', None) or 'a report file'}); free space or choose another "
+            "--out folder"
+        ) from None
+
+
+def _write(runs: list[Run], out: Path, workers: int) -> Path:
     debates, turns = concat(runs)
     tables = compute_tables(debates, turns)
     agents = pd.concat([debates["first_agent"], debates["second_agent"], turns["agent"]])
@@ -417,6 +444,14 @@ def write_report(run_dirs: list[Path], out: Path, *, workers: int | None = None)
             "crawdad's fake servers, not by real models: their numbers say nothing about any model.",
             "",
         ]
+    for r in runs:
+        if r.live:
+            md += [
+                f"> **Run `{r.label}`: this run was still being written when analysed: "
+                f"{len(r.debates) + r.n_other_settings + r.n_outside_selection} debates so "
+                "far.** Its numbers will change; analyse it again when it has finished.",
+                "",
+            ]
     md += [
         f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(runs)} run(s).",
         "",

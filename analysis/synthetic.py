@@ -309,8 +309,9 @@ def write_synthetic_run(
                 retried.append(int(rec.question_id))
         if retry_errors and retried:
             kw["error_rate"] = 0.0
+            # Other content (rng seed + 1), same run: the records keep the run's seed.
             for rec in synthetic_records(n, seed=seed + 1, agents=agents, ids=retried, **kw):  # type: ignore[arg-type]
-                f.write(rec.model_dump_json() + "\n")
+                f.write(rec.model_copy(update={"seed": seed}).model_dump_json() + "\n")
         if torn_tail:
             f.write('{"schema_version": 1, "question_id": 0, "gold": "ye')
     return path

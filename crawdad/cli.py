@@ -219,8 +219,9 @@ def show(
 ) -> None:
     """Print one debate the way the paper's appendix C does."""
     from crawdad.show import format_debate
-    from crawdad.store import RunStore
+    from crawdad.store import RunStore, require_run_folder
 
+    require_run_folder(run_dir)
     records = {str(r.question_id): r for r in RunStore(run_dir).records()}
     if question_id not in records:
         raise CrawdadError(f"question {question_id} is not in {run_dir / 'debates.jsonl'}")
@@ -235,10 +236,16 @@ def analyze(
     ] = None,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs."""
+    import warnings
+
     from analysis.report import write_report
 
     target = out or run_dirs[0] / "report"
-    path = write_report(list(run_dirs), target)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", UserWarning)
+        path = write_report(list(run_dirs), target)
+    for w in seen:  # what the loader left out or could not read; also listed in the report
+        typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
     typer.echo(f"report written: {path}")
 
 

@@ -16,17 +16,23 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
 
 from crawdad.config import SelectionConfig
 from crawdad.errors import DataError
 from crawdad.records import Alignment, Answer, DatasetInfo
 
 RUNG_NAMES = {1: "association", 2: "intervention", 3: "counterfactual"}
-QUESTION_FIELDS = ("question_id", "given_info", "question", "answer", "meta")
-META_FIELDS = ("rung", "query_type", "model_id")
 
 
 class Question(BaseModel):
@@ -149,64 +155,175 @@ def _read_sources(path: Path, wanted: str | None) -> tuple[str, bytes, str, byte
 
 
 def alignment_of(model: dict[str, Any]) -> Alignment:
-    if "anticommonsense" in model:
+    if model.get("anticommonsense") is not None:
         return "anticommonsense"
-    if str(model.get("story_id", "")).startswith("nonsense"):
+    if str(model.get("story_id") or "").startswith("nonsense"):
         return "nonsense"
     return "commonsense"
 
 
-def _check_list(data: Any, name: str) -> list[dict[str, Any]]:
-    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
-        raise DataError(f"{name}: expected a JSON list of objects, got {type(data).__name__}")
-    return data
+# The raw rows, as far as crawdad reads them. Strict: a number is not a string, true is not 1.
+Text = Annotated[StrictStr, StringConstraints(pattern=r"\S")]  # not empty, not only spaces
+Id = StrictInt | Text
 
 
-def _missing(item: dict[str, Any]) -> list[str]:
-    missing = [f for f in QUESTION_FIELDS if f not in item]
-    meta = item.get("meta")
-    if isinstance(meta, dict):
-        missing += [f"meta.{f}" for f in META_FIELDS if f not in meta]
-    return missing
+class RawMeta(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    rung: Annotated[StrictInt, Field(ge=1, le=3)]
+    query_type: Text
+    model_id: Id
+    story_id: StrictStr | None = None
+    graph_id: StrictStr | None = None
 
 
-def _validate(items: list[dict[str, Any]], models: dict[Any, dict[str, Any]], name: str) -> None:
-    problems: list[str] = []
-    seen: set[Any] = set()
-    for i, item in enumerate(items):
-        qid = item.get("question_id", f"#{i}")
-        if missing := _missing(item):
-            problems.append(f"question {qid} (entry {i}): missing {', '.join(missing)}")
+class RawQuestion(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    question_id: Id
+    desc_id: StrictStr | None = None
+    given_info: StrictStr
+    question: Text
+    answer: Literal["yes", "no"]
+    meta: RawMeta
+
+
+class RawModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    model_id: Id
+    background: Text
+    story_id: StrictStr | None = None
+    graph_id: StrictStr | None = None
+    # Its presence marks an anti-commonsense model; null is refused (ambiguous), not guessed.
+    anticommonsense: dict[str, Any] = Field(default=None)  # type: ignore[arg-type]
+
+
+# What each field must be, in the words of the messages.
+RULES = {
+    "question_id": "a whole number or a non-empty string",
+    "desc_id": "a string or null",
+    "given_info": "a string",
+    "question": "a non-empty string",
+    "answer": '"yes" or "no"',
+    "meta": "an object",
+    "meta.rung": "1, 2 or 3",
+    "meta.query_type": "a non-empty string",
+    "meta.model_id": "a whole number or a non-empty string",
+    "meta.story_id": "a string or null",
+    "meta.graph_id": "a string or null",
+    "model_id": "a whole number or a non-empty string",
+    "background": "a non-empty string",
+    "story_id": "a string or null",
+    "graph_id": "a string or null",
+    "anticommonsense": "an object (the model is anti-commonsense), or absent",
+}
+MAX_SHOWN = 20  # problems listed in one error; the rest are counted
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _field_problems(item: dict[str, Any], error: ValidationError) -> list[str]:
+    """One "field is X; it must be Y" per field (a union reports each of its branches)."""
+    out: dict[str, str] = {}
+    for e in error.errors():
+        parts = [str(p) for p in e["loc"]]
+        while parts and ".".join(parts) not in RULES:  # drop union branch tags like "int"
+            parts.pop()
+        name = ".".join(parts) or str(e["loc"][0])
+        if name in out:
             continue
-        if qid in seen:
-            problems.append(f"question {qid}: duplicate question_id")
-        seen.add(qid)
-        if item["answer"] not in ("yes", "no"):
-            problems.append(f"question {qid}: answer must be 'yes' or 'no', got {item['answer']!r}")
-        if item["meta"]["model_id"] not in models:
-            problems.append(f"question {qid}: unknown meta.model_id {item['meta']['model_id']!r}")
-        if len(problems) >= 20:
-            break
-    if problems:
-        more = " (showing the first 20)" if len(problems) >= 20 else ""
-        raise DataError(f"{name} has problems{more}:\n  - " + "\n  - ".join(problems))
+        if e["type"] == "missing":
+            out[name] = f"{name} is missing"
+        else:
+            value: Any = item
+            for p in parts:
+                value = value.get(p) if isinstance(value, dict) else None
+            out[name] = f"{name} is {_show(value)}; it must be {RULES.get(name, 'valid')}"
+    return list(out.values())
 
 
-def _question(item: dict[str, Any], model: dict[str, Any]) -> Question:
-    meta = item["meta"]
+def _validate_rows(
+    rows: list[Any], model: type[BaseModel], file: str, what: str, id_field: str
+) -> tuple[dict[int, Any], list[str]]:
+    """(valid rows by position, problems). Ids must be unique as text: 12 and "12" collide."""
+    valid: dict[int, Any] = {}
+    problems: list[str] = []
+    seen: dict[str, tuple[int, Any]] = {}
+    for i, item in enumerate(rows):
+        if not isinstance(item, dict):
+            problems.append(f"{file}, entry {i}: is {_show(item)}; it must be an object")
+            continue
+        raw_id = item.get(id_field)
+        ok_id = isinstance(raw_id, int | str) and not isinstance(raw_id, bool) and str(raw_id)
+        where = f"{file}, {what} {raw_id}" if ok_id else f"{file}, entry {i}"
+        try:
+            valid[i] = model.model_validate(item)
+        except ValidationError as e:
+            problems += [f"{where}: {p}" for p in _field_problems(item, e)]
+        if ok_id:
+            key = str(raw_id)
+            if key in seen:
+                j, other = seen[key]
+                same = "is given twice" if other == raw_id else "collide as text"
+                problems.append(
+                    f"{file}: {what} ids {_show(other)} (entry {j}) and {_show(raw_id)} "
+                    f"(entry {i}) {same}; each {what} needs its own {id_field}"
+                )
+                valid.pop(i, None)
+            else:
+                seen[key] = (i, raw_id)
+    return valid, problems
+
+
+def _join_problems(q: RawQuestion, model: RawModel | None, q_file: str, m_file: str) -> list[str]:
+    where = f"{q_file}, question {q.question_id}"
+    if model is None:
+        return [
+            f"{where}: meta.model_id is {_show(q.meta.model_id)}; {m_file} has no causal model "
+            "with that model_id"
+        ]
+    out = []
+    for name in ("story_id", "graph_id"):
+        mine, theirs = getattr(q.meta, name), getattr(model, name)
+        if mine is not None and theirs is not None and mine != theirs:
+            out.append(
+                f"{where}: meta.{name} is {_show(mine)} but its causal model "
+                f"{_show(model.model_id)} has {name} {_show(theirs)}; the files do not belong "
+                "together"
+            )
+    return out
+
+
+def _raise_problems(problems: list[str]) -> None:
+    shown = problems[:MAX_SHOWN]
+    more = f"\n  - and {len(problems) - MAX_SHOWN} more" if len(problems) > MAX_SHOWN else ""
+    raise DataError(
+        f"the dataset has {len(problems)} problem(s):\n  - "
+        + "\n  - ".join(shown)
+        + more
+        + "\nFix the files, or download CLadder again with `crawdad data fetch`."
+    )
+
+
+def _question(q: RawQuestion, model: RawModel, raw_model: dict[str, Any]) -> Question:
+    meta = q.meta
     return Question(
-        question_id=item["question_id"],
-        desc_id=item.get("desc_id"),
-        background=str(model.get("background", "")),
-        given_info=str(item["given_info"]),
-        question=str(item["question"]),
-        answer=item["answer"],
-        rung=int(meta["rung"]),
-        query_type=str(meta["query_type"]),
-        alignment=alignment_of(model),
-        story_id=meta.get("story_id", model.get("story_id")),
-        graph_id=meta.get("graph_id", model.get("graph_id")),
-        model_id=meta["model_id"],
+        question_id=q.question_id,
+        desc_id=q.desc_id,
+        background=model.background,
+        given_info=q.given_info,
+        question=q.question,
+        answer=q.answer,
+        rung=meta.rung,
+        query_type=meta.query_type,
+        alignment=alignment_of(raw_model),
+        story_id=meta.story_id if meta.story_id is not None else model.story_id,
+        graph_id=meta.graph_id if meta.graph_id is not None else model.graph_id,
+        model_id=meta.model_id,
     )
 
 
@@ -215,15 +332,26 @@ def load_cladder(path: Path, questions_file: str | None = None) -> Dataset:
     q_name, q_raw, m_name, m_raw = _read_sources(Path(path), questions_file)
     items = _check_list(_parse_json(q_raw, q_name), q_name)
     model_list = _check_list(_parse_json(m_raw, m_name), m_name)
-    models: dict[Any, dict[str, Any]] = {}
-    for i, m in enumerate(model_list):
-        if "model_id" not in m or "background" not in m:
-            raise DataError(f"{m_name}: causal model entry {i} lacks 'model_id' or 'background'")
-        models[m["model_id"]] = m
-    _validate(items, models, q_name)
+    q_file, m_file = _short(q_name), _short(m_name)
+    models, problems = _validate_rows(model_list, RawModel, m_file, "causal model", "model_id")
+    by_id = {str(m.model_id): (m, model_list[i]) for i, m in models.items()}
+    rows, q_problems = _validate_rows(items, RawQuestion, q_file, "question", "question_id")
+    problems += q_problems
+    invalid_models = {
+        str(m.get("model_id"))
+        for i, m in enumerate(model_list)
+        if isinstance(m, dict) and i not in models
+    }  # reported already: their questions are not reported again
+    for q in rows.values():
+        key = str(q.meta.model_id)
+        if key not in invalid_models:
+            model = by_id[key][0] if key in by_id else None
+            problems += _join_problems(q, model, q_file, m_file)
+    if problems:
+        _raise_problems(problems)
     if not items:
         raise DataError(f"{q_name} holds no questions")
-    questions = [_question(item, models[item["meta"]["model_id"]]) for item in items]
+    questions = [_question(q, *by_id[str(q.meta.model_id)]) for q in rows.values()]
     info = DatasetInfo(
         source=str(path),
         questions_file=q_name,
@@ -231,8 +359,20 @@ def load_cladder(path: Path, questions_file: str | None = None) -> Dataset:
         sha256=hashlib.sha256(q_raw + b"\0" + m_raw).hexdigest(),
         n_total=len(questions),
         n_selected=len(questions),
+        selected_ids=[str(q.question_id) for q in questions],
     )
     return Dataset(questions=questions, info=info)
+
+
+def _check_list(data: Any, name: str) -> list[Any]:
+    if not isinstance(data, list):
+        raise DataError(f"{name}: expected a JSON list of objects, got {type(data).__name__}")
+    return data
+
+
+def _short(name: str) -> str:
+    """The file name a message shows: "cladder-v1-q-balanced.json", not the whole path."""
+    return Path(name.split("!")[-1]).name
 
 
 # --- selecting ---------------------------------------------------------------------------------
@@ -298,7 +438,11 @@ def select(dataset: Dataset, sel: SelectionConfig, seed: int) -> Dataset:
             f"{len(dataset.questions)}; loosen the filters"
         )
     info = dataset.info.model_copy(
-        update={"n_selected": len(qs), "selection": sel.model_dump(exclude_defaults=True)}
+        update={
+            "n_selected": len(qs),
+            "selection": sel.model_dump(exclude_defaults=True),
+            "selected_ids": [str(q.question_id) for q in qs],
+        }
     )
     return Dataset(questions=qs, info=info)
 

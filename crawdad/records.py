@@ -138,6 +138,11 @@ class DatasetInfo(Record):
     n_total: int
     n_selected: int
     selection: dict[str, Any] = Field(default_factory=dict)
+    # The selected question ids live in this file of the run folder, one per line (the store
+    # writes it); None in run folders made before it existed: the selection is then unknown.
+    ids_file: str | None = None
+    # In memory only (not written to the manifest): the ids the store writes to `ids_file`.
+    selected_ids: list[str] | None = Field(default=None, exclude=True)
 
 
 class RunManifest(Record):
@@ -151,6 +156,7 @@ class RunManifest(Record):
     dataset: DatasetInfo
     servers: dict[str, str | None] = Field(default_factory=dict)  # base URL -> server version
     simulated: bool = False
+    notes: list[str] = Field(default_factory=list)  # what --force replaced, with a timestamp
 
 
 class ExperimentManifest(Record):

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -28,6 +29,7 @@ MANIFEST = "manifest.json"
 DEBATES = "debates.jsonl"
 TORN = "debates.torn.jsonl"
 LOCK = ".lock"
+IDS = "selected-ids.txt"  # the run's selected question ids, one per line
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Scan:
     correct: int = 0  # finished debates whose final answer matches the gold answer
     consensus: int = 0
     bad_lines: list[int] = field(default_factory=list)  # unparseable lines kept in place (1-based)
+    other_seed: dict[str, int] = field(default_factory=dict)  # question id -> seed of its line
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -86,29 +89,104 @@ class RunStore:
     # --- opening ---------------------------------------------------------------------------
 
     def open(self, manifest: RunManifest, force: bool = False) -> Scan:
-        """Create or resume the run folder; return what is already in it."""
+        """Create or resume the run folder; return what is already in it.
+
+        A folder whose debates.jsonl has records but whose manifest is missing or damaged is not
+        resumed unless `force`: its records' settings are unknown. With `force` a new manifest is
+        written, noting what it replaced (a damaged one is kept beside it).
+        """
         self._make_folder()
         self._take_lock()
+        try:
+            manifest = self._settle_manifest(manifest, force)
+        except StoreError:
+            self.close()
+            raise
+        scan = self.scan(seed=_seed_of(manifest))
+        self._file = self.debates_path.open("ab")
+        return scan
+
+    def _settle_manifest(self, manifest: RunManifest, force: bool) -> RunManifest:
+        """The manifest the run goes on under, written to disk; the selected ids file too."""
         manifest_path = self.path / MANIFEST
+        now = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         if manifest_path.exists():
-            old = self.read_manifest()
+            try:
+                old = self.read_manifest()
+            except StoreError as e:
+                if not force:
+                    raise StoreError(f"{e}. {self._choices()}") from None
+                aside = f"manifest.damaged.{now}.json"
+                os.replace(manifest_path, self.path / aside)
+                return self._write_new(
+                    manifest, f"manifest.json was damaged (kept as {aside}); replaced by --force"
+                )
             if diffs := manifest_differences(old, manifest):
                 if not force:
-                    self.close()
                     raise StoreError(
                         f"{self.path} holds a run made with other settings:\n  - "
                         + "\n  - ".join(diffs)
                         + "\nUse another --out folder, or --force to continue anyway (the old "
-                        "manifest is kept beside the new one)."
+                        "manifest is kept beside the new one; debates made with another seed "
+                        "run again)."
                     )
                 stamp = old.created_at.strftime("%Y%m%dT%H%M%S")
                 os.replace(manifest_path, self.path / f"manifest.{stamp}.json")
-                _atomic_write(manifest_path, manifest.model_dump_json(indent=2))
-        else:
-            _atomic_write(manifest_path, manifest.model_dump_json(indent=2))
-        scan = self.scan()
-        self._file = self.debates_path.open("ab")
-        return scan
+                return self._write_new(manifest, "", keep_notes=old.notes)
+            self._add_selected_ids(old, manifest)
+            return old
+        if lines := self._count_lines():
+            if not force:
+                raise StoreError(
+                    f"{self.path} has {lines} debate line(s) in {DEBATES} but no {MANIFEST}, so "
+                    f"the settings they were made with are unknown. {self._choices()}"
+                )
+            return self._write_new(
+                manifest,
+                f"manifest.json was missing when {lines} debate line(s) were already in "
+                f"{DEBATES}; written anew by --force (those lines' settings are unknown)",
+            )
+        return self._write_new(manifest, "")
+
+    def _choices(self) -> str:
+        return (
+            f"Restore {self.path / MANIFEST} (e.g. from a backup), use another --out folder, or "
+            "pass --force to adopt the folder under this command's settings (a note of it is "
+            "kept in the new manifest, and debates made with another seed run again)."
+        )
+
+    def _write_new(
+        self, manifest: RunManifest, note: str, keep_notes: list[str] | None = None
+    ) -> RunManifest:
+        notes = [*(keep_notes or []), *manifest.notes]
+        if note:
+            log.warning("%s: %s", self.path, note)
+            notes.append(f"{datetime.now(UTC).isoformat(timespec='seconds')}: {note}")
+        dataset = manifest.dataset
+        if dataset.selected_ids is not None:
+            _atomic_write(self.path / IDS, "".join(f"{q}\n" for q in dataset.selected_ids))
+            dataset = dataset.model_copy(update={"ids_file": IDS})
+        manifest = manifest.model_copy(update={"notes": notes, "dataset": dataset})
+        _atomic_write(self.path / MANIFEST, manifest.model_dump_json(indent=2))
+        return manifest
+
+    def _add_selected_ids(self, old: RunManifest, new: RunManifest) -> None:
+        """A resume may select more questions: the run's selection is every one ever selected."""
+        ids = new.dataset.selected_ids
+        if old.dataset.ids_file is None or ids is None:
+            return  # a run folder from before selected ids were kept: the selection stays unknown
+        path = self.path / old.dataset.ids_file
+        known = read_selected_ids(path) or set()
+        if added := [q for q in ids if q not in known]:
+            text = path.read_text(encoding="utf-8") if path.exists() else ""
+            _atomic_write(path, text + "".join(f"{q}\n" for q in added))
+
+    def _count_lines(self) -> int:
+        """Non-blank lines of debates.jsonl (0 when there is none)."""
+        if not self.debates_path.exists():
+            return 0
+        with self.debates_path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
 
     def _make_folder(self) -> None:
         try:
@@ -136,15 +214,24 @@ class RunStore:
         path = self.path / MANIFEST
         try:
             return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValidationError) as e:
-            raise StoreError(
-                f"{path} cannot be read ({e}); it is not a crawdad run folder, or is damaged"
-            ) from None
+        except OSError as e:
+            why = e.strerror or str(e)
+        except UnicodeDecodeError:
+            why = "it is not UTF-8 text"
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            why = f"{where + ': ' if where else ''}{first['msg']}"
+        raise StoreError(f"{path} cannot be read ({why}): it is damaged or not a crawdad manifest")
 
     # --- reading ---------------------------------------------------------------------------
 
-    def scan(self) -> Scan:
-        """Read debates.jsonl once; set a torn last line aside (moved to debates.torn.jsonl)."""
+    def scan(self, seed: int | None = None) -> Scan:
+        """Read debates.jsonl once; set a torn last line aside (moved to debates.torn.jsonl).
+
+        With `seed`, a debate whose latest line was made with another seed is not finished: it is
+        another run's, and runs again (its new line supersedes the old one).
+        """
         scan = Scan()
         if not self.debates_path.exists():
             return scan
@@ -163,6 +250,11 @@ class RunStore:
                     continue
                 good_end = offset
                 scan.lines += 1
+                if seed is not None and record.seed != seed:
+                    scan.other_seed[str(record.question_id)] = record.seed
+                    latest.pop(str(record.question_id), None)
+                    continue
+                scan.other_seed.pop(str(record.question_id), None)
                 latest[str(record.question_id)] = (
                     record.ok,
                     record.final_answer == record.gold,
@@ -177,6 +269,15 @@ class RunStore:
                 "%s line %d cannot be parsed; it is skipped (left in place)",
                 self.debates_path,
                 line_no,
+            )
+        if scan.other_seed:
+            log.warning(
+                "%s: %d debate(s) were made with another seed (%s) than this run's (%s); they "
+                "run again",
+                self.debates_path,
+                len(scan.other_seed),
+                ", ".join(str(x) for x in sorted(set(scan.other_seed.values()))),
+                seed,
             )
         for qid, (ok, correct, consensus, error) in latest.items():
             if ok:
@@ -235,6 +336,51 @@ class RunStore:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+
+
+def _seed_of(manifest: RunManifest) -> int | None:
+    seed = manifest.config.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def read_selected_ids(path: Path) -> set[str] | None:
+    """The ids in a selected-ids file (None if it cannot be read)."""
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            return {line.rstrip("\n") for line in f if line.strip()}
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def is_being_written(folder: Path) -> bool:
+    """True while a crawdad process holds the run folder's lock (a run still writing it)."""
+    try:
+        handle = (Path(folder) / LOCK).open("rb")  # never created here: analysis writes nothing
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def require_run_folder(folder: Path) -> None:
+    """Refuse, with a message, a path that is not a run folder (for show and analyze)."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise StoreError(f"{folder} does not exist; give the --out folder of a `crawdad run`")
+    if not folder.is_dir():
+        raise StoreError(f"{folder} is a file, not a run folder; give the --out folder of a run")
+    if not (folder / MANIFEST).exists() and not (folder / DEBATES).exists():
+        what = "is empty" if not any(folder.iterdir()) else f"has no {MANIFEST} and no {DEBATES}"
+        raise StoreError(
+            f"{folder} {what}: it is not a crawdad run folder; give the --out folder of a run"
+        )
 
 
 def read_jsonl_ids(path: Path) -> list[str]:

@@ -204,7 +204,7 @@ def handmade_records() -> list[DebateRecord]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[pd.DataFrame, pd.DataFrame, object]:
     folder: Path = tmp_path_factory.mktemp("handmade")
-    write_synthetic_run(folder, 0)  # just the manifest
+    write_synthetic_run(folder, 0, agents=AGENTS)  # just the manifest (the same agents)
     recs = handmade_records()
     early_d2 = debate(2, "no", 1, "nonsense", "rb", [], error="ConnectError")
     lines = [early_d2.model_dump_json()] + [r.model_dump_json() for r in recs]

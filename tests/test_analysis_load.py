@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import warnings
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 import analysis.load as L
 from analysis.load import agent_label, load_run, load_runs, records_to_frames
 from analysis.synthetic import synthetic_records, write_synthetic_run
-from crawdad.records import DebateRecord
+from crawdad.errors import StoreError
+from crawdad.records import DebateRecord, RunManifest
 
 
 def _write(folder: Path, lines: list[str], tail: str = "") -> Path:
@@ -22,7 +24,9 @@ def _write(folder: Path, lines: list[str], tail: str = "") -> Path:
 
 
 def _recs(n: int, **kw) -> list[DebateRecord]:
-    return list(synthetic_records(n, trace_chars=(50, 100), **kw))
+    """Records of the run `_write` makes (seed 0); `seed` here only varies their content."""
+    recs = synthetic_records(n, trace_chars=(50, 100), **kw)
+    return [r.model_copy(update={"seed": 0}) for r in recs]
 
 
 def test_last_line_per_question_wins(tmp_path):
@@ -95,9 +99,10 @@ def test_invalid_middle_line_is_skipped_and_reported(tmp_path):
 
 
 def test_missing_debates_file_raises(tmp_path):
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match=r"debates\.jsonl"):
-        load_run(tmp_path / "empty")
+    write_synthetic_run(tmp_path / "r", 0)
+    (tmp_path / "r" / "debates.jsonl").unlink()
+    with pytest.raises(StoreError, match=r"has no debates yet \(debates\.jsonl is missing\)"):
+        load_run(tmp_path / "r")
 
 
 def test_frames_keep_no_text(tmp_path):
@@ -145,3 +150,114 @@ def test_load_runs_labels_are_unique(tmp_path):
     b = write_synthetic_run(tmp_path / "y" / "run", 3)
     runs = load_runs([a, b])
     assert [r.label for r in runs] == ["x/run", "y/run"]
+
+
+def _quiet_load(folder: Path):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run = load_run(folder)
+    return run, [str(w.message) for w in seen]
+
+
+def _select(folder: Path, ids: list[int]) -> None:
+    """Give a synthetic run's manifest a selected-ids file, as `crawdad run` writes it."""
+    m = RunManifest.model_validate_json((folder / "manifest.json").read_text())
+    m.dataset.ids_file = "selected-ids.txt"
+    (folder / "manifest.json").write_text(m.model_dump_json())
+    (folder / "selected-ids.txt").write_text("".join(f"{i}\n" for i in ids))
+
+
+def test_debates_of_another_seed_are_left_out_and_reported(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 6, retry_errors=False)
+    other = [r.model_copy(update={"seed": 7}) for r in synthetic_records(3, seed=1, ids=[4, 5, 6])]
+    with (folder / "debates.jsonl").open("a") as f:
+        f.writelines(r.model_dump_json() + "\n" for r in other)
+    run, said = _quiet_load(folder)
+    assert sorted(run.debates["question_id"]) == ["0", "1", "2", "3"]
+    assert run.n_other_settings == 3
+    assert any(
+        "3 debate(s) were made with seed 7, not the run's seed 0" in m and "left out" in m
+        for m in said
+    )
+
+
+def test_several_seeds_without_manifest_are_refused(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 4, retry_errors=False)
+    with (folder / "debates.jsonl").open("a") as f:
+        f.write(_recs(1)[0].model_copy(update={"seed": 9, "question_id": 8}).model_dump_json())
+        f.write("\n")
+    (folder / "manifest.json").unlink()
+    with pytest.raises(StoreError, match=r"several seeds \(seed 0: 4, seed 9: 1\)"):
+        load_run(folder)
+
+
+def test_debates_of_other_agents_are_left_out(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 4, retry_errors=False)
+    rec = _recs(1, agents={"x": "m1", "y": "m2"})[0].model_copy(update={"question_id": 9})
+    with (folder / "debates.jsonl").open("a") as f:
+        f.write(rec.model_dump_json() + "\n")
+    run, said = _quiet_load(folder)
+    assert len(run.debates) == 4 and run.n_other_settings == 1
+    assert any("1 debate(s) were made by other agents (x=m1, y=m2)" in m for m in said)
+
+
+def test_questions_outside_the_selection_are_left_out_and_named(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 6, retry_errors=False)
+    _select(folder, [0, 1, 2, 3])
+    run, said = _quiet_load(folder)
+    assert sorted(run.debates["question_id"]) == ["0", "1", "2", "3"]
+    assert run.n_outside_selection == 2
+    assert set(run.turns["question_id"]) == {"0", "1", "2", "3"}
+    assert any(
+        "2 debate(s) are for questions not in the run's selection (4 questions in "
+        "selected-ids.txt): 4, 5; they are left out" in m
+        for m in said
+    )
+
+
+def test_old_manifest_without_selection_counts_all_and_says_so(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
+    run, said = _quiet_load(folder)
+    assert len(run.debates) == 3 and run.n_outside_selection == 0
+    assert any("selection is unknown, every debate is counted" in m for m in said)
+
+
+def test_run_still_being_written_says_so(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        run, said = _quiet_load(folder)
+    assert run.live
+    assert said[0].startswith("this run was still being written when analysed: 3 debates so far")
+    assert not _quiet_load(folder)[0].live
+
+
+def test_manifest_notes_are_shown(tmp_path):
+    folder = write_synthetic_run(tmp_path / "r", 2, retry_errors=False)
+    m = RunManifest.model_validate_json((folder / "manifest.json").read_text())
+    m.notes.append("2026-01-01T00:00:00+00:00: manifest.json was missing when 2 debate line(s)")
+    (folder / "manifest.json").write_text(m.model_dump_json())
+    assert any("manifest.json was missing when 2" in w for w in _quiet_load(folder)[1])
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: None, r"does not exist; give the --out folder"),
+        (lambda p: p.mkdir(), r"is empty: it is not a crawdad run folder"),
+        (lambda p: (p.mkdir(), (p / "x.txt").write_text("x")), r"has no manifest.json and no"),
+        (lambda p: p.write_text("x"), r"is a file, not a run folder"),
+        (
+            lambda p: (write_synthetic_run(p, 2), (p / "manifest.json").write_text("{")),
+            r"manifest.json cannot be read \(Invalid JSON.*Restore it",
+        ),
+        (
+            lambda p: (write_synthetic_run(p, 0), (p / "debates.jsonl").write_text("")),
+            r"has no readable debates yet",
+        ),
+    ],
+)
+def test_folders_that_cannot_be_analysed_give_messages(tmp_path, make, message):
+    make(tmp_path / "r")
+    with pytest.raises(StoreError, match=message):
+        load_run(tmp_path / "r")

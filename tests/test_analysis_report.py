@@ -35,6 +35,7 @@ def _two_response_run(folder: Path, n: int = 12) -> Path:
                     "consensus": True,
                     "end": "consensus",
                     "error": None,
+                    "seed": 0,  # the run's seed (3 only varies the content)
                 }
             )
             f.write(DebateRecord.model_validate(r.model_dump()).model_dump_json() + "\n")
@@ -48,7 +49,7 @@ def report(tmp_path_factory) -> tuple[Path, Path]:
     # a few errored debates stay errored (never retried): they must be counted, not dropped
     with (big / "debates.jsonl").open("a") as f:
         for rec in synthetic_records(3, seed=9, error_rate=1.0, ids=[1000, 1001, 1002]):
-            f.write(rec.model_dump_json() + "\n")
+            f.write(rec.model_copy(update={"seed": 5}).model_dump_json() + "\n")
     small = _two_response_run(base / "agree")
     out = base / "out"
     path = write_report([big, small], out)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -57,7 +59,11 @@ def test_bad_dataset_exits_1_naming_the_question(tiny_cladder: Path, tmp_path: P
     qs[2]["meta"]["model_id"] = 42
     path.write_text(json.dumps(qs))
     result = crawdad("run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"))
-    assert result.returncode == 1 and "question 2: unknown meta.model_id 42" in result.stderr
+    assert result.returncode == 1
+    assert (
+        "tiny-q-balanced.json, question 2: meta.model_id is 42; tiny-meta-models.json has no"
+        in result.stderr
+    )
 
 
 def test_server_down_exits_1_with_fix(tiny_cladder: Path, tmp_path: Path) -> None:
@@ -179,3 +185,114 @@ def test_data_fetch_without_network_explains(tmp_path: Path, http_folder) -> Non
     assert result.returncode == 1
     assert "could not download CLadder" in result.stderr and "--data PATH" in result.stderr
     assert not list((tmp_path / "data").glob("*"))
+
+
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str):
+    """Run the command line in this process (as `crawdad ARGS` would): (exit code, out, err)."""
+    from crawdad.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["crawdad", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def _analyze_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    from analysis.synthetic import write_synthetic_run
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    write_synthetic_run(tmp_path / "nodebates", 0)
+    (tmp_path / "nodebates" / "debates.jsonl").unlink()
+    write_synthetic_run(tmp_path / "damaged", 2)
+    (tmp_path / "damaged" / "manifest.json").write_text('{"crawdad_version": ')
+    good = write_synthetic_run(tmp_path / "good", 2)
+    (tmp_path / "afile").write_text("x")
+    return {
+        "missing": ([str(tmp_path / "nope")], "does not exist"),
+        "empty": ([str(tmp_path / "empty")], "is empty: it is not a crawdad run folder"),
+        "not a run": ([str(tmp_path / "other")], "has no manifest.json and no debates.jsonl"),
+        "no debates": ([str(tmp_path / "nodebates")], "has no debates yet"),
+        "damaged": ([str(tmp_path / "damaged")], "manifest.json cannot be read"),
+        "out is a file": (
+            [str(good), "--out", str(tmp_path / "afile")],
+            "cannot write the report to",
+        ),
+        "out under a file": (
+            [str(good), "--out", str(tmp_path / "afile" / "report")],
+            "choose another --out folder",
+        ),
+    }
+
+
+def test_analyze_failures_are_messages(tmp_path: Path, monkeypatch, capsys) -> None:
+    for name, (args, message) in _analyze_cases(tmp_path).items():
+        code, _, err = cli(monkeypatch, capsys, "analyze", *args)
+        assert code == 1, name
+        assert err.startswith("Error: ") and message in err, (name, err)
+    assert not (tmp_path / "nope").exists()  # no report folder made for a wrong run folder
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write to read-only folders")
+def test_analyze_read_only_out(tmp_path: Path, monkeypatch, capsys) -> None:
+    from analysis.synthetic import write_synthetic_run
+
+    good = write_synthetic_run(tmp_path / "good", 2)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    code, _, err = cli(monkeypatch, capsys, "analyze", str(good), "--out", str(ro))
+    assert code == 1 and "cannot write the report to" in err
+
+
+def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, capsys) -> None:
+    import analysis.report
+    from analysis.synthetic import write_synthetic_run
+
+    monkeypatch.setattr(analysis.report, "_draw_all", lambda jobs, workers: None)  # speed only
+    run = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
+    with (run / ".lock").open("w") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # as a `crawdad run` holds it
+        code, out, err = cli(monkeypatch, capsys, "analyze", str(run), "--out", str(tmp_path / "o"))
+    assert code == 0 and "report written" in out
+    said = "this run was still being written when analysed: 3 debates so far"
+    assert f"warning: {said}" in err
+    assert said in (tmp_path / "o" / "report.md").read_text()
+
+
+def test_show_on_a_folder_that_is_not_a_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    code, _, err = cli(monkeypatch, capsys, "show", str(tmp_path / "nope"), "1")
+    assert code == 1 and "nope does not exist" in err
+    (tmp_path / "other").mkdir()
+    code, _, err = cli(monkeypatch, capsys, "show", str(tmp_path / "other"), "1")
+    assert code == 1 and "is empty: it is not a crawdad run folder" in err
+
+
+def test_run_refuses_records_without_manifest_until_force(
+    tiny_cladder: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    questions = load_cladder(tiny_cladder).questions
+    out = tmp_path / "run"
+    with FakeServer("ollama", paper_models(answer_key(questions))) as server:
+        cfg = toml_for(server.url, tmp_path / "c.toml")
+        args = ["run", "--data", str(tiny_cladder), "--out", str(out), "--config", str(cfg)]
+        args += ["--rung", "1", "--no-progress"]
+        assert cli(monkeypatch, capsys, *args)[0] == 0
+        (out / "manifest.json").unlink()
+        code, _, err = cli(monkeypatch, capsys, *args, "--seed", "5")
+        assert code == 1
+        assert f"{out} has 2 debate line(s) in debates.jsonl but no manifest.json" in err
+        assert "use another --out folder, or pass --force" in err
+        code, out_text, _ = cli(monkeypatch, capsys, *args, "--seed", "5", "--force")
+    assert code == 0 and "2/2 debates finished" in out_text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["seed"] == 5 and "was missing" in manifest["notes"][0]
+    # the two seed-0 debates ran again under seed 5; analysis sees one run
+    seeds = [json.loads(line)["seed"] for line in (out / "debates.jsonl").read_text().splitlines()]
+    assert seeds == [0, 0, 5, 5]

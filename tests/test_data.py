@@ -43,23 +43,132 @@ def test_picks_balanced_file_among_several(tiny_cladder: Path) -> None:
         load_cladder(tiny_cladder, "easy")
 
 
+def _rewrite(folder: Path, name: str, mutate) -> None:
+    path = folder / name
+    rows = json.loads(path.read_text())
+    mutate(rows)
+    path.write_text(json.dumps(rows))
+
+
+def _set(path: str, value):
+    """A mutation setting one (dotted) field of question 2; value MISSING deletes it."""
+
+    def mutate(rows):
+        *parents, last = path.split(".")
+        node = rows[2]
+        for p in parents:
+            node = node[p]
+        if value is MISSING:
+            node.pop(last)
+        else:
+            node[last] = value
+
+    return mutate
+
+
+MISSING = object()
+Q = "tiny-q-balanced.json, question 2: "
+
+
 @pytest.mark.parametrize(
-    ("mutate", "message"),
+    ("field", "value", "message"),
     [
-        (lambda qs: qs[1].pop("answer"), r"question 1 \(entry 1\): missing answer"),
-        (lambda qs: qs[2]["meta"].pop("rung"), "missing meta.rung"),
-        (lambda qs: qs[3]["meta"].update(model_id=99), "unknown meta.model_id 99"),
-        (lambda qs: qs[4].update(question_id=0), "question 0: duplicate question_id"),
-        (lambda qs: qs[0].update(answer="maybe"), "answer must be 'yes' or 'no'"),
+        ("answer", MISSING, Q + "answer is missing"),
+        ("answer", "maybe", Q + 'answer is "maybe"; it must be "yes" or "no"'),
+        ("question", None, Q + "question is null; it must be a non-empty string"),
+        ("question", "  ", Q + 'question is "  "; it must be a non-empty string'),
+        ("question", 7, Q + "question is 7; it must be a non-empty string"),
+        ("given_info", ["a"], Q + 'given_info is \\["a"\\]; it must be a string'),
+        ("desc_id", 3, Q + "desc_id is 3; it must be a string or null"),
+        ("meta", "x", Q + 'meta is "x"; it must be an object'),
+        ("meta.rung", 4, Q + "meta.rung is 4; it must be 1, 2 or 3"),
+        ("meta.rung", "2", Q + 'meta.rung is "2"; it must be 1, 2 or 3'),
+        ("meta.rung", True, Q + "meta.rung is true; it must be 1, 2 or 3"),
+        ("meta.rung", MISSING, Q + "meta.rung is missing"),
+        ("meta.query_type", None, Q + "meta.query_type is null; it must be a non-empty string"),
+        ("meta.model_id", 2.5, Q + "meta.model_id is 2.5; it must be a whole number or a"),
+        ("meta.model_id", 99, Q + "meta.model_id is 99; tiny-meta-models.json has no causal model"),
+        ("meta.story_id", 5, Q + "meta.story_id is 5; it must be a string or null"),
+        ("meta.story_id", "flu", Q + 'meta.story_id is "flu" but its causal model 1 has story_id'),
+        ("meta.graph_id", "fork", Q + 'meta.graph_id is "fork" but its causal model 1 has'),
+        ("question_id", None, "tiny-q-balanced.json, entry 2: question_id is null; it must be"),
+        ("question_id", True, "tiny-q-balanced.json, entry 2: question_id is true; it must be"),
     ],
 )
-def test_bad_questions_are_named(tiny_cladder: Path, mutate, message: str) -> None:
-    path = tiny_cladder / "tiny-q-balanced.json"
-    qs = json.loads(path.read_text())
-    mutate(qs)
-    path.write_text(json.dumps(qs))
+def test_each_question_field_is_checked_by_name(tiny_cladder, field, value, message) -> None:
+    _rewrite(tiny_cladder, "tiny-q-balanced.json", _set(field, value))
     with pytest.raises(DataError, match=message):
         load_cladder(tiny_cladder)
+
+
+M = "tiny-meta-models.json, causal model 1: "
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("background", MISSING, M + "background is missing"),
+        ("background", None, M + "background is null; it must be a non-empty string"),
+        ("story_id", 3, M + "story_id is 3; it must be a string or null"),
+        ("graph_id", [], M + "graph_id is \\[\\]; it must be a string or null"),
+        ("anticommonsense", None, M + "anticommonsense is null; it must be an object"),
+        ("model_id", None, "tiny-meta-models.json, entry 1: model_id is null"),
+    ],
+)
+def test_each_model_field_is_checked_by_name(tiny_cladder, field, value, message) -> None:
+    def mutate(rows):
+        if value is MISSING:
+            rows[1].pop(field)
+        else:
+            rows[1][field] = value
+
+    _rewrite(tiny_cladder, "tiny-meta-models.json", mutate)
+    with pytest.raises(DataError, match=message):
+        load_cladder(tiny_cladder)
+
+
+def test_ids_that_print_the_same_are_refused_naming_both(tiny_cladder: Path) -> None:
+    _rewrite(tiny_cladder, "tiny-q-balanced.json", lambda qs: qs[4].update(question_id="0"))
+    with pytest.raises(DataError, match=r'question ids 0 \(entry 0\) and "0" \(entry 4\) collide'):
+        load_cladder(tiny_cladder)
+    _rewrite(tiny_cladder, "tiny-q-balanced.json", lambda qs: qs[4].update(question_id=0))
+    with pytest.raises(
+        DataError, match=r"question ids 0 \(entry 0\) and 0 \(entry 4\) is given twice"
+    ):
+        load_cladder(tiny_cladder)
+
+
+def test_model_ids_that_print_the_same_are_refused(tiny_cladder: Path) -> None:
+    _rewrite(tiny_cladder, "tiny-meta-models.json", lambda ms: ms[2].update(model_id="1"))
+    with pytest.raises(
+        DataError,
+        match=r'tiny-meta-models.json: causal model ids 1 \(entry 1\) and "1" \(entry 2\)',
+    ):
+        load_cladder(tiny_cladder)
+
+
+def test_many_problems_reported_at_once(tiny_cladder: Path) -> None:
+    def mutate(qs):
+        for i in range(30):
+            q = json.loads(json.dumps(qs[0]))
+            q.update(question_id=100 + i)
+            q["meta"]["rung"] = 9
+            qs.append(q)
+        qs[1]["question"] = None
+
+    _rewrite(tiny_cladder, "tiny-q-balanced.json", mutate)
+    with pytest.raises(DataError) as info:
+        load_cladder(tiny_cladder)
+    text = str(info.value)
+    assert text.startswith("the dataset has 31 problem(s):")
+    assert "question 1: question is null" in text and "question 118: meta.rung is 9" in text
+    assert "question 119:" not in text and "and 11 more" in text
+
+
+def test_model_id_joins_as_text(tiny_cladder: Path) -> None:
+    """A question naming model "1" joins model 1 (ids are compared as text, like run records)."""
+    _rewrite(tiny_cladder, "tiny-q-balanced.json", lambda qs: qs[2]["meta"].update(model_id="1"))
+    assert load_cladder(tiny_cladder).questions[2].alignment == "anticommonsense"
 
 
 def test_truncated_json_says_cut_short(tiny_cladder: Path) -> None:

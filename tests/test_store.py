@@ -6,10 +6,10 @@ import pytest
 from crawdad.config import RunConfig, public_dump
 from crawdad.errors import StoreError
 from crawdad.records import DatasetInfo, DebateRecord, RunManifest
-from crawdad.store import TORN, RunStore, read_jsonl_ids
+from crawdad.store import TORN, RunStore, is_being_written, read_jsonl_ids
 
 
-def manifest(**config) -> RunManifest:
+def manifest(ids: list[str] | None = None, **config) -> RunManifest:
     return RunManifest(
         crawdad_version="t",
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
@@ -22,11 +22,12 @@ def manifest(**config) -> RunManifest:
             sha256="0" * 64,
             n_total=3,
             n_selected=3,
+            selected_ids=ids,
         ),
     )
 
 
-def record(qid: int, answer: str = "yes", error: str | None = None) -> DebateRecord:
+def record(qid: int, answer: str = "yes", error: str | None = None, seed: int = 0) -> DebateRecord:
     return DebateRecord(
         question_id=qid,
         gold="yes",
@@ -39,6 +40,7 @@ def record(qid: int, answer: str = "yes", error: str | None = None) -> DebateRec
         final_answer=None if error else answer,
         error=error,
         consensus=not error,
+        seed=seed,
     )
 
 
@@ -84,6 +86,9 @@ def test_torn_last_line_set_aside(tmp_path: Path, caplog: pytest.LogCaptureFixtu
 
 
 def test_complete_json_without_newline_counts_as_torn(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    store.open(manifest())
+    store.close()
     (tmp_path / "debates.jsonl").write_bytes(record(1).model_dump_json().encode())
     assert RunStore(tmp_path).open(manifest()).finished == set()
 
@@ -119,3 +124,84 @@ def test_unwritable_folder(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot write to the run folder"):
         RunStore(blocker / "run").open(manifest())
+
+
+def _run_with_records(folder: Path, *records: DebateRecord) -> None:
+    store = RunStore(folder)
+    store.open(manifest())
+    store.append(list(records))
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["delete", "garble", "empty"])
+def test_records_without_a_readable_manifest_are_not_resumed(tmp_path: Path, damage: str) -> None:
+    _run_with_records(tmp_path, record(1), record(2))
+    path = tmp_path / "manifest.json"
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_text("{not json" if damage == "garble" else "")
+    with pytest.raises(StoreError) as info:
+        RunStore(tmp_path).open(manifest(seed=7))
+    text = str(info.value)
+    assert str(tmp_path) in text
+    assert "Restore" in text and "another --out" in text and "--force" in text
+    if damage == "delete":
+        assert "has 2 debate line(s) in debates.jsonl but no manifest.json" in text
+    else:
+        assert "manifest.json cannot be read (Invalid JSON" in text
+    assert not is_being_written(tmp_path)  # the refusal let go of the lock
+
+
+def test_force_adopts_a_folder_without_manifest_and_notes_it(tmp_path: Path) -> None:
+    _run_with_records(tmp_path, record(1), record(2, seed=5))
+    (tmp_path / "manifest.json").unlink()
+    store = RunStore(tmp_path)
+    scan = store.open(manifest(), force=True)
+    store.close()
+    adopted = RunStore(tmp_path).read_manifest()
+    assert len(adopted.notes) == 1
+    assert "manifest.json was missing when 2 debate line(s)" in adopted.notes[0]
+    # the line made with another seed is not this run's: it runs again
+    assert scan.finished == {"1"} and scan.other_seed == {"2": 5}
+
+
+def test_force_replaces_a_damaged_manifest_and_keeps_it(tmp_path: Path) -> None:
+    _run_with_records(tmp_path, record(1))
+    (tmp_path / "manifest.json").write_text("{oops")
+    store = RunStore(tmp_path)
+    store.open(manifest(), force=True)
+    store.close()
+    (kept,) = tmp_path.glob("manifest.damaged.*.json")
+    assert kept.read_text() == "{oops"
+    assert "was damaged" in RunStore(tmp_path).read_manifest().notes[0]
+
+
+def test_empty_folder_without_manifest_starts_fresh(tmp_path: Path) -> None:
+    (tmp_path / "debates.jsonl").write_text("\n")
+    store = RunStore(tmp_path)
+    store.open(manifest())
+    store.close()
+    assert RunStore(tmp_path).read_manifest().notes == []
+
+
+def test_selected_ids_are_kept_and_grow_on_resume(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    store.open(manifest(ids=["0", "1"]))
+    store.close()
+    m = RunStore(tmp_path).read_manifest()
+    assert m.dataset.ids_file == "selected-ids.txt" and m.dataset.selected_ids is None
+    assert "selected_ids" not in (tmp_path / "manifest.json").read_text()
+    store = RunStore(tmp_path)
+    store.open(manifest(ids=["1", "2"]))  # a wider selection resumes the same run
+    store.close()
+    assert (tmp_path / "selected-ids.txt").read_text() == "0\n1\n2\n"
+
+
+def test_is_being_written_follows_the_lock(tmp_path: Path) -> None:
+    assert not is_being_written(tmp_path)
+    store = RunStore(tmp_path)
+    store.open(manifest())
+    assert is_being_written(tmp_path)
+    store.close()
+    assert not is_being_written(tmp_path)
