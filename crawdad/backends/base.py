@@ -40,6 +40,7 @@ class ChatResult(BaseModel):
     stop_reason: StopReason = "stop"
     raw_stop_reason: str | None = None
     endpoint: str = ""
+    shared: bool = False  # answered from an experiment's response store (crawdad/responses.py)
 
 
 class Backend(Protocol):

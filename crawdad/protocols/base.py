@@ -177,6 +177,7 @@ async def extract(
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
         seconds=reply.seconds,
+        shared=reply.shared,
     )
     return extraction, parsed.answer, parsed.confidence
 
@@ -234,6 +235,7 @@ def make_turn(
         stop_reason=result.stop_reason,
         num_ctx=request.num_ctx,
         attempts=stats.attempts,
+        shared=result.shared,
         started_at=started,
         **fields,
     )
