@@ -286,6 +286,9 @@ def _run_section(
     out = [f"## Run `{label}`", ""]
     if run.simulated:
         out += ["> **Simulated run**: these numbers come from crawdad's fake servers.", ""]
+        note = run.path / "simulation.txt"  # written by `crawdad demo`: what its models imitate
+        if note.is_file():
+            out += [f"> {' '.join(note.read_text().split())}", ""]
     for heading, tnames, fnames in SECTIONS:
         out += [f"### {heading}", ""]
         for fname in fnames:

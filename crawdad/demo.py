@@ -13,8 +13,12 @@ from pathlib import Path
 from crawdad.config import RunConfig
 from crawdad.data import Question, load_cladder, select
 from crawdad.fake import AnswerKey, FakeServer, LatencyModel, paper_models
+from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.runner import RunSummary, run
 from crawdad.synthetic import EXAMPLES
+
+# A run folder's note on what its simulated models imitate; the report quotes it.
+SIMULATION_NOTE = "simulation.txt"
 
 
 def answer_key(questions: list[Question]) -> AnswerKey:
@@ -26,13 +30,20 @@ def answer_key(questions: list[Question]) -> AnswerKey:
             q.answer,
             rung=q.rung,
             question_id=q.question_id,
+            alignment=q.alignment,
         )
     return key
 
 
 def demo_latency(capacity: int = 8) -> LatencyModel:
-    """Fast enough for a demo, slow enough that concurrency shows."""
-    return LatencyModel(base_seconds=0.05, per_token_seconds=0.00005, capacity=capacity)
+    """Fast enough for a demo, slow enough that concurrency shows; Qwen3 a little slower than
+    DeepSeek-R1 (paper, fig. 8), the extractor much faster."""
+    return LatencyModel(
+        base_seconds=0.01,
+        per_token_seconds=0.00003,
+        capacity=capacity,
+        model_speed={"qwen3:32b": 1.25, "granite3.3:2b": 0.3},
+    )
 
 
 def demo_config(url: str, concurrency: int, seed: int = 0) -> RunConfig:
@@ -62,6 +73,7 @@ def run_demo(
         )
         config = demo_config(server.url, concurrency, seed)
         summary = asyncio.run(run(config, dataset, out, simulated=True, progress=progress))
+    (Path(out) / SIMULATION_NOTE).write_text(PAPER_PROFILE_NOTE + "\n")
     for line in summary.lines():
         print(line)
     return summary

@@ -23,6 +23,7 @@ class KeyEntry:
     gold: Answer | None  # None: two questions share the key with different answers
     rung: int | None = None
     question_id: int | str | None = None
+    alignment: str | None = None  # "commonsense", "anticommonsense" or "nonsense"
 
 
 def _normalise(text: str) -> str:
@@ -57,7 +58,7 @@ def prompt_key(prompt: str) -> tuple[str, str] | None:
 
 
 class AnswerKey:
-    """Maps questions to gold answers (and rungs) for `ProfileModel`."""
+    """Maps questions to gold answers (and rungs and alignments) for `ProfileModel`."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], KeyEntry] = {}
@@ -74,6 +75,7 @@ class AnswerKey:
         *,
         rung: int | None = None,
         question_id: int | str | None = None,
+        alignment: str | None = None,
     ) -> None:
         """Add a question: `context` is the given info (or any text ending with it)."""
         if gold not in ("yes", "no"):
@@ -84,9 +86,9 @@ class AnswerKey:
         if old is not None and old.gold != gold:
             # Same text, different answers: the prompt cannot tell them apart, so answer 50/50.
             self.conflicts += 1
-            self._entries[key] = KeyEntry(None, rung, None)
+            self._entries[key] = KeyEntry(None, rung, None, alignment)
             return
-        self._entries[key] = KeyEntry(gold, rung, question_id)
+        self._entries[key] = KeyEntry(gold, rung, question_id, alignment)
 
     def add_block(self, block: str, gold: Answer, **kwargs: int | str | None) -> None:
         """Add a question from its whole question block (or a whole prompt containing it)."""
@@ -104,6 +106,10 @@ class AnswerKey:
         for item in questions:
             key.add(item[0], item[1], item[2], rung=item[3] if len(item) > 3 else None)  # type: ignore[misc]
         return key
+
+    def items(self) -> list[tuple[tuple[str, str], KeyEntry]]:
+        """(key, entry) pairs, in the order the questions were added."""
+        return list(self._entries.items())
 
     def get(self, key: tuple[str, str]) -> KeyEntry | None:
         """Entry of a key made by `prompt_key`."""
