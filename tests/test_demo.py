@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from string import Template
 
 from crawdad.data import load_cladder
 from crawdad.demo import SIMULATION_NOTE, answer_key, run_demo
@@ -13,7 +12,7 @@ from crawdad.fake import paper_models
 from crawdad.fake.answer_key import prompt_key
 from crawdad.fake.behaviour import seeded_rng
 from crawdad.fake.profile import history_round
-from crawdad.prompts import OPPONENT, OWN_INITIAL, load_prompts
+from crawdad.prompts import load_prompts
 from crawdad.synthetic import EXAMPLES, EXAMPLES_N, EXAMPLES_STEM, QUERIES, make_cladder
 
 
@@ -59,11 +58,11 @@ def test_history_round_counts_the_responses_a_debate_prompt_shows() -> None:
     prompts = load_prompts()
     block = "Background.\n\nGiven.\n\nQuestion: Is it so?"
     flaw = "My opponent's response contains a flaw.\n\nAnswer: yes (Confidence: 0.9)"
-    one = prompts.history([(Template(OPPONENT).substitute(round=0), flaw)])
+    one = prompts.history([(prompts.label("opponent", 0), flaw)])
     two = prompts.history(
         [
-            (Template(OWN_INITIAL).substitute(round=0), "Answer: no"),
-            (Template(OPPONENT).substitute(round=1), flaw),
+            (prompts.label("own_initial", 0), "Answer: no"),
+            (prompts.label("opponent", 1), flaw),
         ]
     )
     assert history_round(prompts["initial"].fill(question=block)) == 0

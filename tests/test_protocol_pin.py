@@ -15,9 +15,9 @@ from crawdad.data import load_cladder
 from crawdad.fake import FakeExtractor, FakeReply, FakeRequest, FakeServer, FunctionModel
 from crawdad.protocols import run_debate
 from crawdad.runner import build_setup
-from crawdad.synthetic import EXAMPLES
 
 GOLDEN = Path(__file__).parent / "golden" / "paper_requests_v1.json"
+DATA = Path(__file__).parent / "golden" / "v1-run" / "data"  # crawdad 0.1's example questions
 
 OLD_DEFENCE = (
     "Carefully read the causal query, then weigh your opponent's critique of your solution. If "
@@ -73,7 +73,7 @@ async def requests_now(kind: str) -> list[dict[str, Any]]:
         cfg = RunConfig(seed=7).serve_all_from(server.url, kind)  # type: ignore[arg-type]
         setup, _ = build_setup(cfg)
         try:
-            for q in load_cladder(EXAMPLES).questions[:4]:
+            for q in load_cladder(DATA).questions[:4]:
                 await run_debate(setup, q)
         finally:
             for p in [*setup.agents.values(), setup.extractor]:
