@@ -125,5 +125,8 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(setup, tmp_path: Path) -> N
     proc = crawdad(data, config, out)
     stdout, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
-    assert f"{N}/{N} debates finished" in stdout and f"{len(done)} were already done" in stdout
+    assert (
+        f"{N}/{N} selected debates finished" in stdout
+        and f"{len(done)} were already done" in stdout
+    )
     assert sorted(read_jsonl_ids(out / "debates.jsonl"), key=int) == [str(i) for i in range(N)]
