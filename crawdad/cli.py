@@ -197,7 +197,9 @@ def doctor(
     report = asyncio.run(diagnose(cfg))
     for url, check in report.servers.items():
         state = (
-            "down"
+            "not answering"
+            if check.hung
+            else "down"
             if check.error
             else f"up (version {check.version or '?'}, {len(check.models)} models)"
         )

@@ -9,6 +9,7 @@ import errno
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -340,6 +341,24 @@ async def test_readiness_check_gives_up_on_a_silent_server_soon_and_names_it(
             await run(config(url), dataset(tmp_path, 2), tmp_path / "run", progress=False)
     finally:
         server.close()
+
+
+def test_doctor_names_a_server_that_takes_connections_and_never_answers(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    with socket.socket() as sock:  # listening, never accepting: connections queue, unanswered
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        monkeypatch.setattr("crawdad.doctor.READY_TIMEOUT", 0.3)
+        start = time.monotonic()
+        code, out, err = run_cli(
+            ["doctor", "--config", str(toml_for(url, tmp_path / "c.toml"))], monkeypatch, capsys
+        )
+        assert time.monotonic() - start < 3
+    assert code == 1
+    assert f"{url}: not answering" in out
+    assert f"{url} did not answer within 0.3 s: is it overloaded or hung?" in err
 
 
 def test_stalled_requests_show_on_the_progress_line(tmp_path: Path) -> None:
