@@ -248,6 +248,17 @@ def test_a_torn_write_that_cannot_be_cut_off_is_set_aside_on_the_next_open(
     assert (tmp_path / "run" / "debates.torn.jsonl").exists()
 
 
+def test_full_disk_when_opening_the_folder_names_the_manifest(tmp_path: Path, monkeypatch) -> None:
+    def no_space(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(crawdad.store, "_atomic_write", no_space)
+    with pytest.raises(StoreWriteError) as e:
+        RunStore(tmp_path / "run").open(manifest())
+    assert f"could not write {tmp_path / 'run' / 'manifest.json'}: No space left" in str(e.value)
+    assert "run the same command again to resume" in str(e.value)
+
+
 # --- 3. garbage replies ------------------------------------------------------------------------
 
 
