@@ -162,7 +162,7 @@ def run(
 
 
 def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
-    from crawdad.runner import RunSummary, ServersStuck
+    from crawdad.runner import RunStopped, RunSummary
     from crawdad.runner import run as run_debates
 
     summaries: list[RunSummary] = []
@@ -175,8 +175,8 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
             "Interrupted. Finished debates are on disk; run the same command again to resume."
         )
         raise typer.Exit(130) from None
-    except ServersStuck as e:
-        for line in e.summary.lines():
+    except RunStopped as e:  # a full disk, servers gone: the summary, then the message
+        for line in e.summary.lines() if e.summary else []:
             typer.echo(line)
         raise
     for line in summaries[-1].lines():
@@ -197,7 +197,9 @@ def doctor(
     report = asyncio.run(diagnose(cfg))
     for url, check in report.servers.items():
         state = (
-            "down"
+            "not answering"
+            if check.hung
+            else "down"
             if check.error
             else f"up (version {check.version or '?'}, {len(check.models)} models)"
         )

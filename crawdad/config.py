@@ -127,6 +127,12 @@ class RetryConfig(Strict):
     max_wait: float = Field(60.0, ge=0)
     # A server that cannot be reached is set aside this long, doubling up to 60 s, then retried.
     down_wait: float = Field(5.0, ge=0)
+    # A request with no chunk or answer for this long is shown as stalled on the progress line.
+    stall_report: float = Field(60.0, gt=0)
+    # The run stops when every server of an agent (or of the extractor) has been unreachable
+    # this long, or has had requests in flight and sent nothing for `hung_stop` seconds.
+    down_stop: float = Field(120.0, gt=0)
+    hung_stop: float = Field(600.0, gt=0)
 
 
 class JudgeConfig(ModelSpec):

@@ -9,6 +9,10 @@ from crawdad.backends import make_backend
 from crawdad.config import ModelSpec, RunConfig
 from crawdad.errors import BackendError, CrawdadError
 
+# Seconds a server has to list its models during a readiness check (`crawdad doctor`, the start
+# of `crawdad run`), however long a response may take.
+READY_TIMEOUT = 10.0
+
 # Served names of the paper's models on vLLM, and the reasoning parser each needs.
 HF_MODELS = {
     "qwen3:32b": ("Qwen/Qwen3-32B", "qwen3"),
@@ -35,6 +39,7 @@ class ServerCheck:
     version: str | None = None
     models: list[str] = field(default_factory=list)
     error: str | None = None
+    hung: bool = False  # took connections but did not answer in time
 
 
 @dataclass
@@ -58,12 +63,22 @@ def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
     )
 
 
-async def _check_server(spec: ModelSpec, url: str) -> ServerCheck:
-    backend = make_backend(spec, url)
+async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
+    # Its own short timeout: a server that takes connections and never answers must not keep
+    # the check waiting for as long as a response may take.
+    # (The client's own, longer, is a backstop: this one names the problem better.)
+    backend = make_backend(spec.model_copy(update={"timeout": 2 * limit}), url)
     check = ServerCheck(url=url, backend=spec.backend)
     try:
-        check.models = await backend.list_models()
-        check.version = await backend.version()
+        async with asyncio.timeout(limit):
+            check.models = await backend.list_models()
+            check.version = await backend.version()
+    except TimeoutError:
+        check.hung = True
+        check.error = (
+            f"{url} did not answer within {limit:g} s: is it overloaded or hung? Look at its "
+            "log, or restart it"
+        )
     except BackendError as e:
         check.error = str(e)
     finally:
@@ -71,9 +86,13 @@ async def _check_server(spec: ModelSpec, url: str) -> ServerCheck:
     return check
 
 
-async def diagnose(config: RunConfig) -> DoctorReport:
+async def diagnose(config: RunConfig, limit: float | None = None) -> DoctorReport:
+    """Check every server (all at once), each within `limit` seconds (READY_TIMEOUT)."""
+    limit = limit or READY_TIMEOUT
     targets = {url: spec for _, spec in _specs(config) for url in spec.base_urls}
-    checks = await asyncio.gather(*(_check_server(spec, url) for url, spec in targets.items()))
+    checks = await asyncio.gather(
+        *(_check_server(spec, url, limit) for url, spec in targets.items())
+    )
     servers = {c.url: c for c in checks}
     problems: list[str] = []
     warnings: list[str] = []
@@ -81,7 +100,9 @@ async def diagnose(config: RunConfig) -> DoctorReport:
         found = []
         for url in spec.base_urls:
             check = servers[url]
-            if check.error:
+            if check.hung:  # it is running: starting it again is not the fix
+                found.append(f"{role}: {check.error}")
+            elif check.error:
                 start = "ollama serve" if spec.backend == "ollama" else fix_command(spec)
                 found.append(f"{role}: {check.error}\n      fix: {start}")
             elif spec.model not in check.models:

@@ -23,6 +23,10 @@ class StoreError(CrawdadError):
     """The run folder cannot be used (not writable, or made with another config)."""
 
 
+class StoreWriteError(StoreError):
+    """A write to the run folder failed (a full disk, an I/O error): the run cannot go on."""
+
+
 class BackendError(CrawdadError):
     """A model server failed to answer a request (after retries, where they apply)."""
 
@@ -41,3 +45,11 @@ class ServerUnavailable(BackendError):
 
 class ModelNotFound(BackendError):
     """The server answers but does not have the model."""
+
+
+class GarbledReply(BackendError):
+    """A server answered 200 with a body that is not what its API sends: retried, as a proxy or
+    an overloaded server may do this once and answer properly the next time."""
+
+    def __init__(self, message: str, *, endpoint: str = "") -> None:
+        super().__init__(message, transient=True, endpoint=endpoint)

@@ -20,26 +20,31 @@ from crawdad.backends import ModelPool, make_backend
 from crawdad.config import RunConfig, public_dump
 from crawdad.data import Dataset, Question
 from crawdad.doctor import diagnose, require_ready
-from crawdad.errors import CrawdadError
+from crawdad.errors import CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.schedule import ModelGate
 from crawdad.store import RunStore, Scan
+from crawdad.watch import Watchdog, stall_note, stalls
 
 log = logging.getLogger("crawdad")
 
 
 @dataclass
 class RunSummary:
+    """What a run did. Every figure is over the selected questions only: lines the folder holds
+    for other questions (an earlier run with another selection) are counted in `outside`."""
+
     out: Path
     selected: int
     already_done: int
     finished: int = 0  # this session
     errored: int = 0  # this session
-    correct: int = 0  # over every finished debate in the folder
+    correct: int = 0  # over the selected questions whose debate is finished
     consensus: int = 0
     done_total: int = 0
+    outside: int = 0  # questions with lines in the folder that are not in this selection
     errors: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     interrupted: bool = False
@@ -50,13 +55,20 @@ class RunSummary:
         return self.selected - self.done_total
 
     def lines(self) -> list[str]:
-        acc = self.correct / self.done_total if self.done_total else 0.0
-        cons = self.consensus / self.done_total if self.done_total else 0.0
+        done = self.done_total
         out = [
-            f"{self.done_total}/{self.selected} debates finished in {self.out} "
+            f"{done}/{self.selected} selected debates finished in {self.out} "
             f"({self.finished} this session in {self.seconds:.1f} s; {self.already_done} were already done)",
-            f"final accuracy {acc:.3f}, consensus rate {cons:.3f}",
+            f"final accuracy over these {done}: {self.correct / done:.3f}, "
+            f"consensus rate {self.consensus / done:.3f}"
+            if done
+            else "no debate of this selection is finished yet: no accuracy to report",
         ]
+        if self.outside:
+            out.append(
+                f"{self.outside} debates in the folder are for questions outside this "
+                "selection; not counted"
+            )
         if self.errored:
             out.append(
                 f"{self.errored} debates failed (recorded with their error; a resume retries them):"
@@ -189,10 +201,12 @@ class Progress:
             f"{host}={n}" + (f" ({notes[host]})" if host in notes else "")
             for host, n in flights.items()
         )
-        done = max(1, s.done_total)
+        done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
+        stalled = stall_note(stalls(_pools(self.setup), now))
         return (
             f"acc={s.correct / done:.3f} cons={s.consensus / done:.2f} err={s.errored} "
             f"| {self.tokens_per_second(now):,.0f} tok/s | in flight {servers}"
+            + (f" | {stalled}" if stalled else "")
         )
 
     def refresh(self) -> None:
@@ -216,8 +230,10 @@ async def _writer(
     queue: asyncio.Queue[DebateRecord | None],
     store: RunStore,
     on_written: Callable[[DebateRecord], None],
+    on_failure: Callable[[CrawdadError], None],
 ) -> None:
-    """Group commit: everything finished since the last fsync goes down in one write."""
+    """Group commit: everything finished since the last fsync goes down in one write. A write
+    that fails (a full disk) stops the run: nothing after it could be kept either."""
     while True:
         item = await queue.get()
         batch = [item]
@@ -225,11 +241,27 @@ async def _writer(
             batch.append(queue.get_nowait())
         records = [r for r in batch if r is not None]
         if records:
-            await asyncio.to_thread(store.append, records)
+            try:
+                await asyncio.to_thread(store.append, records)
+            except StoreWriteError as e:
+                on_failure(e)
+                return
             for r in records:
                 on_written(r)
         if None in batch:
             return
+
+
+async def _watch(dog: Watchdog, halt: Callable[[RunStopped], None], log_stalls: bool) -> None:
+    """Stop the run when a role has no server left; without a bar, log stalls as they start."""
+    while True:
+        await asyncio.sleep(dog.every)
+        now = time.monotonic()
+        if verdict := dog.verdict(now):
+            halt(ServersStuck(verdict))
+            return
+        if log_stalls and (note := dog.new_stalls(now)):
+            log.warning("%s", note)
 
 
 async def run(
@@ -289,9 +321,14 @@ async def _run_all(
     done_here = scan.finished & selected_ids
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     summary = RunSummary(
-        out=out, selected=len(questions), already_done=len(done_here), done_total=len(done_here)
+        out=out,
+        selected=len(questions),
+        already_done=len(done_here),
+        done_total=len(done_here),
+        correct=len(scan.correct_ids & selected_ids),
+        consensus=len(scan.consensus_ids & selected_ids),
+        outside=len(scan.questions() - selected_ids),
     )
-    summary.correct, summary.consensus = scan.correct, scan.consensus  # over the whole folder
     bar = Progress(summary, setup, progress)
 
     stuck = _StuckServers(threshold=max(8, concurrency))
@@ -308,14 +345,26 @@ async def _run_all(
             summary.errors[(record.error or "error")[:160]] += 1
         bar.update(record)
 
-    queue: asyncio.Queue[DebateRecord | None] = asyncio.Queue()
-    writer = asyncio.create_task(_writer(queue, store, on_written))
-    ticker = asyncio.create_task(bar.tick()) if progress else None
     # At most `concurrency` debates exist at once: a debate is started only when one finishes,
     # and each advances as soon as its last request is back. Memory does not grow with the run.
     slots = asyncio.Semaphore(concurrency)
     tasks: set[asyncio.Task[None]] = set()
     crashed: list[BaseException] = []
+    halted: list[RunStopped] = []
+
+    def halt(error: RunStopped) -> None:
+        """Stop at once: cancel the debates in flight (they run again on resume)."""
+        if not halted:
+            halted.append(error)
+            for task in list(tasks):
+                task.cancel()
+
+    queue: asyncio.Queue[DebateRecord | None] = asyncio.Queue()
+    writer = asyncio.create_task(
+        _writer(queue, store, on_written, lambda e: halt(RunStopped(str(e))))
+    )
+    ticker = asyncio.create_task(bar.tick()) if progress else None
+    watcher = asyncio.create_task(_watch(Watchdog.of(setup), halt, not progress))
     start = time.monotonic()
 
     async def one(question: Question) -> None:
@@ -328,17 +377,20 @@ async def _run_all(
         tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             crashed.append(task.exception())  # type: ignore[arg-type]
+            for other in list(tasks):  # a bug: stop the other debates too
+                other.cancel()
 
     try:
         for question in todo:
             await slots.acquire()
-            if crashed or stuck.verdict:  # a bug, or servers that will not come back: stop
+            # A bug, a failed write, or servers that will not come back: stop.
+            if crashed or stuck.verdict or halted:
                 break
             task = asyncio.create_task(one(question))
             tasks.add(task)
             task.add_done_callback(finished)
         if tasks:
-            await asyncio.gather(*tasks)
+            await asyncio.wait(list(tasks))
         if crashed:
             raise crashed[0]
     except BaseException:  # Ctrl-C, or a bug: stop the other debates, keep what is finished
@@ -349,27 +401,37 @@ async def _run_all(
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        if ticker is not None:
-            ticker.cancel()
+        for helper in (ticker, watcher):
+            if helper is not None:
+                helper.cancel()
         queue.put_nowait(None)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(writer)
         summary.seconds = time.monotonic() - start
         summary.switches = gate.switches if gate else 0
+        summary.interrupted = summary.interrupted or bool(halted)
         bar.close()
         if on_summary is not None:
             on_summary(summary)
+    if halted:
+        halted[0].summary = summary
+        raise halted[0]
     if stuck.verdict:
         raise ServersStuck(stuck.verdict, summary)
     return summary
 
 
-class ServersStuck(CrawdadError):
-    """Debate after debate failed the same unrecoverable way: the run stopped starting new ones."""
+class RunStopped(CrawdadError):
+    """The run stopped before its end for a reason the user must fix; `summary` says how far
+    it got (the CLI prints it before the message)."""
 
-    def __init__(self, message: str, summary: RunSummary) -> None:
+    def __init__(self, message: str, summary: RunSummary | None = None) -> None:
         super().__init__(message)
         self.summary = summary
+
+
+class ServersStuck(RunStopped):
+    """The servers of a role cannot be reached (or lack the model): the run stopped."""
 
 
 @dataclass

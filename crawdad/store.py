@@ -8,6 +8,8 @@ line supersedes the old one (the last line for a question wins).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -20,7 +22,7 @@ from typing import IO
 from pydantic import ValidationError
 
 from crawdad.config import diff_settings, normalized_config, result_settings
-from crawdad.errors import StoreError
+from crawdad.errors import StoreError, StoreWriteError
 from crawdad.records import DebateRecord, RunManifest
 
 log = logging.getLogger("crawdad")
@@ -41,8 +43,15 @@ class Scan:
     lines: int = 0
     correct: int = 0  # finished debates whose final answer matches the gold answer
     consensus: int = 0
+    # The same two figures by question id, so that a caller can count them over its selection.
+    correct_ids: set[str] = field(default_factory=set)
+    consensus_ids: set[str] = field(default_factory=set)
     bad_lines: list[int] = field(default_factory=list)  # unparseable lines kept in place (1-based)
     other_seed: dict[str, int] = field(default_factory=dict)  # question id -> seed of its line
+
+    def questions(self) -> set[str]:
+        """Every question id the folder has a (latest) line for, finished or failed."""
+        return self.finished | set(self.errored)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -99,11 +108,15 @@ class RunStore:
         self._take_lock()
         try:
             manifest = self._settle_manifest(manifest, force)
+            scan = self.scan(seed=_seed_of(manifest))
         except StoreError:
             self.close()
             raise
-        scan = self.scan(seed=_seed_of(manifest))
-        self._file = self.debates_path.open("ab")
+        except OSError as e:  # a full disk while writing the manifest or setting a tail aside
+            self.close()
+            raise StoreWriteError(self.write_failure(e, MANIFEST)) from None
+        # Unbuffered: a failed write leaves nothing behind in a buffer to be flushed later.
+        self._file = self.debates_path.open("ab", buffering=0)
         return scan
 
     def _settle_manifest(self, manifest: RunManifest, force: bool) -> RunManifest:
@@ -284,6 +297,10 @@ class RunStore:
                 scan.finished.add(qid)
                 scan.correct += correct
                 scan.consensus += consensus
+                if correct:
+                    scan.correct_ids.add(qid)
+                if consensus:
+                    scan.consensus_ids.add(qid)
             else:
                 scan.errored[qid] = error or "error"
         return scan
@@ -321,12 +338,38 @@ class RunStore:
     # --- writing ---------------------------------------------------------------------------
 
     def append(self, records: list[DebateRecord]) -> None:
-        """Append and fsync: when this returns, the debates survive a crash."""
+        """Append and fsync: when this returns, the debates survive a crash.
+
+        A failed write or fsync (a full disk, an I/O error) cuts the file back to where it was,
+        so no part of these records stays behind (if even that fails, the next open sets the
+        torn tail aside), and raises StoreWriteError; the lines written before are untouched.
+        """
         if self._file is None:
             raise StoreError("the run store is not open")
-        self._file.write(b"".join(r.model_dump_json().encode() + b"\n" for r in records))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        fd = self._file.fileno()
+        data = b"".join(r.model_dump_json().encode() + b"\n" for r in records)
+        size = os.fstat(fd).st_size
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise StoreWriteError(self.write_failure(e, DEBATES)) from None
+
+    def write_failure(self, e: OSError, name: str) -> str:
+        """What failed, and what to do about it."""
+        code = errno.errorcode.get(e.errno or 0, "")
+        what = f"{e.strerror or e}" + (f" ({code})" if code else "")
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = f"free space on the disk that holds {self.path}"
+        else:
+            fix = f"check the disk that holds {self.path} (the system log says more)"
+        return (
+            f"could not write {self.path / name}: {what}. The run stopped; the debates written "
+            f"before are kept and the ones in flight will run again. To go on, {fix}, then run "
+            "the same command again to resume."
+        )
 
     def close(self) -> None:
         if self._file is not None:
@@ -381,6 +424,13 @@ def require_run_folder(folder: Path) -> None:
         raise StoreError(
             f"{folder} {what}: it is not a crawdad run folder; give the --out folder of a run"
         )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until everything is out (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_jsonl_ids(path: Path) -> list[str]:

@@ -106,7 +106,7 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
             "--no-progress",
         )
         assert result.returncode == 0, result.stderr
-        assert "2/2 debates finished" in result.stdout
+        assert "2/2 selected debates finished" in result.stdout
     shown = crawdad("show", str(out), "0")
     assert shown.returncode == 0
     assert (
@@ -135,13 +135,13 @@ def test_failed_debates_exit_3_and_a_resume_retries_them(
         cfg = toml_for(server.url, tmp_path / "c.toml", retry)
         failed = crawdad(*args, "--config", str(cfg))
     assert failed.returncode == 3, failed.stderr
-    assert "0/2 debates finished" in failed.stdout and "2 debates failed" in failed.stdout
+    assert "0/2 selected debates finished" in failed.stdout and "2 debates failed" in failed.stdout
     assert "answered 500" in failed.stdout
     with FakeServer("ollama", models) as server:
         cfg = toml_for(server.url, tmp_path / "c.toml", retry)
         fixed = crawdad(*args, "--config", str(cfg))
     assert fixed.returncode == 0, fixed.stderr
-    assert "2/2 debates finished" in fixed.stdout
+    assert "2/2 selected debates finished" in fixed.stdout
 
 
 def test_data_info_counts(tiny_cladder: Path) -> None:

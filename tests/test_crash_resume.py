@@ -15,7 +15,8 @@ import pytest
 
 from crawdad.data import load_cladder
 from crawdad.demo import answer_key
-from crawdad.fake import FakeServer, LatencyModel, paper_models
+from crawdad.fake import FakeServer, FaultPlan, LatencyModel, paper_models
+from crawdad.fake.faults import GARBAGE_FAULTS
 from crawdad.protocols import first_speaker
 from crawdad.store import read_jsonl_ids
 from crawdad.synthetic import write_cladder
@@ -125,5 +126,46 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(setup, tmp_path: Path) -> N
     proc = crawdad(data, config, out)
     stdout, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
-    assert f"{N}/{N} debates finished" in stdout and f"{len(done)} were already done" in stdout
+    assert (
+        f"{N}/{N} selected debates finished" in stdout
+        and f"{len(done)} were already done" in stdout
+    )
     assert sorted(read_jsonl_ids(out / "debates.jsonl"), key=int) == [str(i) for i in range(N)]
+
+
+def test_sigkill_amid_garbage_and_hanging_replies_then_resume(tmp_path: Path) -> None:
+    """Kills land while garbled replies are retried and hung requests wait for their timeout:
+    the debates on disk stay byte for byte, and the same command finishes the run."""
+    n = 20
+    data = write_cladder(tmp_path / "data", n)
+    questions = load_cladder(data).questions
+    faults = FaultPlan(rate=0.15, kinds=[*GARBAGE_FAULTS, "hang"], seed=4)
+    latency = LatencyModel(base_seconds=0.01, per_token_seconds=0.00001, capacity=8)
+    models = paper_models(answer_key(questions))
+    with FakeServer("ollama", models, latency=latency, faults=faults) as server:
+        config = tmp_path / "crawdad.toml"
+        config.write_text(
+            "seed = 11\nconcurrency = 6\n[retry]\ninitial_wait = 0\nattempts = 10\n"
+            + "".join(
+                f'[[agents]]\nname = "{a}"\nmodel = "{m}"\nbase_urls = ["{server.url}"]\n'
+                "timeout = 0.5\n"
+                for a, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
+            )
+            + f'[extractor]\nbase_urls = ["{server.url}"]\ntimeout = 0.5\n'
+        )
+        out = tmp_path / "run"
+        debates = out / "debates.jsonl"
+        proc = crawdad(data, config, out)  # one kill: the test above kills ten times
+        wait_for_lines(proc, debates, 4)
+        assert proc.poll() is None, "the run finished before the kill; make it longer"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = debates.read_bytes()
+        proc = crawdad(data, config, out)
+        _stdout, stderr = proc.communicate(timeout=120)
+        assert sum(server.stats.faults.values()) > 3
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    kept = before[: before.rfind(b"\n") + 1]
+    assert debates.read_bytes().startswith(kept)
+    assert sorted(read_jsonl_ids(debates), key=int) == [str(i) for i in range(n)]

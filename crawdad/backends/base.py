@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad.backends.guard import StreamGuard
+from crawdad.errors import GarbledReply
 from crawdad.records import StopReason
 
 
@@ -78,3 +80,44 @@ def split_think(content: str, thinking: str = "") -> tuple[str, str]:
 
 def stop_reason_of(raw: str | None) -> StopReason:
     return "length" if raw == "length" else "stop"
+
+
+# What the client libraries raise on a 200 whose body is not what the API sends: JSON and UTF-8
+# decoding errors and pydantic's ValidationError (all ValueErrors), and the Attribute-, Type-,
+# Index- and KeyErrors of reading fields that are missing or of the wrong type.
+GARBAGE_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,
+    KeyError,
+    AttributeError,
+    TypeError,
+    IndexError,
+)
+
+
+def garbled(url: str, expected: str, e: BaseException, body: object = None) -> GarbledReply:
+    """A transient error naming the server, what was expected and the start of what came."""
+    return GarbledReply(
+        f"{url} answered 200 with a body that is not {expected}: {_excerpt(e, body)}",
+        endpoint=url,
+    )
+
+
+def _excerpt(e: BaseException, body: object) -> str:
+    """The first 80 characters of the body, or the best the error tells of it."""
+    if isinstance(body, bytes):
+        text = body.decode("utf-8", "replace")
+    elif isinstance(body, str):
+        text = body
+    elif body is not None and hasattr(body, "to_json"):  # an openai model built without checks
+        text = body.to_json(indent=None, warnings=False)
+    elif isinstance(e, json.JSONDecodeError):
+        text = e.doc or "(empty)"
+    elif isinstance(e, UnicodeDecodeError):
+        text = e.object.decode("utf-8", "replace")
+    elif isinstance(e, ValidationError) and e.errors():
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        text = f"{e.title}.{where}: {err['msg']}, got {err.get('input')!r}"
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split())[:80]

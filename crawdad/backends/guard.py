@@ -51,7 +51,7 @@ class LoopDetector:
         return compression_ratio(tail) < self.threshold
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: the pool keeps the ones in flight in a set
 class StreamGuard:
     """Fed every streamed delta; says when to stop, and why."""
 
@@ -59,8 +59,11 @@ class StreamGuard:
     budget_seconds: float | None = None
     started: float = field(default_factory=time.monotonic)
     verdict: Verdict = None
+    # When the last chunk came (the start, before any): the pool reports requests that stall.
+    last_progress: float = field(default_factory=time.monotonic)
 
     def feed(self, delta: str) -> Verdict:
+        self.last_progress = time.monotonic()
         if self.verdict:
             return self.verdict
         if self.loop is not None and self.loop.feed(delta):

@@ -8,7 +8,14 @@ from typing import Any
 import httpx
 import ollama
 
-from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
+from crawdad.backends.base import (
+    GARBAGE_ERRORS,
+    ChatRequest,
+    ChatResult,
+    garbled,
+    split_think,
+    stop_reason_of,
+)
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.transport import TRANSPORT_ERRORS, diagnose, ollama_transport
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
@@ -88,6 +95,8 @@ class OllamaBackend:
                 result = _result(resp, resp.message.content or "", resp.message.thinking or "")
         except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, request.model) from e
+        except GARBAGE_ERRORS as e:
+            raise garbled(self.url, "an Ollama chat response", e) from e
         result.seconds = time.monotonic() - start
         result.endpoint = self.url
         return result
@@ -123,14 +132,16 @@ class OllamaBackend:
     async def list_models(self) -> list[str]:
         try:
             listing = await self._client.list()
+            found = [m.model for m in listing.models if m.model]
         except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, "") from e
+        except GARBAGE_ERRORS as e:
+            raise garbled(self.url, "Ollama's list of models", e) from e
         names: list[str] = []
-        for m in listing.models:
-            if m.model:
-                names.append(m.model)
-                if m.model.endswith(":latest"):
-                    names.append(m.model.removesuffix(":latest"))
+        for name in found:
+            names.append(name)
+            if name.endswith(":latest"):
+                names.append(name.removesuffix(":latest"))
         return names
 
     async def version(self) -> str | None:

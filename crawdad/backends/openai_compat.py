@@ -13,7 +13,14 @@ from typing import Any
 
 import openai
 
-from crawdad.backends.base import ChatRequest, ChatResult, split_think, stop_reason_of
+from crawdad.backends.base import (
+    GARBAGE_ERRORS,
+    ChatRequest,
+    ChatResult,
+    garbled,
+    split_think,
+    stop_reason_of,
+)
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
@@ -26,6 +33,8 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
+    if isinstance(e, openai.APIResponseValidationError):
+        return garbled(url, "what the OpenAI API sends", e, e.body)
     if isinstance(e, openai.APIStatusError):
         message = _message(e)
         if e.status_code == 404 or (e.status_code == 400 and "does not exist" in message):
@@ -67,6 +76,19 @@ def _message(e: openai.APIStatusError) -> str:
         if isinstance(body.get("message"), str):
             return str(body["message"])
     return str(e.message)
+
+
+def _completion(resp: Any) -> ChatResult:
+    choice = resp.choices[0]
+    text, trace = split_think(choice.message.content or "", _reasoning(choice.message))
+    return ChatResult(
+        text=text,
+        thinking=trace,
+        prompt_tokens=resp.usage.prompt_tokens if resp.usage else None,
+        completion_tokens=resp.usage.completion_tokens if resp.usage else None,
+        stop_reason=stop_reason_of(choice.finish_reason),
+        raw_stop_reason=choice.finish_reason,
+    )
 
 
 def _reasoning(obj: Any) -> str:
@@ -140,6 +162,8 @@ class OpenAIBackend:
         except Exception as e:
             if isinstance(e, openai.APIError) or failure_kind(e):
                 raise translate_error(e, self.url, request.model) from e
+            if isinstance(e, GARBAGE_ERRORS):
+                raise garbled(self.url, "a chat completion", e) from e
             raise
         result.seconds = time.monotonic() - start
         result.endpoint = self.url
@@ -160,16 +184,10 @@ class OpenAIBackend:
         kwargs = self._kwargs(req)
         if not req.stream:
             resp = await self._client.chat.completions.create(**kwargs)
-            choice = resp.choices[0]
-            text, trace = split_think(choice.message.content or "", _reasoning(choice.message))
-            return ChatResult(
-                text=text,
-                thinking=trace,
-                prompt_tokens=resp.usage.prompt_tokens if resp.usage else None,
-                completion_tokens=resp.usage.completion_tokens if resp.usage else None,
-                stop_reason=stop_reason_of(choice.finish_reason),
-                raw_stop_reason=choice.finish_reason,
-            )
+            try:  # the SDK does not check the body: a missing or odd field shows up here
+                return _completion(resp)
+            except GARBAGE_ERRORS as e:
+                raise garbled(self.url, "a chat completion", e, resp) from e
         return await self._stream(kwargs, guard)
 
     async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
@@ -182,26 +200,36 @@ class OpenAIBackend:
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
+        chunk: Any = None
         async with stream:
-            async for chunk in stream:
-                usage = chunk.usage or usage
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta_text, delta_think = choice.delta.content or "", _reasoning(choice.delta)
-                chunks += bool(delta_text or delta_think)
-                content.append(delta_text)
-                thinking.append(delta_think)
-                finish = choice.finish_reason or finish
-                if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
-                    text, trace = split_think("".join(content), "".join(thinking))
-                    return ChatResult(
-                        text=text,
-                        thinking=trace,
-                        completion_tokens=chunks,
-                        stop_reason=verdict,
-                        raw_stop_reason=verdict,
-                    )
+            try:
+                async for chunk in stream:
+                    usage = chunk.usage or usage
+                    if not chunk.choices:
+                        continue
+                    choice = chunk.choices[0]
+                    delta_text, delta_think = choice.delta.content or "", _reasoning(choice.delta)
+                    chunks += bool(delta_text or delta_think)
+                    content.append(delta_text)
+                    thinking.append(delta_think)
+                    finish = choice.finish_reason or finish
+                    if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
+                        text, trace = split_think("".join(content), "".join(thinking))
+                        return ChatResult(
+                            text=text,
+                            thinking=trace,
+                            completion_tokens=chunks,
+                            stop_reason=verdict,
+                            raw_stop_reason=verdict,
+                        )
+            except GARBAGE_ERRORS as e:  # a chunk the SDK could not decode, or of odd shape
+                shape = not isinstance(e, ValueError)  # else the SDK could not decode it
+                raise garbled(
+                    self.url, "a chat completion chunk", e, chunk if shape else None
+                ) from e
+        kind = stream.response.headers.get("content-type", "")
+        if chunk is None and "event-stream" not in kind:  # e.g. a proxy's HTML error page
+            raise garbled(self.url, "an event stream", ValueError(), f"Content-Type {kind!r}")
         if finish is None:
             raise BackendError(
                 f"the stream from {self.url} ended before the response was done",
@@ -221,11 +249,13 @@ class OpenAIBackend:
     async def list_models(self) -> list[str]:
         try:
             page = await self._client.models.list()
+            return [str(m.id) for m in page.data]
         except Exception as e:
             if isinstance(e, openai.APIError) or failure_kind(e):
                 raise translate_error(e, self.url, "") from e
+            if isinstance(e, GARBAGE_ERRORS):
+                raise garbled(self.url, "a list of models", e) from e
             raise
-        return [m.id for m in page.data]
 
     async def version(self) -> str | None:
         root = self.url.removesuffix("/v1")

@@ -56,6 +56,9 @@ class Endpoint:
     down_until: float = 0.0
     probing: bool = False  # set aside before: on trial until a request succeeds
     cuts: int = 0  # times the cap was halved (a 503 to a request sent before a cut is ignored)
+    unreachable_since: float | None = None  # first failure to connect since it last answered
+    last_error: str = ""
+    active: set[StreamGuard] = field(default_factory=set)  # requests in flight, by their guard
     _down_streak: int = 0
 
     @property
@@ -67,6 +70,24 @@ class Endpoint:
 
     def has_room(self) -> bool:
         return self.in_flight < self.cap
+
+    def unreachable_for(self, now: float) -> float:
+        """Seconds since it could first not be reached, with no answer since (0: reachable)."""
+        return 0.0 if self.unreachable_since is None else now - self.unreachable_since
+
+    def silent_for(self, now: float) -> float:
+        """Seconds that every request in flight here has gone without a chunk or an answer."""
+        if not self.active:
+            return 0.0
+        return now - max(g.last_progress for g in self.active)
+
+    def stalled(self, now: float, after: float) -> tuple[int, float]:
+        """(requests in flight, the longest wait) when none of them has had a chunk or an answer
+        for `after` seconds, else (0, 0): requests queued behind ones that stream are not
+        stalled, the server is busy."""
+        if not self.active or self.silent_for(now) < after:
+            return 0, 0.0
+        return len(self.active), now - min(g.last_progress for g in self.active)
 
     @property
     def limited(self) -> bool:
@@ -212,8 +233,13 @@ class ModelPool:
 
     def _on_error(self, endpoint: Endpoint, e: BackendError, cuts_at_send: int) -> None:
         endpoint.failures += 1
+        endpoint.last_error = str(e)
         if isinstance(e, ServerUnavailable):
+            if endpoint.unreachable_since is None:
+                endpoint.unreachable_since = time.monotonic()
             self._set_aside(endpoint)
+        elif not e.transient:  # it answered (an HTTP error): it can be reached
+            endpoint.unreachable_since = None
         elif is_overload(e):
             endpoint.overloads += 1
             if endpoint.cuts == cuts_at_send:  # one cut per round trip, not one per rejection
@@ -233,6 +259,7 @@ class ModelPool:
     def _on_success(self, endpoint: Endpoint, result: ChatResult) -> None:
         endpoint.served += 1
         endpoint.completion_tokens += result.completion_tokens or 0
+        endpoint.unreachable_since = None
         endpoint._down_streak = 0
         endpoint.probing = False
         if endpoint.cap < endpoint.max_cap:
@@ -247,9 +274,13 @@ class ModelPool:
     ) -> ChatResult:
         endpoint = await self._acquire()
         cuts = endpoint.cuts
+        # Always a guard: its clock of the last chunk shows requests that stall.
+        guard = guard_factory() or StreamGuard()
+        guard.last_progress = time.monotonic()
+        endpoint.active.add(guard)
         try:
             async with asyncio.timeout(request.timeout):  # no extra task, unlike wait_for
-                result = await endpoint.backend.chat(request, guard_factory())
+                result = await endpoint.backend.chat(request, guard)
         except TimeoutError:
             err = BackendError(
                 f"{endpoint.url} gave no complete answer within {request.timeout:.0f} s",
@@ -267,6 +298,7 @@ class ModelPool:
         else:
             self._on_success(endpoint, result)
         finally:
+            endpoint.active.discard(guard)
             self._release(endpoint)
         return result
 

@@ -18,7 +18,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FaultKind = Literal["http_500", "http_503", "reset", "hang", "cut", "stream_error", "not_found"]
+FaultKind = Literal[
+    "http_500",
+    "http_503",
+    "reset",
+    "hang",
+    "cut",
+    "stream_error",
+    "not_found",
+    # 200 with a body that is not the API's (see faults.GARBAGE_FAULTS)
+    "garbled",
+    "empty_json",
+    "html",
+    "wrong_shape",
+]
 Api = Literal["ollama", "openai"]
 
 

@@ -28,7 +28,7 @@ from crawdad.fake.behaviour import (
     ScriptExhausted,
     as_models,
 )
-from crawdad.fake.faults import FaultPlan
+from crawdad.fake.faults import GARBAGE_FAULTS, FaultPlan
 from crawdad.fake.generation import chunks
 from crawdad.fake.latency import LatencyModel, QueueFull, Scheduler, Slot
 from crawdad.fake.protocol import (
@@ -43,7 +43,8 @@ from crawdad.fake.protocol import (
     Timings,
 )
 
-STREAMED_FAULTS = ("cut", "stream_error")  # faults that happen after the response started
+# Faults that happen after the response started (so the reply is generated first).
+STREAMED_FAULTS = ("cut", "stream_error", *GARBAGE_FAULTS)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -233,6 +234,8 @@ class Engine:
                 return await _cut_body(request, body, render.content_type)
             if fault == "stream_error":
                 raise FakeHTTPError(500, "model runner stopped unexpectedly", "InternalServerError")
+            if fault in GARBAGE_FAULTS:
+                return _garbage_body(render, fault)
             return web.Response(body=body, content_type=render.content_type)
 
         pieces = list(chunks(plan, *self._chunking(slot, job)))
@@ -251,8 +254,12 @@ class Engine:
             parts.append(render.final(plan, self._timings(job, slot, admitted, prefilled)))
             call.eval_count = plan.count
             return web.Response(body=b"".join(parts), content_type=render.content_type)
+        if fault == "html":  # a proxy's error page in place of the whole stream
+            return _garbage_body(render, fault)
+        rest: list[tuple[int, str, int]] = []
         if fault in STREAMED_FAULTS:
-            pieces = pieces[: max(1, len(pieces) // 2)]
+            half = max(1, len(pieces) // 2)
+            pieces, rest = pieces[:half], pieces[half:]
         response = web.StreamResponse(headers={"Content-Type": render.content_type})
         await response.prepare(request)
         if untimed:
@@ -275,6 +282,11 @@ class Engine:
         if fault == "stream_error":
             await response.write(render.error("model runner stopped unexpectedly"))
             return response
+        if fault in GARBAGE_FAULTS:  # one bad chunk, then the rest of a good stream
+            parts = [render.garbage(fault, True)]
+            parts += [render.chunk(channel, text) for channel, text, _ in rest]
+            await response.write(b"".join(parts))
+            call.eval_count += sum(count for _, _, count in rest)
         await response.write(render.final(plan, self._timings(job, slot, admitted, prefilled)))
         return response
 
@@ -322,6 +334,12 @@ def _reset(request: web.Request) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.close()
+
+
+def _garbage_body(render: Renderer, fault: FaultKind) -> web.Response:
+    """A 200 whose whole body is not the API's."""
+    content_type = "text/html" if fault == "html" else render.content_type
+    return web.Response(body=render.garbage(fault, False), content_type=content_type)
 
 
 async def _cut_body(request: web.Request, body: bytes, content_type: str) -> web.StreamResponse:

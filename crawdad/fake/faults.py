@@ -19,9 +19,17 @@ ALL_FAULTS: tuple[FaultKind, ...] = (
     "cut",  # response body cut short, without the final chunk
     "stream_error",  # an error object in the middle of the stream (Ollama and vLLM do this)
     "not_found",  # 404 model not found, with the server's real error body
+    # A 200 whose body is not what the API sends (a broken proxy, a server bug). Not streamed:
+    # the whole body; streamed: one such chunk in the middle of an otherwise good stream
+    # ("html": a proxy's error page in place of the whole stream).
+    "garbled",  # bytes that are not JSON
+    "empty_json",  # {}
+    "html",  # an HTML page, Content-Type text/html
+    "wrong_shape",  # valid JSON of the wrong shape
 )
 
 TRANSIENT_FAULTS: tuple[FaultKind, ...] = ("http_500", "http_503", "reset", "cut", "stream_error")
+GARBAGE_FAULTS: tuple[FaultKind, ...] = ("garbled", "empty_json", "html", "wrong_shape")
 
 
 class FaultPlan(BaseModel):
@@ -30,7 +38,8 @@ class FaultPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rate: float = Field(default=0.0, ge=0, le=1)
-    # Transient kinds by default: a retry can succeed. Add "hang" and "not_found" explicitly.
+    # Transient kinds by default: a retry can succeed. Add "hang", "not_found" and the
+    # GARBAGE_FAULTS explicitly.
     kinds: list[FaultKind] = Field(default_factory=lambda: list(TRANSIENT_FAULTS))
     seed: int = 0
     models: list[str] | None = None  # only requests to these models; None: every model

@@ -20,10 +20,18 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import Field, model_validator
 
-from crawdad.fake.behaviour import FakeModel, FakeRequest
+from crawdad.fake.behaviour import FakeModel, FakeRequest, FaultKind
 from crawdad.fake.engine import Engine
 from crawdad.fake.generation import THINKING, Plan, ThinkingMode, plan_reply, prompt_tokens
-from crawdad.fake.protocol import CallRecord, CommonSettings, FakeHTTPError, Job, Timings
+from crawdad.fake.protocol import (
+    GARBLED,
+    HTML_PAGE,
+    CallRecord,
+    CommonSettings,
+    FakeHTTPError,
+    Job,
+    Timings,
+)
 
 
 class OllamaSettings(CommonSettings):
@@ -97,6 +105,18 @@ class OllamaRender:
 
     def error(self, message: str) -> bytes:
         return json.dumps({"error": message}).encode() + b"\n"
+
+    def garbage(self, kind: FaultKind, stream: bool) -> bytes:
+        """A body (or a line of the stream) that is not what Ollama sends."""
+        if kind == "html":
+            return HTML_PAGE
+        if kind == "empty_json":
+            body = b"{}"
+        elif kind == "wrong_shape":  # `message` a string, not an object
+            body = json.dumps({"model": self.model, "message": "oops", "done": "no"}).encode()
+        else:
+            body = GARBLED
+        return body + b"\n" if stream else body
 
     def _done(self, message: dict[str, str], plan: Plan, t: Timings) -> bytes:
         return json.dumps(

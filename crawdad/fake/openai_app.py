@@ -22,10 +22,18 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import Field
 
-from crawdad.fake.behaviour import FakeRequest
+from crawdad.fake.behaviour import FakeRequest, FaultKind
 from crawdad.fake.engine import Engine
 from crawdad.fake.generation import THINKING, Plan, ThinkingMode, plan_reply, prompt_tokens
-from crawdad.fake.protocol import CallRecord, CommonSettings, FakeHTTPError, Job, Timings
+from crawdad.fake.protocol import (
+    GARBLED,
+    HTML_PAGE,
+    CallRecord,
+    CommonSettings,
+    FakeHTTPError,
+    Job,
+    Timings,
+)
 
 ReasoningStyle = Literal[
     "reasoning", "reasoning_content", "both", "inline", "inline_no_open", "none"
@@ -159,6 +167,19 @@ class OpenAIRender:
     def error(self, message: str) -> bytes:
         error = {"message": message, "type": "InternalServerError", "param": None, "code": 500}
         return f"data: {json.dumps({'error': error})}\n\ndata: [DONE]\n\n".encode()
+
+    def garbage(self, kind: FaultKind, stream: bool) -> bytes:
+        """A body (or an event of the stream) that is not what an OpenAI server sends."""
+        if kind == "html":
+            return HTML_PAGE
+        if kind == "empty_json":
+            body = b"{}"
+        elif kind == "wrong_shape":  # `choices` not a list of choices
+            shape = {"id": self.id, "object": "chat.completion", "choices": "oops"}
+            body = json.dumps(shape).encode()
+        else:
+            body = GARBLED
+        return b"data: " + body + b"\n\n" if stream else body
 
 
 def _usage(t: Timings) -> dict[str, Any]:

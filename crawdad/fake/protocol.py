@@ -99,6 +99,14 @@ class ApiStyle(Protocol):
     def busy(self) -> FakeHTTPError: ...
 
 
+HTML_PAGE = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    b"</body>\r\n</html>\r\n"
+)
+GARBLED = b'\x1f\x8b\x08\x00{"mo\xffdel":\xfe\x00 garbled'
+
+
 @dataclass(slots=True)
 class Timings:
     total_ns: int
@@ -119,6 +127,7 @@ class Renderer(Protocol):
     def final(self, plan: Plan, timings: Timings) -> bytes: ...
     def whole(self, plan: Plan, timings: Timings) -> bytes: ...
     def error(self, message: str) -> bytes: ...
+    def garbage(self, kind: FaultKind, stream: bool) -> bytes: ...
 
 
 @dataclass(slots=True)

@@ -52,7 +52,7 @@ def test_run_writes_complete_records(real_server: RealServer, tmp_path: Path) ->
     records = latest(out)
     detail = f"{result.describe()}\n{describe_records(records)}"
     assert result.returncode == 0, detail
-    assert "2/2 debates finished" in result.stdout, detail
+    assert "2/2 selected debates finished" in result.stdout, detail
     assert len(all_lines(out)) == 2, detail  # no failed attempt was written
     problems = check_records(
         records,
@@ -209,7 +209,7 @@ def test_server_killed_mid_run_then_resumed(llamacpp: RealServer, tmp_path: Path
     records = latest(out)
     detail = f"{first}\n{resumed.describe()}\n{describe_records(records)}"
     assert resumed.returncode == 0, detail
-    assert f"{len(questions)}/{len(questions)} debates finished" in resumed.stdout, detail
+    assert f"{len(questions)}/{len(questions)} selected debates finished" in resumed.stdout, detail
     assert f"{len(ok_before)} were already done" in resumed.stdout, detail
 
     lines = all_lines(out)
