@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from crawdad.backends import ModelPool
 from crawdad.config import RetryConfig
-from crawdad.debate import DebateSetup
+from crawdad.protocols import DebateSetup
 
 
 def host_of(url: str) -> str:
@@ -52,6 +52,8 @@ class Watchdog:
     @classmethod
     def of(cls, setup: DebateSetup) -> Watchdog:
         roles = {f"agent {name}": p.pool for name, p in setup.agents.items()}
+        if setup.judge is not None:
+            roles["the judge"] = setup.judge.pool
         roles["the extractor"] = setup.extractor.pool
         return cls(roles, setup.extractor.pool.retry)
 
