@@ -173,9 +173,8 @@ class SharedPool:
         self.backend = backend
         self.guard = guard
 
-    @property
-    def endpoints(self) -> Any:
-        return self.pool.endpoints
+    def __getattr__(self, name: str) -> Any:  # endpoints, retry, ...: the pool's own
+        return getattr(self.pool, name)
 
     async def chat(self, request: ChatRequest, *args: Any, **kwargs: Any) -> ChatResult:
         key = request_key(self.backend, request, self.guard)

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from crawdad.errors import CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
+from crawdad.responses import ResponseStore, SharedPool
 from crawdad.schedule import ModelGate
 from crawdad.store import RunStore, Scan
 from crawdad.watch import Watchdog, stall_note, stalls
@@ -143,53 +144,103 @@ def manifest_for(
     )
 
 
-def _pools(setup: DebateSetup) -> list[ModelPool]:
-    """Each pool once (roles may share one)."""
-    pools = [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
-    if setup.judge is not None:
-        pools.append(setup.judge.pool)
-    return list({id(p): p for p in pools}.values())
+def _pools(*setups: DebateSetup) -> list[ModelPool]:
+    """Each server pool once (roles and experiment variants may share one)."""
+    pools = []
+    for setup in setups:
+        pools += [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
+        if setup.judge is not None:
+            pools.append(setup.judge.pool)
+    # A variant's view through the response store is its server's pool.
+    unwrapped = [p.pool if isinstance(p, SharedPool) else p for p in pools]
+    return list({id(p): p for p in unwrapped}.values())
+
+
+@dataclass
+class Job:
+    """One run folder's share of the work: a plain run has one, an experiment one per variant."""
+
+    setup: DebateSetup
+    store: RunStore
+    todo: list[Question]
+    summary: RunSummary
+    name: str = ""  # the variant's name in an experiment
+
+
+def _job(setup: DebateSetup, store: RunStore, scan: Scan, questions: list[Question], name: str = "") -> Job:
+    selected_ids = {str(q.question_id) for q in questions}
+    done_here = scan.finished & selected_ids
+    summary = RunSummary(
+        out=store.path,
+        selected=len(questions),
+        already_done=len(done_here),
+        done_total=len(done_here),
+        correct=len(scan.correct_ids & selected_ids),
+        consensus=len(scan.consensus_ids & selected_ids),
+        outside=len(scan.questions() - selected_ids),
+    )
+    todo = [q for q in questions if str(q.question_id) not in scan.finished]
+    return Job(setup, store, todo, summary, name)
+
+
+def _interleaved(jobs: list[Job]) -> Iterator[tuple[Job, Question]]:
+    """Every job's questions, taken in turn, so that all variants advance together (and the
+    requests they share are asked close together in time)."""
+    longest = max((len(j.todo) for j in jobs), default=0)
+    for i in range(longest):
+        for job in jobs:
+            if i < len(job.todo):
+                yield job, job.todo[i]
 
 
 class Progress:
-    """tqdm bar: debates done and ETA, running accuracy and consensus, tokens/s, and the requests
-    in flight on each server (with "full" when a 503 lowered its cap, "down" when set aside)."""
+    """tqdm bars: debates done and ETA, running accuracy and consensus, tokens/s, and the
+    requests in flight on each server (with "full" when a 503 lowered its cap, "down" when set
+    aside). One bar per experiment variant; the last one carries the servers."""
 
     WINDOW = 30.0  # seconds of history behind the tokens/s figure
 
-    def __init__(self, summary: RunSummary, setup: DebateSetup, enabled: bool) -> None:
-        self.summary, self.setup = summary, setup
+    def __init__(self, jobs: list[Job], enabled: bool) -> None:
+        self.jobs = jobs
         self.enabled = enabled
-        self.bar = tqdm(
-            total=summary.selected,
-            initial=summary.already_done,
-            unit="debate",
-            disable=not enabled,
-            dynamic_ncols=True,
-        )
-        self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), setup.tokens[0])])
+        width = max((len(j.name) for j in jobs), default=0)
+        self.bars = {
+            id(job): tqdm(
+                total=job.summary.selected,
+                initial=job.summary.already_done,
+                unit="debate",
+                desc=job.name.ljust(width) or None,
+                position=i if len(jobs) > 1 else None,
+                disable=not enabled,
+                dynamic_ncols=True,
+            )
+            for i, job in enumerate(jobs)
+        }
+        self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), self._tokens())])
         self._last = 0.0
 
-    def update(self, record: DebateRecord) -> None:
-        self.bar.update(1)
-        if self.enabled and (
-            time.monotonic() - self._last >= 0.5 or self.bar.n >= (self.bar.total or 0)
-        ):
+    def _tokens(self) -> int:
+        return sum(j.setup.tokens[0] for j in self.jobs)
+
+    def update(self, job: Job) -> None:
+        bar = self.bars[id(job)]
+        bar.update(1)
+        if self.enabled and (time.monotonic() - self._last >= 0.5 or bar.n >= (bar.total or 0)):
             self.refresh()
 
     def tokens_per_second(self, now: float) -> float:
         samples = self._samples
-        samples.append((now, self.setup.tokens[0]))
+        samples.append((now, self._tokens()))
         while len(samples) > 2 and now - samples[1][0] >= self.WINDOW:
             samples.popleft()
         (t0, n0), (t1, n1) = samples[0], samples[-1]
         return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
 
-    def postfix(self, now: float) -> str:
-        s = self.summary
+    def servers(self, now: float) -> str:
+        pools = _pools(*(j.setup for j in self.jobs))
         flights: dict[str, int] = {}
         notes: dict[str, str] = {}
-        for pool in _pools(self.setup):
+        for pool in pools:
             for e in pool.endpoints:
                 host = urlparse(e.url).netloc or e.url
                 flights[host] = flights.get(host, 0) + e.in_flight
@@ -201,18 +252,33 @@ class Progress:
             f"{host}={n}" + (f" ({notes[host]})" if host in notes else "")
             for host, n in flights.items()
         )
-        done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
-        stalled = stall_note(stalls(_pools(self.setup), now))
+        stalled = stall_note(stalls(pools, now))
         return (
-            f"acc={s.correct / done:.3f} cons={s.consensus / done:.2f} err={s.errored} "
-            f"| {self.tokens_per_second(now):,.0f} tok/s | in flight {servers}"
+            f"{self.tokens_per_second(now):,.0f} tok/s | in flight {servers}"
             + (f" | {stalled}" if stalled else "")
         )
+
+    @staticmethod
+    def figures(s: RunSummary) -> str:
+        done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
+        return f"acc={s.correct / done:.3f} cons={s.consensus / done:.2f} err={s.errored}"
+
+    def postfix(self, now: float) -> str:
+        """The single bar of a plain run: its figures and the servers."""
+        return f"{self.figures(self.jobs[0].summary)} | {self.servers(now)}"
 
     def refresh(self) -> None:
         now = time.monotonic()
         self._last = now
-        self.bar.set_postfix_str(self.postfix(now), refresh=True)
+        if len(self.jobs) == 1:
+            self.bars[id(self.jobs[0])].set_postfix_str(self.postfix(now), refresh=True)
+            return
+        for job in self.jobs[:-1]:
+            self.bars[id(job)].set_postfix_str(self.figures(job.summary), refresh=True)
+        last = self.jobs[-1]
+        self.bars[id(last)].set_postfix_str(
+            f"{self.figures(last.summary)} | {self.servers(now)}", refresh=True
+        )
 
     async def tick(self, every: float = 1.0) -> None:
         """Keep the figures live while long debates run (the bar moves only as they finish)."""
@@ -223,31 +289,40 @@ class Progress:
     def close(self) -> None:
         if self.enabled:
             self.refresh()
-        self.bar.close()
+        for bar in self.bars.values():
+            bar.close()
+
+
+Written = tuple["Job", DebateRecord]
 
 
 async def _writer(
-    queue: asyncio.Queue[DebateRecord | None],
-    store: RunStore,
-    on_written: Callable[[DebateRecord], None],
+    queue: asyncio.Queue[Written | None],
+    on_written: Callable[[Job, DebateRecord], None],
     on_failure: Callable[[CrawdadError], None],
+    responses: ResponseStore | None = None,
 ) -> None:
-    """Group commit: everything finished since the last fsync goes down in one write. A write
-    that fails (a full disk) stops the run: nothing after it could be kept either."""
+    """Group commit: everything finished since the last fsync goes down in one write per run
+    folder. A write that fails (a full disk) stops the run: nothing after it could be kept."""
     while True:
         item = await queue.get()
         batch = [item]
         while not queue.empty():
             batch.append(queue.get_nowait())
-        records = [r for r in batch if r is not None]
-        if records:
-            try:
-                await asyncio.to_thread(store.append, records)
-            except StoreWriteError as e:
-                on_failure(e)
-                return
-            for r in records:
-                on_written(r)
+        done = [w for w in batch if w is not None]
+        by_job: dict[int, tuple[Job, list[DebateRecord]]] = {}
+        for job, record in done:
+            by_job.setdefault(id(job), (job, []))[1].append(record)
+        try:
+            if responses is not None and done:
+                await asyncio.to_thread(responses.sync)
+            for job, records in by_job.values():
+                await asyncio.to_thread(job.store.append, records)
+                for r in records:
+                    on_written(job, r)
+        except (StoreWriteError, OSError) as e:
+            on_failure(e if isinstance(e, StoreWriteError) else StoreWriteError(str(e)))
+            return
         if None in batch:
             return
 
@@ -280,25 +355,18 @@ async def run(
     servers: dict[str, str | None] = {}
     try:
         if check_servers:
-            report = await diagnose(config)
-            require_ready(report)
-            for warning in report.warnings:
-                log.warning("%s", warning)
-            servers = report.versions()
+            servers = await _check(config)
         store = RunStore(out)
         scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
         try:
-            return await _run_all(
-                setup,
-                gate,
-                store,
-                scan,
-                dataset.questions,
-                out,
-                progress,
-                config.concurrency,
-                on_summary,
-            )
+            job = _job(setup, store, scan, dataset.questions)
+
+            def report(summaries: list[RunSummary]) -> None:
+                if on_summary is not None:
+                    on_summary(summaries[0])
+
+            summaries = await _run_jobs([job], gate, progress, config.concurrency, report)
+            return summaries[0]
         finally:
             store.close()
     finally:
@@ -306,35 +374,29 @@ async def run(
             await pool.aclose()
 
 
-async def _run_all(
-    setup: DebateSetup,
+async def _check(config: RunConfig) -> dict[str, str | None]:
+    report = await diagnose(config)
+    require_ready(report)
+    for warning in report.warnings:
+        log.warning("%s", warning)
+    return report.versions()
+
+
+async def _run_jobs(
+    jobs: list[Job],
     gate: ModelGate | None,
-    store: RunStore,
-    scan: Scan,
-    questions: list[Question],
-    out: Path,
     progress: bool,
     concurrency: int,
-    on_summary: Callable[[RunSummary], None] | None,
-) -> RunSummary:
-    selected_ids = {str(q.question_id) for q in questions}
-    done_here = scan.finished & selected_ids
-    todo = [q for q in questions if str(q.question_id) not in scan.finished]
-    summary = RunSummary(
-        out=out,
-        selected=len(questions),
-        already_done=len(done_here),
-        done_total=len(done_here),
-        correct=len(scan.correct_ids & selected_ids),
-        consensus=len(scan.consensus_ids & selected_ids),
-        outside=len(scan.questions() - selected_ids),
-    )
-    bar = Progress(summary, setup, progress)
-
+    on_summary: Callable[[list[RunSummary]], None] | None,
+    responses: ResponseStore | None = None,
+) -> list[RunSummary]:
+    bar = Progress(jobs, progress)
+    summaries = [j.summary for j in jobs]
     stuck = _StuckServers(threshold=max(8, concurrency))
 
-    def on_written(record: DebateRecord) -> None:
+    def on_written(job: Job, record: DebateRecord) -> None:
         stuck.see(record)
+        summary = job.summary
         if record.ok:
             summary.finished += 1
             summary.done_total += 1
@@ -343,7 +405,7 @@ async def _run_all(
         else:
             summary.errored += 1
             summary.errors[(record.error or "error")[:160]] += 1
-        bar.update(record)
+        bar.update(job)
 
     # At most `concurrency` debates exist at once: a debate is started only when one finishes,
     # and each advances as soon as its last request is back. Memory does not grow with the run.
@@ -359,17 +421,19 @@ async def _run_all(
             for task in list(tasks):
                 task.cancel()
 
-    queue: asyncio.Queue[DebateRecord | None] = asyncio.Queue()
+    queue: asyncio.Queue[Written | None] = asyncio.Queue()
     writer = asyncio.create_task(
-        _writer(queue, store, on_written, lambda e: halt(RunStopped(str(e))))
+        _writer(queue, on_written, lambda e: halt(RunStopped(str(e))), responses)
     )
     ticker = asyncio.create_task(bar.tick()) if progress else None
-    watcher = asyncio.create_task(_watch(Watchdog.of(setup), halt, not progress))
+    watcher = asyncio.create_task(
+        _watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress)
+    )
     start = time.monotonic()
 
-    async def one(question: Question) -> None:
+    async def one(job: Job, question: Question) -> None:
         try:
-            queue.put_nowait(await run_debate(setup, question))
+            queue.put_nowait((job, await run_debate(job.setup, question)))
         finally:
             slots.release()
 
@@ -381,12 +445,12 @@ async def _run_all(
                 other.cancel()
 
     try:
-        for question in todo:
+        for job, question in _interleaved(jobs):
             await slots.acquire()
             # A bug, a failed write, or servers that will not come back: stop.
             if crashed or stuck.verdict or halted:
                 break
-            task = asyncio.create_task(one(question))
+            task = asyncio.create_task(one(job, question))
             tasks.add(task)
             task.add_done_callback(finished)
         if tasks:
@@ -394,7 +458,8 @@ async def _run_all(
         if crashed:
             raise crashed[0]
     except BaseException:  # Ctrl-C, or a bug: stop the other debates, keep what is finished
-        summary.interrupted = True
+        for summary in summaries:
+            summary.interrupted = True
         for task in list(tasks):
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -407,27 +472,35 @@ async def _run_all(
         queue.put_nowait(None)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(writer)
-        summary.seconds = time.monotonic() - start
-        summary.switches = gate.switches if gate else 0
-        summary.interrupted = summary.interrupted or bool(halted)
+        for summary in summaries:
+            summary.seconds = time.monotonic() - start
+            summary.switches = gate.switches if gate else 0
+            summary.interrupted = summary.interrupted or bool(halted)
         bar.close()
         if on_summary is not None:
-            on_summary(summary)
+            on_summary(summaries)
     if halted:
-        halted[0].summary = summary
+        halted[0].summary = summaries[0]
+        halted[0].summaries = summaries
         raise halted[0]
     if stuck.verdict:
-        raise ServersStuck(stuck.verdict, summary)
-    return summary
+        raise ServersStuck(stuck.verdict, summaries[0], summaries)
+    return summaries
 
 
 class RunStopped(CrawdadError):
     """The run stopped before its end for a reason the user must fix; `summary` says how far
-    it got (the CLI prints it before the message)."""
+    it got (the CLI prints it before the message); `summaries`, each variant's in an experiment."""
 
-    def __init__(self, message: str, summary: RunSummary | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        summary: RunSummary | None = None,
+        summaries: list[RunSummary] | None = None,
+    ) -> None:
         super().__init__(message)
         self.summary = summary
+        self.summaries = summaries or ([summary] if summary else [])
 
 
 class ServersStuck(RunStopped):

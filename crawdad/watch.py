@@ -50,12 +50,15 @@ class Watchdog:
     _reported: set[str] = field(default_factory=set, init=False)
 
     @classmethod
-    def of(cls, setup: DebateSetup) -> Watchdog:
-        roles = {f"agent {name}": p.pool for name, p in setup.agents.items()}
-        if setup.judge is not None:
-            roles["the judge"] = setup.judge.pool
-        roles["the extractor"] = setup.extractor.pool
-        return cls(roles, setup.extractor.pool.retry)
+    def of(cls, *setups: DebateSetup) -> Watchdog:
+        """Over every role of the setups (an experiment's variants share their servers)."""
+        roles: dict[str, ModelPool] = {}
+        for setup in setups:
+            roles |= {f"agent {name}": p.pool for name, p in setup.agents.items()}
+            if setup.judge is not None:
+                roles["the judge"] = setup.judge.pool
+            roles["the extractor"] = setup.extractor.pool
+        return cls(roles, setups[0].extractor.pool.retry)
 
     @property
     def every(self) -> float:

@@ -290,7 +290,7 @@ def test_run_refuses_records_without_manifest_until_force(
         assert f"{out} has 2 debate line(s) in debates.jsonl but no manifest.json" in err
         assert "use another --out folder, or pass --force" in err
         code, out_text, _ = cli(monkeypatch, capsys, *args, "--seed", "5", "--force")
-    assert code == 0 and "2/2 debates finished" in out_text
+    assert code == 0 and "2/2 selected debates finished" in out_text
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["seed"] == 5 and "was missing" in manifest["notes"][0]
     # the two seed-0 debates ran again under seed 5; analysis sees one run

@@ -33,7 +33,15 @@ from crawdad.errors import CrawdadError, GarbledReply, StoreWriteError
 from crawdad.fake import FakeServer, FaultPlan, LatencyModel, paper_models
 from crawdad.fake.faults import GARBAGE_FAULTS
 from crawdad.records import DatasetInfo, DebateRecord, RunManifest
-from crawdad.runner import Progress, RunStopped, RunSummary, ServersStuck, build_setup, run
+from crawdad.runner import (
+    Job,
+    Progress,
+    RunStopped,
+    RunSummary,
+    ServersStuck,
+    build_setup,
+    run,
+)
 from crawdad.store import RunStore, read_jsonl_ids
 from crawdad.synthetic import write_cladder
 
@@ -145,7 +153,7 @@ async def test_summary_and_progress_line_never_count_lines_of_other_questions(
     mine = [r for r in records(out) if r["question_id"] >= 4]
     assert summary.correct == sum(r["final_answer"] == r["gold"] for r in mine)
     assert summary.consensus == sum(r["consensus"] for r in mine)
-    postfix = Progress(summary, setup, enabled=False).postfix(time.monotonic())
+    postfix = Progress([Job(setup, RunStore(out), [], summary)], enabled=False).postfix(time.monotonic())
     assert f"acc={summary.correct / 4:.3f}" in postfix
     assert f"cons={summary.consensus / 4:.2f}" in postfix
     for pool in {id(p.pool): p.pool for p in [*setup.agents.values(), setup.extractor]}.values():
@@ -381,7 +389,7 @@ def test_stalled_requests_show_on_the_progress_line(tmp_path: Path) -> None:
         guard = StreamGuard()
         guard.last_progress = now - age
         endpoint.active.add(guard)
-    bar = Progress(summary, setup, False)
+    bar = Progress([Job(setup, RunStore(tmp_path), [], summary)], False)
     assert bar.postfix(now).endswith("| stalled: 127.0.0.1:8001 (2 requests, 75 s)")
     endpoint.active.add(StreamGuard())  # one that streams: the others queue behind it
     assert "stalled" not in bar.postfix(time.monotonic())

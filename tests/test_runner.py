@@ -14,6 +14,7 @@ from crawdad.data import Dataset, load_cladder
 from crawdad.demo import answer_key
 from crawdad.errors import CrawdadError
 from crawdad.fake import FakeReply, FakeServer, FaultPlan, LatencyModel, ScriptedModel, paper_models
+from crawdad.prompts import load_prompts
 from crawdad.runner import run
 from crawdad.store import read_jsonl_ids
 from crawdad.synthetic import write_cladder
@@ -50,13 +51,11 @@ async def test_run_writes_complete_records_and_resume_skips_them(tmp_path: Path)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["simulated"] and manifest["dataset"]["n_selected"] == 30
     assert manifest["servers"] == {server.url: "0.12.6"}
-    assert set(manifest["prompts"]) == {
-        "initial",
-        "critique",
-        "defence",
-        "history_entry",
-        "extractor",
-    }
+    # Every template of the prompt set, and the set's own small parts, by version.
+    assert manifest["prompts"] == load_prompts("paper").versions()
+    assert {"initial", "critique", "defence", "history_entry", "extractor", "set"} <= set(
+        manifest["prompts"]
+    )
     for r in records:
         assert r["simulated"] and r["error"] is None and r["gold"] in ("yes", "no")
         assert r["alignment"] in ("commonsense", "anticommonsense", "nonsense") and r["rung"] in (
