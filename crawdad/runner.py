@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from tqdm.auto import tqdm
 
 from crawdad import __version__
 from crawdad.backends import ModelPool, make_backend
-from crawdad.config import RunConfig, public_dump
+from crawdad.config import ModelSpec, RunConfig, public_dump
 from crawdad.data import Dataset, Question
 from crawdad.doctor import diagnose, require_ready
 from crawdad.errors import CrawdadError, StoreWriteError
@@ -80,48 +81,79 @@ class RunSummary:
         return out
 
 
-def _pools_by_server(config: RunConfig, gate: ModelGate | None) -> dict[str, ModelPool]:
-    """One pool per model and set of servers, keyed by role: roles that name the same model on
-    the same base URLs (a model debating itself, or the extractor on a debater's model) share
-    its pool, so its cap and in-flight counts are those of the server, not of each role."""
-    specs = {a.name: a for a in config.agents} | {"extractor": config.extractor}
+ServerKey = tuple[str, str, tuple[str, ...]]
+
+
+def _specs(config: RunConfig) -> dict[str, ModelSpec]:
+    specs: dict[str, ModelSpec] = {a.name: a for a in config.agents}
+    specs["extractor"] = config.extractor
     if config.judge is not None:
         specs["judge"] = config.judge
-    shared: dict[tuple[str, str, tuple[str, ...]], ModelPool] = {}
-    pools: dict[str, ModelPool] = {}
-    for role, spec in specs.items():
-        key = (spec.backend, spec.model, tuple(spec.base_urls))
-        if key not in shared:
-            same = [s for s in specs.values() if (s.backend, s.model, tuple(s.base_urls)) == key]
-            caps = [s.max_in_flight for s in same if s.max_in_flight]
-            # The client's timeout is the longest; each request keeps its own (pool.py).
-            pool_spec = spec.model_copy(
-                update={
-                    "max_in_flight": min(caps) if caps else None,
-                    "timeout": max(s.timeout for s in same),
-                }
-            )
-            shared[key] = ModelPool(
-                pool_spec, lambda url, s=pool_spec: make_backend(s, url), config.retry, gate
-            )
-        pools[role] = shared[key]
+    return specs
+
+
+def _server_key(spec: ModelSpec) -> ServerKey:
+    return (spec.backend, spec.model, tuple(spec.base_urls))
+
+
+def server_pools(configs: list[RunConfig], gate: ModelGate | None) -> dict[ServerKey, ModelPool]:
+    """One pool per model and set of servers: roles that name the same model on the same base
+    URLs (a model debating itself, the extractor on a debater's model, the variants of an
+    experiment) share its pool, so its cap and in-flight counts are those of the server."""
+    specs = [s for c in configs for s in _specs(c).values()]
+    pools: dict[ServerKey, ModelPool] = {}
+    for spec in specs:
+        key = _server_key(spec)
+        if key in pools:
+            continue
+        same = [s for s in specs if _server_key(s) == key]
+        caps = [s.max_in_flight for s in same if s.max_in_flight]
+        # The client's timeout is the longest; each request keeps its own (pool.py).
+        pool_spec = spec.model_copy(
+            update={
+                "max_in_flight": min(caps) if caps else None,
+                "timeout": max(s.timeout for s in same),
+            }
+        )
+        pools[key] = ModelPool(
+            pool_spec, lambda url, s=pool_spec: make_backend(s, url), configs[0].retry, gate
+        )
     return pools
 
 
-def build_setup(config: RunConfig, simulated: bool = False) -> tuple[DebateSetup, ModelGate | None]:
-    gate = ModelGate() if config.schedule == "grouped" else None
-    pools = _pools_by_server(config, gate)
-    agents = {a.name: Participant(a, pools[a.name]) for a in config.agents}
-    extractor = Participant(config.extractor, pools["extractor"])
-    judge = Participant(config.judge, pools["judge"]) if config.judge is not None else None
+def _guard_settings(config: RunConfig) -> str:
+    """What of the protocol can end a response early: part of a shared response's key."""
+    p = config.protocol
+    return f"loop={p.loop_detection}:{p.loop_min_chars} budget={p.turn_time_budget}"
+
+
+def build_setup(
+    config: RunConfig,
+    simulated: bool = False,
+    pools: dict[ServerKey, ModelPool] | None = None,
+    responses: ResponseStore | None = None,
+) -> tuple[DebateSetup, ModelGate | None]:
+    """The participants of a run. An experiment passes the pools all its variants share, and
+    its response store, through which every request of this variant goes."""
+    gate = None
+    if pools is None:
+        gate = ModelGate() if config.schedule == "grouped" else None
+        pools = server_pools([config], gate)
+
+    def participant(spec: ModelSpec) -> Participant:
+        pool: Any = pools[_server_key(spec)]
+        if responses is not None:
+            pool = SharedPool(pool, responses, spec.backend, _guard_settings(config))
+        return Participant(spec, pool)  # type: ignore[arg-type]
+
     setup = DebateSetup(
-        agents=agents,
-        extractor=extractor,
+        agents={a.name: participant(a) for a in config.agents},
+        extractor=participant(config.extractor),
         prompts=load_prompts(config.prompt_source),
         protocol=config.protocol,
         seed=config.seed,
         simulated=simulated,
-        judge=judge,
+        judge=participant(config.judge) if config.judge is not None else None,
     )
     return setup, gate
 
@@ -144,7 +176,7 @@ def manifest_for(
     )
 
 
-def _pools(*setups: DebateSetup) -> list[ModelPool]:
+def pools_of(*setups: DebateSetup) -> list[ModelPool]:
     """Each server pool once (roles and experiment variants may share one)."""
     pools = []
     for setup in setups:
@@ -167,7 +199,7 @@ class Job:
     name: str = ""  # the variant's name in an experiment
 
 
-def _job(setup: DebateSetup, store: RunStore, scan: Scan, questions: list[Question], name: str = "") -> Job:
+def make_job(setup: DebateSetup, store: RunStore, scan: Scan, questions: list[Question], name: str = "") -> Job:
     selected_ids = {str(q.question_id) for q in questions}
     done_here = scan.finished & selected_ids
     summary = RunSummary(
@@ -237,7 +269,7 @@ class Progress:
         return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
 
     def servers(self, now: float) -> str:
-        pools = _pools(*(j.setup for j in self.jobs))
+        pools = pools_of(*(j.setup for j in self.jobs))
         flights: dict[str, int] = {}
         notes: dict[str, str] = {}
         for pool in pools:
@@ -355,26 +387,26 @@ async def run(
     servers: dict[str, str | None] = {}
     try:
         if check_servers:
-            servers = await _check(config)
+            servers = await check_servers_of(config)
         store = RunStore(out)
         scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
         try:
-            job = _job(setup, store, scan, dataset.questions)
+            job = make_job(setup, store, scan, dataset.questions)
 
             def report(summaries: list[RunSummary]) -> None:
                 if on_summary is not None:
                     on_summary(summaries[0])
 
-            summaries = await _run_jobs([job], gate, progress, config.concurrency, report)
+            summaries = await run_jobs([job], gate, progress, config.concurrency, report)
             return summaries[0]
         finally:
             store.close()
     finally:
-        for pool in _pools(setup):
+        for pool in pools_of(setup):
             await pool.aclose()
 
 
-async def _check(config: RunConfig) -> dict[str, str | None]:
+async def check_servers_of(config: RunConfig) -> dict[str, str | None]:
     report = await diagnose(config)
     require_ready(report)
     for warning in report.warnings:
@@ -382,7 +414,7 @@ async def _check(config: RunConfig) -> dict[str, str | None]:
     return report.versions()
 
 
-async def _run_jobs(
+async def run_jobs(
     jobs: list[Job],
     gate: ModelGate | None,
     progress: bool,
