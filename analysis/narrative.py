@@ -52,6 +52,11 @@ def _secs(x: float) -> str:
     return f"{x:.1f}" if abs(x) >= 1 else f"{x:.3f}"
 
 
+def _count(k: int, noun: str) -> str:
+    """3 "debate turn" -> "3 debate turns"; 1 -> "1 debate turn"."""
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
 def _pts(x: float) -> str:
     return f"{100 * x:+.1f}"
 
@@ -122,7 +127,8 @@ def persuasion_line(pers: pd.DataFrame) -> str:
     unread = int(t.get("U->C", 0)) + int(t.get("U->I", 0))
     if unread:
         line += (
-            f" {unread} first answers could not be extracted (U, neither right nor wrong): "
+            f" {_count(unread, 'first answer')} could not be extracted (U, neither right nor "
+            "wrong): "
             f"{t['U->C']} ended correct, {t['U->I']} wrong."
         )
     per = pers[(pers["agent"] != ALL) & (pers["rung"] == ALL) & (pers["n"] > 0)]
@@ -297,7 +303,8 @@ def lengths_line(short: pd.DataFrame, limit: int = 100) -> str:
                 if r[f"no_text_{k}"]
             )
             part += (
-                f"; {r['n_no_text']} debate turns ({fmt_pct(r['share_no_text'])}%) had no final "
+                f"; {_count(int(r['n_no_text']), 'debate turn')} ({fmt_pct(r['share_no_text'])}%) "
+                "had no final "
                 f"text: stopped as {why}, everything in the trace, not counted as short"
             )
         parts.append(part)

@@ -122,10 +122,10 @@ Markdown and LaTeX stripped. A first answer that could not be extracted is its o
 timeout) with an empty final text has no text length: it is counted apart, not as a short
 response. Generation time is the server's own where the server reports one (Ollama's
 `total_duration`, which starts when Ollama accepts the request: it leaves out waiting in crawdad
-and on the network, not a wait for a model load or a free slot inside Ollama) and crawdad's wall
-time where it does not (OpenAI-compatible servers); the paper timed one request at a time, and
-under concurrency wall time includes queueing. The time tables say which is shown for which
-model."""
+and on the network, but can still hold a wait for a model load or a free slot inside Ollama) and
+crawdad's wall time where it does not (OpenAI-compatible servers): the paper timed one request at
+a time, and under concurrency wall time includes queueing. The time tables say which time is
+shown for which model."""
 
 
 def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:

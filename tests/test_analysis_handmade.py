@@ -36,7 +36,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis import figures as F
 from analysis import metrics as M
+from analysis import narrative as N
 from analysis.load import load_run
 from analysis.synthetic import write_synthetic_run
 from crawdad.records import DebateRecord, Turn
@@ -723,3 +725,42 @@ def test_extraction_quality(run):
     assert q.loc[R, "answer_null"] == 2 and q.loc[Q, "answer_null"] == 1
     assert q.loc["all", "n"] == 32
     assert not math.isnan(q.loc["all", "no_extraction"])
+
+
+def test_report_lines_say_what_is_counted(run):
+    d, t, _ = run
+    short = N.lengths_line(M.short_debate_turns(t))
+    # Q: D11 r3 is 1 of its 11 debate turns; R: 5 of 10 short, traces 1,000 vs 3,000
+    assert "1 debate turn (9.1%) had no final text: stopped as loop 1" in short
+    assert "0.00% (0/10) of debate responses with a final text" in short
+    assert "50.00% (5/10)" in short and "median 1,000 characters (all debate traces 3,000)" in short
+    src = M.time_sources(t)
+    cap = N.timing_caption(src)
+    assert "qa: the server's own generation time" in cap
+    assert "rb: wall time, as the server reports no time of its own" in cap
+    line = N.time_sources_line(src)
+    assert "qa: the server's own generation time (15 of 16 responses; 1 without one" in line
+    assert "wall time was a median 1.0 s longer" in line
+    pers = N.persuasion_line(M.persuasion(d))
+    assert "2 first answers could not be extracted (U, neither right nor wrong)" in pers
+    assert "1 ended correct, 1 wrong" in pers
+    al = N.confidence_alignment_line(M.confidence_by_alignment(d))
+    assert al.startswith("Mean initial confidence by alignment: commonsense 0.838, nonsense")
+
+
+def test_figures_show_the_new_classes(run):
+    d, t, _ = run
+    colors = F.agent_colors(d["first_agent"])
+    pers = F.persuasion_figure(M.persuasion(d), colors)
+    legend = [x.get_text() for x in pers.legends[0].get_texts()]
+    assert "not extracted \u2192 correct" in legend and "not extracted \u2192 wrong" in legend
+    lengths = F.lengths_figure(M.length_points(t), M.short_debate_turns(t), colors)
+    assert len(lengths.axes) == 4
+    texts = [x.get_text() for x in lengths.axes[0].texts]
+    assert "qa: +1 runaway turn with no final text" in texts
+    assert "qa: median 156, n=10; 0.0% \u2264 100" in texts
+    assert "rb: median 1,000, n=5" in [x.get_text() for x in lengths.axes[2].texts]
+    assert "(c) traces behind debate responses" in lengths.axes[2].get_title(loc="left")
+    timing = F.timing_figure(M.timing(t), colors)
+    legend = [x.get_text() for x in timing.legends[0].get_texts()]
+    assert legend == [f"{Q}: server-reported time", f"{R}: wall time"]

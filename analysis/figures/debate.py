@@ -231,6 +231,7 @@ def lengths_figure(
         ax.set_title(label.format(limit=limit), loc="left", fontsize=8)
         # room above the bars for the notes
         ax.set_ylim(0, ax.get_ylim()[1] / below_notes)
+        ax.set_yticks([y for y in ax.get_yticks() if 0 <= y <= 100])  # no "150%" in the headroom
     axes[-1].set_xlabel("length (characters, log scale)")
     fig.suptitle(title)
     handles, labels = [], []
