@@ -17,6 +17,7 @@ __all__ = [
     "calibration_line",
     "cap_line",
     "change_line",
+    "confidence_alignment_line",
     "confidence_change_line",
     "confidence_line",
     "confident_wrong_line",
@@ -27,6 +28,8 @@ __all__ = [
     "query_type_line",
     "rounds_line",
     "sentiment_line",
+    "time_sources_line",
+    "timing_caption",
     "timing_line",
 ]
 
@@ -47,6 +50,11 @@ def _secs(x: float) -> str:
     if abs(x) >= 100:
         return f"{x:,.0f}"
     return f"{x:.1f}" if abs(x) >= 1 else f"{x:.3f}"
+
+
+def _count(k: int, noun: str) -> str:
+    """3 "debate turn" -> "3 debate turns"; 1 -> "1 debate turn"."""
+    return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
 def _pts(x: float) -> str:
@@ -116,6 +124,13 @@ def persuasion_line(pers: pd.DataFrame) -> str:
         f"Of {t['n']} debates that went to a third response, debate turned {t['I->C']} wrong first "
         f"answers right and {t['C->I']} right ones wrong (C\u2192C {t['C->C']}, I\u2192I {t['I->I']})."
     )
+    unread = int(t.get("U->C", 0)) + int(t.get("U->I", 0))
+    if unread:
+        line += (
+            f" {_count(unread, 'first answer')} could not be extracted (U, neither right nor "
+            "wrong): "
+            f"{t['U->C']} ended correct, {t['U->I']} wrong."
+        )
     per = pers[(pers["agent"] != ALL) & (pers["rung"] == ALL) & (pers["n"] > 0)]
     if len(per):
         flips = [
@@ -167,6 +182,25 @@ def confidence_line(conf: pd.DataFrame) -> str:
         ini = np.average(c[c["rung"] == ALL]["mean"], weights=c[c["rung"] == ALL]["n"])
         parts.append(f"mean confidence {ini:.2f} initially, {m:.2f} in the final answers")
     return "; ".join(parts) + "."
+
+
+def confidence_alignment_line(ca: pd.DataFrame) -> str:
+    """Mean initial confidence by commonsense alignment, all first speakers and per model."""
+    c = ca[(ca["stage"] == "initial") & (ca["alignment"] != ALL)]
+    if c.empty:
+        return "No extracted confidences."
+
+    def means(g: pd.DataFrame) -> str:
+        return ", ".join(f"{r['alignment']} {r['mean']:.3f}" for _, r in g.iterrows())
+
+    line = "Mean initial confidence by alignment: " + means(c[c["agent"] == ALL])
+    per = [
+        f"{_name(agent)} " + means(g)
+        for agent, g in c[c["agent"] != ALL].groupby("agent", sort=True)
+    ]
+    if per:
+        line += "; by first speaker: " + "; ".join(per)
+    return line + " (the paper, 4.2, saw no evident difference by alignment)."
 
 
 def change_line(change: pd.DataFrame) -> str:
@@ -239,16 +273,89 @@ def rounds_line(rounds: pd.DataFrame, consensus: pd.DataFrame, summary: pd.DataF
     return "; ".join(parts) + "."
 
 
+def _chars(x: float) -> str:
+    return "-" if x != x else f"{x:,.0f}"
+
+
 def lengths_line(short: pd.DataFrame, limit: int = 100) -> str:
+    """Share of short debate responses (over those with a final text), the runaway turns without
+    a final text apart, and the traces behind the short ones (fig. 7c)."""
     if short.empty:
         return "No debate responses."
-    parts = [
-        f"{_name(r['agent'])}: {fmt_pct(r['share_short'], 2)}% ({r['n_short']}/{r['n']}) of debate "
-        f"responses are {limit} characters or less, median {r['median_chars']:.0f} characters "
-        f"({r['median_chars_excl_short']:.0f} without those)"
-        for _, r in short.iterrows()
-    ]
+    parts = []
+    for _, r in short.iterrows():
+        part = (
+            f"{_name(r['agent'])}: {fmt_pct(r['share_short'], 2)}% ({r['n_short']}/"
+            f"{r['n_with_text']}) of debate responses with a final text are {limit} characters or "
+            f"less, median {_chars(r['median_chars'])} characters "
+            f"({_chars(r['median_chars_excl_short'])} without those)"
+        )
+        if r["n_short"]:
+            part += (
+                f"; the reasoning traces behind the short ones: median "
+                f"{_chars(r['median_trace_short'])} characters (all debate traces "
+                f"{_chars(r['median_trace'])})"
+            )
+        if r["n_no_text"]:
+            why = ", ".join(
+                f"{k} {int(r[f'no_text_{k}'])}"
+                for k in ("loop", "length", "timeout")
+                if r[f"no_text_{k}"]
+            )
+            part += (
+                f"; {_count(int(r['n_no_text']), 'debate turn')} ({fmt_pct(r['share_no_text'])}%) "
+                "had no final "
+                f"text: stopped as {why}, everything in the trace, not counted as short"
+            )
+        parts.append(part)
     return "; ".join(parts) + "."
+
+
+def _source(src: str) -> str:
+    return "server-reported" if src == "server" else "wall"
+
+
+def time_sources_line(sources: pd.DataFrame) -> str:
+    """Which time is shown for which model, and why (fig. 8 and the time tables)."""
+    if sources.empty:
+        return "No responses."
+    parts = []
+    for _, r in sources.iterrows():
+        if r["time_source"] == "server":
+            part = (
+                f"{_name(r['agent'])}: the server's own generation time ({r['n_server']} of "
+                f"{r['n']} responses"
+            )
+            if r["n_fallback"]:
+                part += f"; {r['n_fallback']} without one, cut by crawdad, show their wall time"
+            part += f"; wall time was a median {_secs(r['median_wait_s'])} s longer)"
+        else:
+            part = f"{_name(r['agent'])}: wall time (its server reports no generation time)"
+        parts.append(part)
+    return (
+        "The paper timed one request at a time; under concurrency, wall time also holds the time "
+        "a request waited in queues, so the time shown is the server's own where it reports one. "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def timing_caption(sources: pd.DataFrame) -> str:
+    """The caption of fig. 8: which time it shows for which model."""
+    base = "Fig. 8: median generation time by round and rung"
+    if sources.empty:
+        return base
+    parts = []
+    for src, g in sources.groupby("time_source", sort=False):
+        who = " and ".join(_name(a) for a in g["agent"])
+        if src == "server":
+            parts.append(
+                f"{who}: the server's own generation time, without the queueing that wall time "
+                "includes under concurrency"
+            )
+        else:
+            parts.append(f"{who}: wall time, as the server reports no time of its own")
+    return f"{base}. " + "; ".join(parts) + "."
 
 
 def timing_line(timing: pd.DataFrame, slowest: pd.DataFrame, stops: pd.DataFrame) -> str:
@@ -258,13 +365,16 @@ def timing_line(timing: pd.DataFrame, slowest: pd.DataFrame, stops: pd.DataFrame
     parts = []
     for agent, g in t.groupby("agent", sort=True):
         med = g.set_index("round")["median_s"]
-        parts.append(f"{_name(agent)} " + " / ".join(_secs(v) for v in med.to_numpy()))
+        parts.append(
+            f"{_name(agent)} ({_source(g['time_source'].iloc[0])}) "
+            + " / ".join(_secs(v) for v in med.to_numpy())
+        )
     line = "Median seconds per response by round (0, 1, ...): " + "; ".join(parts)
     if not slowest.empty:
         s = slowest.iloc[0]
         line += (
             f". Slowest: {_secs(s['seconds'])} s ({_name(s['agent'])}, round {s['round']}, "
-            f"stop reason \u201c{s['stop_reason']}\u201d)"
+            f"{s['time_source']} time, stop reason \u201c{s['stop_reason']}\u201d)"
         )
     slow_col = [c for c in stops.columns if c.startswith("over_")]
     tot = stops[stops["agent"] == ALL]
@@ -339,7 +449,8 @@ def slowest_line(slowest: pd.DataFrame) -> str:
     why = slowest["stop_reason"].value_counts()
     return (
         f"The {len(slowest)} slowest responses took {_secs(slowest['seconds'].min())} to "
-        f"{_secs(slowest['seconds'].max())} s; by model: "
+        f"{_secs(slowest['seconds'].max())} s (`seconds`: the time shown, see `time_source`; wall "
+        "and server times beside it); by model: "
         + ", ".join(f"{k} {v}" for k, v in who.items())
         + "; by stop reason: "
         + ", ".join(f"{k} {v}" for k, v in why.items())

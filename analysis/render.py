@@ -33,6 +33,7 @@ _PCT_COLS = {
     "rate",
     "p_change",
     "share_short",
+    "share_no_text",
     "share_up",
     "share_same",
     "share_down",

@@ -49,6 +49,10 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
         "Stated confidence by rung and correctness",
         lambda d, t: M.confidence_summary(d),
     ),
+    "confidence_by_alignment": (
+        "Stated confidence by commonsense alignment",
+        lambda d, t: M.confidence_by_alignment(d),
+    ),
     "answer_changes": (
         "Answer changes vs the opponent's confidence",
         lambda d, t: M.change_vs_opponent_confidence(M.challenged_turns(t)),
@@ -68,6 +72,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
         "Debate responses of 100 characters or less",
         lambda d, t: M.short_debate_turns(t),
     ),
+    "time_sources": ("Which time is shown for which model", lambda d, t: M.time_sources(t)),
     "timing": ("Generation time (s) by round and rung", lambda d, t: M.timing(t)),
     "slowest": ("Slowest responses", lambda d, t: M.slowest(t)),
     "stop_reasons": ("Stop reasons and slow responses", lambda d, t: M.stop_reasons(t)),
@@ -85,13 +90,20 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
 
 FIGURES = {
     "accuracy": "Accuracy before and after debate, by rung (95% bootstrap CIs)",
-    "fig2_persuasion": "Fig. 2: persuasion outcomes by first speaker and rung",
+    "fig2_persuasion": (
+        "Fig. 2: persuasion outcomes by first speaker and rung (first answers that could not be "
+        "extracted hatched, as their own class)"
+    ),
     "fig3_confidence": "Fig. 3: stated confidence by rung, correct vs incorrect, initial and final",
     "fig4_answer_changes": "Fig. 4: answer changes vs the opponent's confidence",
     "fig5_confidence_change": "Fig. 5: confidence change when defending vs when persuaded",
     "fig6_rounds": "Fig. 6: rounds to finish by rung and first speaker; consensus by length",
-    "fig7_lengths": "Fig. 7: lengths of debate responses, initial responses and reasoning traces",
-    "fig8_timing": "Fig. 8: median generation time by round and rung",
+    "fig7_lengths": (
+        "Fig. 7: lengths of (a) debate responses with a final text, (b) initial responses, "
+        "(c) the reasoning traces behind debate responses of 100 characters or less and "
+        "(d) behind all debate responses"
+    ),
+    "fig8_timing": "Fig. 8: median generation time by round and rung",  # completed per run
     "reliability": "Reliability diagrams of initial and final answers",
 }
 
@@ -106,7 +118,15 @@ table (`n_unanswered`, `n_errored`) and in the summary. Persuasion, rounds and a
 leave errored debates out. CIs are 95% percentile bootstraps (10,000 resamples of the questions,
 seeded). McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
 equal-width confidence bins. Sentiment is VADER's compound score of the response text with
-Markdown and LaTeX stripped; generation time is wall time as seen by crawdad."""
+Markdown and LaTeX stripped. A first answer that could not be extracted is its own persuasion class
+(U->C, U->I), not a wrong one. A debate turn that ran out of budget (stopped as loop, length or
+timeout) with an empty final text has no text length: it is counted apart, not as a short
+response. Generation time is the server's own where the server reports one (Ollama's
+`total_duration`, which starts when Ollama accepts the request: it leaves out waiting in crawdad
+and on the network, but can still hold a wait for a model load or a free slot inside Ollama) and
+crawdad's wall time where it does not (OpenAI-compatible servers): the paper timed one request at
+a time, and under concurrency wall time includes queueing. The time tables say which time is
+shown for which model."""
 
 
 def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -138,10 +158,11 @@ class _Writer:
     def rel(self, p: Path) -> str:
         return p.relative_to(self.root).as_posix()
 
-    def figure(self, name: str) -> str:
+    def figure(self, name: str, caption: str | None = None) -> str:
         fdir = self.folder / "figures"
         png, pdf = fdir / f"{name}.png", fdir / f"{name}.pdf"
-        return f"![{FIGURES[name]}]({self.rel(png)})\n\n[PDF]({self.rel(pdf)}) · {FIGURES[name]}"
+        cap = caption or FIGURES[name]
+        return f"![{cap}]({self.rel(png)})\n\n[PDF]({self.rel(pdf)}) · {cap}"
 
 
 # A figure to draw: (folder, name, figure function, its arguments). Drawn apart from the
@@ -202,6 +223,7 @@ def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         "persuasion": N.persuasion_line(t["persuasion"]),
         "sentiment": N.sentiment_line(t["sentiment"]),
         "confidence": N.confidence_line(t["confidence"]),
+        "confidence_by_alignment": N.confidence_alignment_line(t["confidence_by_alignment"]),
         "answer_changes": N.change_line(t["answer_changes"]),
         "confidence_change": N.confidence_change_line(t["confidence_change"]),
         "confident_wrong_corrected": N.confident_wrong_line(t["confident_wrong_corrected"]),
@@ -211,6 +233,7 @@ def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         "consensus_by_round": _consensus_line(t["consensus_by_round"]),
         "lengths": N.length_kinds_line(t["lengths"]),
         "short_debate_turns": N.lengths_line(t["short_debate_turns"]),
+        "time_sources": N.time_sources_line(t["time_sources"]),
         "timing": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
         "slowest": N.slowest_line(t["slowest"]),
         "stop_reasons": _stop_line(t["stop_reasons"]),
@@ -248,7 +271,11 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ("Overview", ["summary"], []),
     ("Accuracy (Table 1)", ["table1", "mcnemar", "accuracy_by_cap"], ["accuracy"]),
     ("Persuasion (fig. 2) and sentiment", ["persuasion", "sentiment"], ["fig2_persuasion"]),
-    ("Confidence (fig. 3)", ["confidence", "confident_wrong_corrected"], ["fig3_confidence"]),
+    (
+        "Confidence (fig. 3)",
+        ["confidence", "confidence_by_alignment", "confident_wrong_corrected"],
+        ["fig3_confidence"],
+    ),
     (
         "Answer changes and confidence (figs. 4, 5)",
         ["answer_changes", "confidence_change"],
@@ -256,7 +283,7 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ),
     ("Rounds taken (fig. 6)", ["rounds_to_finish", "consensus_by_round"], ["fig6_rounds"]),
     ("Response length (fig. 7)", ["short_debate_turns", "lengths"], ["fig7_lengths"]),
-    ("Time taken (fig. 8)", ["timing", "slowest", "stop_reasons"], ["fig8_timing"]),
+    ("Time taken (fig. 8)", ["time_sources", "timing", "slowest", "stop_reasons"], ["fig8_timing"]),
     ("Calibration", ["calibration", "reliability"], ["reliability"]),
     ("Accuracy by query type and gold answer", ["accuracy_by_query_type", "accuracy_by_gold"], []),
     ("Data quality", ["extraction_quality", "errored_debates"], []),
@@ -280,6 +307,7 @@ def _run_section(
         "lengths": M.length_points(run.turns),
     }
     lines = _lines(t)
+    captions = {"fig8_timing": N.timing_caption(t["time_sources"])}
     run_jobs = _figure_jobs(w.folder, t, points, colors)
     jobs.extend(run_jobs)
     figs = {job[1] for job in run_jobs}
@@ -293,7 +321,7 @@ def _run_section(
         out += [f"### {heading}", ""]
         for fname in fnames:
             figs.remove(fname)
-            out += [w.figure(fname), ""]
+            out += [w.figure(fname, captions.get(fname)), ""]
         for name in tnames:
             df = t[name]
             title = TABLES[name][0]

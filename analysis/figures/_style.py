@@ -43,12 +43,22 @@ MODEL_PALETTE = ("#0072B2", "#E69F00", "#CC79A7", "#56B4E9", "#8C6D31", "#000000
 ALL_COLOR = "#4D4D4D"
 CORRECT = "#009E73"
 WRONG = "#D55E00"
-OUTCOME_COLORS = {"C->C": "#BDBDBD", "I->C": CORRECT, "C->I": WRONG, "I->I": "#636363"}
+OUTCOME_COLORS = {
+    "C->C": "#BDBDBD",
+    "I->C": CORRECT,
+    "C->I": WRONG,
+    "I->I": "#636363",
+    "U->C": "#FFFFFF",  # hatched in the outcome's colour: the first answer was not extracted
+    "U->I": "#FFFFFF",
+}
+OUTCOME_HATCH = {"U->C": ("////", CORRECT), "U->I": ("////", "#636363")}
 OUTCOME_LABELS = {
     "C->C": "correct \u2192 correct",
     "I->C": "wrong \u2192 correct",
     "C->I": "correct \u2192 wrong",
     "I->I": "wrong \u2192 wrong",
+    "U->C": "not extracted \u2192 correct",
+    "U->I": "not extracted \u2192 wrong",
 }
 RESPONSES_COLORS = {1: "#F2F0F7", 2: "#CBC9E2", 3: "#9E9AC8", 4: "#6A51A3", 5: "#3F007D"}
 

@@ -134,8 +134,34 @@ def rounds_figure(
 LENGTH_PANELS = (
     ("debate text", "(a) debate responses (rounds 1+)"),
     ("initial text", "(b) initial responses (round 0)"),
-    ("debate trace", "(c) reasoning traces of debate responses"),
+    ("short trace", "(c) traces behind debate responses \u2264 {limit} chars"),
+    ("debate trace", "(d) traces behind all debate responses"),
 )
+
+
+def _panel_points(p: pd.DataFrame, panel: str) -> pd.DataFrame:
+    if panel.endswith(" text"):  # a runaway turn without a final text has no text length
+        return p[(p["kind"] == panel) & ~p["no_text"]]
+    if panel == "short trace":
+        return p[(p["kind"] == "debate trace") & p["short"]]
+    return p[p["kind"] == panel]
+
+
+def _length_notes(
+    kind: str, agent: str, chars: np.ndarray, no_text: int, short: pd.DataFrame, limit: int
+) -> list[str]:
+    """The lines written in a panel of fig. 7 for one model."""
+    name = agent.split(" (")[0]
+    if not len(chars):
+        return [f"{name}: no short responses"] if kind == "short trace" else []
+    line = f"{name}: median {np.median(chars):,.0f}, n={len(chars):,}"
+    if kind == "debate text" and agent in short.index:
+        line += f"; {100 * short.loc[agent, 'share_short']:.1f}% \u2264 {limit}"
+    lines = [line]
+    if no_text:
+        turns = "turn" if no_text == 1 else "turns"
+        lines.append(f"{name}: +{no_text:,} runaway {turns} with no final text")
+    return lines
 
 
 @styled
@@ -146,33 +172,36 @@ def lengths_figure(
     limit: int = 100,
 ) -> Figure:
     """Fig. 7: distributions of response lengths (characters, log scale) per model: (a) debate
-    responses, with the share of `limit` characters or less; (b) initial responses; (c) the
-    reasoning traces behind debate responses.
+    responses with a final text, with the share of `limit` characters or less and the number of
+    runaway turns without a final text; (b) initial responses; (c) the reasoning traces behind
+    the short debate responses (the paper's fig. 7c); (d) the traces behind all debate responses.
     Input: `metrics.length_points` and `metrics.short_debate_turns` of one run."""
     p = one_run(points)
     title = "Response lengths"
     if p.empty:
         return no_data_figure(title, "no responses")
     agents = sorted(p["agent"].unique())
-    shown = p["chars"][p["kind"].isin([k for k, _ in LENGTH_PANELS])]
+    panels = {kind: _panel_points(p, kind) for kind, _ in LENGTH_PANELS}
+    shown = pd.concat(panels.values())["chars"]
     hi = max(float(shown.max()) if len(shown) else 10.0, 10.0)
     lo = min(10.0, 10 ** np.floor(np.log10(max(float(shown.min()) if len(shown) else 1.0, 1.0))))
     edges = np.logspace(np.log10(lo), np.log10(hi * 1.05), 36)
-    fig = new_figure(5.6)
-    axes = fig.subplots(3, 1, sharex=True)
+    fig = new_figure(7.0)
+    axes = fig.subplots(len(LENGTH_PANELS), 1, sharex=True)
     sh = short.set_index("agent")
     for ax, (kind, label) in zip(axes, LENGTH_PANELS, strict=True):
-        g = p[p["kind"] == kind]
+        g = panels[kind]
         notes = []
         for agent in agents:
             c = g.loc[g["agent"] == agent, "chars"].to_numpy()
+            col = color_of(agent, colors)
+            no_text = 0
+            if kind.endswith(" text"):
+                is_agent = (p["kind"] == kind) & (p["agent"] == agent)
+                no_text = int((is_agent & p["no_text"]).sum())
+            notes += [(n, col) for n in _length_notes(kind, agent, c, no_text, sh, limit)]
             if not len(c):
                 continue
-            col = color_of(agent, colors)
-            note = f"median {np.median(c):,.0f}"
-            if kind == "debate text" and agent in sh.index:
-                note += f"; {100 * sh.loc[agent, 'share_short']:.1f}% \u2264 {limit}"
-            notes.append((note, col))
             ax.hist(
                 np.clip(c, lo, None),
                 bins=edges,
@@ -182,22 +211,35 @@ def lengths_figure(
                 color=col,
                 label=short_label(agent),
             )
+        step = 0.13  # of the axes height, per line of notes
+        below_notes = max(0.3, 0.9 - step * len(notes))
         if kind == "debate text":
-            ax.axvline(limit, color="#777777", lw=0.8, ls="--")
+            ax.axvline(limit, ymax=below_notes, color="#777777", lw=0.8, ls="--")
         for k, (note, col) in enumerate(notes):
             ax.text(
-                0.01, 0.95 - 0.13 * k, note, color=col, transform=ax.transAxes, va="top", fontsize=8
+                0.01,
+                0.96 - step * k,
+                note,
+                color=col,
+                transform=ax.transAxes,
+                va="top",
+                fontsize=8,
             )
-        if not notes:
-            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#777777")
         ax.set_xscale("log")
         ax.set_xlim(lo, hi * 1.05)
         ax.set_ylabel("% of responses")
-        ax.set_title(label, loc="left", fontsize=8)
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.5)
+        ax.set_title(label.format(limit=limit), loc="left", fontsize=8)
+        # room above the bars for the notes
+        ax.set_ylim(0, ax.get_ylim()[1] / below_notes)
+        ax.set_yticks([y for y in ax.get_yticks() if 0 <= y <= 100])  # no "150%" in the headroom
     axes[-1].set_xlabel("length (characters, log scale)")
     fig.suptitle(title)
-    handles, labels = axes[0].get_legend_handles_labels()
+    handles, labels = [], []
+    for ax in axes:  # a model may be missing from a panel
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
     fig.legend(
         handles,
         labels,
@@ -208,9 +250,16 @@ def lengths_figure(
     return fig
 
 
+def time_label(source: str) -> str:
+    """How a time source is named in legends and captions."""
+    return "server-reported time" if source == "server" else "wall time"
+
+
 @styled
 def timing_figure(timing: pd.DataFrame, colors: Mapping[str, str] | None = None) -> Figure:
-    """Fig. 8: median generation time (wall seconds) per model by round, one panel per rung.
+    """Fig. 8: median generation time per model by round, one panel per rung. The time is the
+    server's own generation time for a model whose server reports one, else crawdad's wall time
+    (which under concurrency includes queueing); the legend says which, per model.
     Input: `metrics.timing` of one run."""
     t = one_run(timing)
     t = t[(t["rung"] != ALL) & (t["agent"] != ALL)]
@@ -220,7 +269,8 @@ def timing_figure(timing: pd.DataFrame, colors: Mapping[str, str] | None = None)
     rungs = sorted(t["rung"].unique())
     agents = sorted(t["agent"].unique())
     rounds = sorted(t["round"].unique())
-    fig = new_figure(2.7)
+    source = t.groupby("agent")["time_source"].first()
+    fig = new_figure(2.9)
     axes = fig.subplots(1, len(rungs), sharey=True, squeeze=False)[0]
     for ax, rung in zip(axes, rungs, strict=True):
         for agent in agents:
@@ -228,11 +278,12 @@ def timing_figure(timing: pd.DataFrame, colors: Mapping[str, str] | None = None)
             ax.plot(
                 g["round"],
                 g["median_s"],
-                marker="o",
+                marker="o" if source[agent] == "server" else "s",
                 ms=3.5,
                 lw=1,
+                ls="-" if source[agent] == "server" else "--",
                 color=color_of(agent, colors),
-                label=short_label(agent),
+                label=agent,
             )
         ax.set_title(f"Rung {rung}", fontsize=8)
         ax.set_xticks(rounds)
@@ -242,5 +293,13 @@ def timing_figure(timing: pd.DataFrame, colors: Mapping[str, str] | None = None)
     axes[0].set_ylabel("median time per response (s)")
     fig.suptitle(title)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=2)
+    labels = [f"{a if len(a) <= 40 else short_label(a)}: {time_label(source[a])}" for a in labels]
+    mixed = source.nunique() > 1
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=1,
+        title="wall time includes queueing; server time does not" if mixed else None,
+    )
     return fig

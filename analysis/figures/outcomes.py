@@ -13,6 +13,7 @@ from matplotlib.patches import Patch
 
 from analysis.figures._style import (
     OUTCOME_COLORS,
+    OUTCOME_HATCH,
     OUTCOME_LABELS,
     color_of,
     new_figure,
@@ -22,10 +23,9 @@ from analysis.figures._style import (
     styled,
 )
 from analysis.metrics.accuracy import ALL, RUNG_LABELS
+from analysis.metrics.dynamics import OUTCOMES
 
 __all__ = ["accuracy_figure", "persuasion_figure", "reliability_figure"]
-
-OUTCOMES = ("C->C", "I->C", "C->I", "I->I")
 
 
 @styled
@@ -90,7 +90,8 @@ def accuracy_figure(table1: pd.DataFrame, colors: Mapping[str, str] | None = Non
 @styled
 def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None = None) -> Figure:
     """Fig. 2: outcomes of debates with 3+ responses, from the first speaker's initial answer to
-    the final answer, per first speaker and rung. Input: `metrics.persuasion` of one run."""
+    the final answer, per first speaker and rung. A first answer that was not extracted is its
+    own (hatched) class, drawn only when there is one. Input: `metrics.persuasion` of one run."""
     p = one_run(persuasion)
     p = p[p["agent"] != ALL]
     title = "Persuasion: first answer \u2192 final answer"
@@ -98,6 +99,7 @@ def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None
         return no_data_figure(title, "no debate reached a third response (round 2)")
     agents = sorted(p["agent"].unique())
     rungs = [*sorted(r for r in p["rung"].unique() if r != ALL), ALL]
+    shown = [o for o in OUTCOMES if not o.startswith("U") or p[o].sum() > 0]
     fig = new_figure(0.9 + 0.22 * len(rungs) * len(agents) + 0.35 * len(agents))
     axes = fig.subplots(len(agents), 1, sharex=True, squeeze=False)[:, 0]
     for ax, agent in zip(axes, agents, strict=True):
@@ -105,9 +107,10 @@ def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None
         y = np.arange(len(rungs))[::-1]
         left = np.zeros(len(rungs))
         n = rows["n"].fillna(0).to_numpy()
-        for o in OUTCOMES:
+        for o in shown:
             cnt = rows[o].fillna(0).to_numpy()
             share = np.divide(100 * cnt, n, out=np.zeros_like(left), where=n > 0)
+            hatch, hatch_color = OUTCOME_HATCH.get(o, (None, "white"))
             ax.barh(
                 y,
                 share,
@@ -115,7 +118,8 @@ def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None
                 color=OUTCOME_COLORS[o],
                 height=0.75,
                 label=OUTCOME_LABELS[o],
-                edgecolor="white",
+                hatch=hatch,
+                edgecolor=hatch_color,
                 linewidth=0.4,
             )
             for yi, s, l0, cn in zip(y, share, left, cnt, strict=True):
@@ -129,6 +133,9 @@ def persuasion_figure(persuasion: pd.DataFrame, colors: Mapping[str, str] | None
                         va="center",
                         fontsize=8,
                         color="white" if dark else "black",
+                        bbox={"fc": "white", "ec": "none", "pad": 0.5}
+                        if o in OUTCOME_HATCH
+                        else None,
                     )
             left += share
         for yi, nn in zip(y, n, strict=True):

@@ -24,6 +24,7 @@ from analysis.metrics.compare import headline, side_by_side
 from analysis.metrics.confidence import (
     N_BINS,
     calibration_summary,
+    confidence_by_alignment,
     confidence_points,
     confidence_summary,
     reliability,
@@ -40,14 +41,24 @@ from analysis.metrics.dynamics import (
     rounds_to_finish,
 )
 from analysis.metrics.responses import (
+    LENGTH_KINDS,
+    RUNAWAY,
     SHORT_CHARS,
+    SHORT_TRACE,
     extraction_quality,
     length_points,
     lengths,
     sentiment,
     short_debate_turns,
+)
+from analysis.metrics.timing import (
+    SERVER,
+    SLOW_SECONDS,
+    WALL,
     slowest,
     stop_reasons,
+    time_sources,
+    timed_turns,
     timing,
 )
 
@@ -55,10 +66,16 @@ __all__ = [
     "ALIGNMENT_LABELS",
     "ALL",
     "CONFIDENCE_BINS",
+    "LENGTH_KINDS",
     "N_BINS",
     "OUTCOMES",
+    "RUNAWAY",
     "RUNG_LABELS",
+    "SERVER",
     "SHORT_CHARS",
+    "SHORT_TRACE",
+    "SLOW_SECONDS",
+    "WALL",
     "accuracy_by",
     "accuracy_by_cap",
     "bootstrap_paired_difference",
@@ -66,6 +83,7 @@ __all__ = [
     "calibration_summary",
     "challenged_turns",
     "change_vs_opponent_confidence",
+    "confidence_by_alignment",
     "confidence_change",
     "confidence_points",
     "confidence_summary",
@@ -88,5 +106,7 @@ __all__ = [
     "slowest",
     "stop_reasons",
     "table1",
+    "time_sources",
+    "timed_turns",
     "timing",
 ]

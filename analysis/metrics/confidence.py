@@ -1,4 +1,5 @@
-"""Stated confidence: distributions by rung and correctness (fig. 3), and calibration.
+"""Stated confidence: distributions by rung and correctness (fig. 3), by commonsense alignment
+(paper, 4.2), and calibration.
 
 A confidence point is one stated answer with its confidence: "initial" points are the round-0
 answers (by the first speaker), "final" points the debates' final answers (by the agent that gave
@@ -17,6 +18,7 @@ from analysis.metrics.accuracy import ALL
 __all__ = [
     "N_BINS",
     "calibration_summary",
+    "confidence_by_alignment",
     "confidence_points",
     "confidence_summary",
     "reliability",
@@ -24,11 +26,12 @@ __all__ = [
 
 N_BINS = 10
 STAGES = ("initial", "final")
+ALIGNMENTS = ("commonsense", "nonsense", "anticommonsense")  # the paper's Table 1 order
 
 
 def confidence_points(debates: pd.DataFrame) -> pd.DataFrame:
-    """Columns: run, question_id, stage, rung, agent, answered (answer and confidence both
-    extracted), confidence, correct (answer == gold; False when not extracted)."""
+    """Columns: run, question_id, stage, rung, alignment, agent, answered (answer and confidence
+    both extracted), confidence, correct (answer == gold; False when not extracted)."""
     parts = []
     for stage, ans, conf, agent in (
         ("initial", "initial_answer", "initial_confidence", "first_agent"),
@@ -41,6 +44,7 @@ def confidence_points(debates: pd.DataFrame) -> pd.DataFrame:
                     "question_id": debates["question_id"].to_numpy(),
                     "stage": stage,
                     "rung": debates["rung"].to_numpy(),
+                    "alignment": debates["alignment"].to_numpy(),
                     "agent": debates[agent].to_numpy(),
                     "answered": (debates[ans].notna() & debates[conf].notna()).to_numpy(),
                     "confidence": debates[conf].to_numpy(dtype=float),
@@ -96,6 +100,59 @@ def confidence_summary(debates: pd.DataFrame) -> pd.DataFrame:
         share_ge_0_9=lambda s: (s >= 0.9).mean(),
     ).reset_index()
     return _stage_order(out, ["rung", "correct"])[cols]
+
+
+def confidence_by_alignment(debates: pd.DataFrame) -> pd.DataFrame:
+    """Confidence of initial and final answers by commonsense alignment and model (paper, 4.2:
+    "no evident difference between the commonsense alignment of the question and a model's
+    confidence"). Initial answers belong to the first speaker, final answers to the last speaker,
+    as in `confidence_summary`; the paper does not split this by correctness, so neither does
+    this table, but `accuracy` is given beside the confidence. Rows with agent and/or alignment
+    "all" pool the others.
+
+    Columns: run, agent, stage, alignment, n, n_excluded (answer or confidence not extracted),
+    mean, median, q25, q75, share_ge_0_9, accuracy (of the n answers).
+    """
+    cols = [
+        "run",
+        "agent",
+        "stage",
+        "alignment",
+        "n",
+        "n_excluded",
+        "mean",
+        "median",
+        "q25",
+        "q75",
+        "share_ge_0_9",
+        "accuracy",
+    ]
+    p = confidence_points(debates)
+    if p.empty:
+        return pd.DataFrame(columns=cols)
+    p = pd.concat([p, p.assign(agent=ALL)], ignore_index=True)
+    p = pd.concat([p, p.assign(alignment=ALL)], ignore_index=True)
+    keys = ["run", "agent", "stage", "alignment"]
+    a = p[p["answered"]]
+    out = (
+        a.groupby(keys, sort=True)
+        .agg(
+            n=("confidence", "size"),
+            mean=("confidence", "mean"),
+            median=("confidence", "median"),
+            q25=("confidence", lambda s: s.quantile(0.25)),
+            q75=("confidence", lambda s: s.quantile(0.75)),
+            share_ge_0_9=("confidence", lambda s: (s >= 0.9).mean()),
+            accuracy=("correct", "mean"),
+        )
+        .reset_index()
+    )
+    excluded = (~p["answered"]).groupby([p[k] for k in keys]).sum()
+    idx = pd.MultiIndex.from_frame(out[keys])
+    out["n_excluded"] = excluded.reindex(idx, fill_value=0).to_numpy().astype("int64")
+    order = {a: i for i, a in enumerate((*ALIGNMENTS, ALL))}
+    out["_al"] = out["alignment"].map(lambda x: order.get(x, len(order)))
+    return _stage_order(out, ["_al"])[cols]
 
 
 def _bin_index(conf: np.ndarray, n_bins: int) -> np.ndarray:

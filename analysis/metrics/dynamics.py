@@ -25,7 +25,7 @@ __all__ = [
     "rounds_to_finish",
 ]
 
-OUTCOMES = ("C->C", "I->C", "C->I", "I->I")
+OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I")
 # Opponent-confidence bins for answer changes: [lo, hi) except the last, which is exactly 1.0.
 CONFIDENCE_BINS: tuple[tuple[str, float, float], ...] = (
     ("<0.6", 0.0, 0.6),
@@ -54,14 +54,18 @@ def persuasion(debates: pd.DataFrame, min_responses: int = 3) -> pd.DataFrame:
     """Persuasion outcomes for debates with at least `min_responses` responses (round 2 reached).
 
     From the first speaker's round-0 answer to the debate's final answer: C->C, I->C, C->I, I->I
-    (C correct, I incorrect; a null answer is incorrect). Per run, first-speaker agent and rung,
-    with "all" rows pooling agents and/or rungs. Columns: run, agent, rung, n, C->C, I->C, C->I,
-    I->I, net (I->C minus C->I).
+    (C correct, I incorrect), and U->C, U->I when the first answer was not extracted (U: unread;
+    it is neither right nor wrong, so it is not counted as I). A final answer that was not
+    extracted counts as incorrect, as in Table 1. Per run, first-speaker agent and rung, with
+    "all" rows pooling agents and/or rungs. Columns: run, agent, rung, n, C->C, I->C, C->I, I->I,
+    U->C, U->I, net (I->C minus C->I).
     """
     d = debates[(debates["n_turns"] >= min_responses) & ~debates["errored"]]
+    unread = d["initial_answer"].isna().to_numpy()
     ic = (d["initial_answer"] == d["gold"]).to_numpy(dtype=bool)
     fc = (d["final_answer"] == d["gold"]).to_numpy(dtype=bool)
-    outcome = np.where(ic, np.where(fc, "C->C", "C->I"), np.where(fc, "I->C", "I->I"))
+    first = np.where(unread, "U", np.where(ic, "C", "I"))
+    outcome = np.char.add(first.astype(str), np.where(fc, "->C", "->I"))
     f = pd.DataFrame(
         {
             "run": d["run"].to_numpy(),

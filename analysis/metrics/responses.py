@@ -1,8 +1,14 @@
-"""The responses themselves: sentiment, lengths, generation time, stop reasons, extraction.
+"""The responses themselves: sentiment, lengths, extraction (time: `metrics.timing`).
 
 "Initial" responses are round 0 (the first speaker's answer); "debate" responses are rounds >= 1.
 Turns whose request failed (`errored`) have no response and are left out of sentiment, length and
 time; `extraction_quality` counts them.
+
+A *runaway* turn stopped because it ran out of budget (stop reason "loop", "length" or "timeout");
+when its final text is empty, everything it wrote is in the trace, and it has **no final text**.
+Such turns are not "short responses": they are counted apart (`n_no_text`), and the share of short
+responses is over the turns with a final text. An empty text of a turn that stopped normally is a
+real (empty) answer and counts as short.
 """
 
 from __future__ import annotations
@@ -13,18 +19,22 @@ import pandas as pd
 from analysis.metrics.accuracy import ALL
 
 __all__ = [
+    "RUNAWAY",
     "SHORT_CHARS",
     "extraction_quality",
+    "length_points",
     "lengths",
     "sentiment",
     "short_debate_turns",
-    "slowest",
-    "stop_reasons",
-    "timing",
 ]
 
 SHORT_CHARS = 100  # "100 characters or less" (paper, 4.4)
-SLOW_SECONDS = 500.0  # "responses that took over 500 seconds" (paper, 4.5)
+RUNAWAY = ("loop", "length", "timeout")  # stop reasons of a turn that ran out of budget
+
+
+def _no_text(turns: pd.DataFrame) -> pd.Series:
+    """Runaway turns with an empty final text (everything went into the trace)."""
+    return (turns["text_chars"] == 0) & turns["stop_reason"].isin(RUNAWAY)
 
 
 def _phase(rounds: pd.Series) -> np.ndarray:
@@ -71,13 +81,19 @@ def sentiment(turns: pd.DataFrame) -> pd.DataFrame:
     return _order(out, [])[cols]
 
 
-LENGTH_KINDS = ("debate text", "initial text", "debate trace", "initial trace")
+SHORT_TRACE = "debate trace, short text"  # traces behind short debate responses (fig. 7c)
+LENGTH_KINDS = ("debate text", "initial text", SHORT_TRACE, "debate trace", "initial trace")
 
 
-def length_points(turns: pd.DataFrame) -> pd.DataFrame:
-    """Long frame of response lengths: run, agent, kind (LENGTH_KINDS), chars."""
+def length_points(turns: pd.DataFrame, limit: int = SHORT_CHARS) -> pd.DataFrame:
+    """Long frame of response lengths: run, agent, kind ("debate text", "initial text",
+    "debate trace", "initial trace"), chars, and two flags of the turn the point belongs to:
+    no_text (a runaway turn with an empty final text) and short (a debate response with a final
+    text of `limit` characters or less; always False for initial responses)."""
     t = _ok(turns)
     phase = _phase(t["round"])
+    no_text = _no_text(t).to_numpy(dtype=bool)
+    short = (phase == "debate") & ~no_text & (t["text_chars"] <= limit).to_numpy(dtype=bool)
     parts = []
     for what, col in (("text", "text_chars"), ("trace", "thinking_chars")):
         parts.append(
@@ -87,22 +103,42 @@ def length_points(turns: pd.DataFrame) -> pd.DataFrame:
                     "agent": t["agent"].to_numpy(),
                     "kind": np.char.add(phase.astype(str), f" {what}"),
                     "chars": t[col].to_numpy(),
+                    "no_text": no_text,
+                    "short": short,
                 }
             )
         )
     return pd.concat(parts, ignore_index=True)
 
 
-def lengths(turns: pd.DataFrame) -> pd.DataFrame:
-    """Character counts of responses per agent: debate / initial texts and reasoning traces.
+def lengths(turns: pd.DataFrame, limit: int = SHORT_CHARS) -> pd.DataFrame:
+    """Character counts of responses per agent: debate / initial texts, reasoning traces, and
+    the traces behind short debate responses (`limit` characters or less; paper, fig. 7c).
 
-    Columns: run, agent, kind, n, n_empty, median, mean, q10, q90, max.
+    Texts of runaway turns without a final text are not lengths: they are left out of the text
+    rows and counted in `n_no_text`. Columns: run, agent, kind (LENGTH_KINDS), n, n_no_text,
+    n_empty (0 characters among the n), median, mean, q10, q90, max.
     """
-    p = length_points(turns)
-    cols = ["run", "agent", "kind", "n", "n_empty", "median", "mean", "q10", "q90", "max"]
+    p = length_points(turns, limit)
+    cols = [
+        "run",
+        "agent",
+        "kind",
+        "n",
+        "n_no_text",
+        "n_empty",
+        "median",
+        "mean",
+        "q10",
+        "q90",
+        "max",
+    ]
     if p.empty:
         return pd.DataFrame(columns=cols)
-    g = p.groupby(["run", "agent", "kind"], sort=True)["chars"]
+    is_text = p["kind"].str.endswith(" text")
+    short_traces = p[(p["kind"] == "debate trace") & p["short"]].assign(kind=SHORT_TRACE)
+    shown = pd.concat([p[~(is_text & p["no_text"])], short_traces], ignore_index=True)
+    g = shown.groupby(["run", "agent", "kind"], sort=True)["chars"]
     out = g.agg(
         n="size",
         n_empty=lambda s: int((s == 0).sum()),
@@ -112,131 +148,70 @@ def lengths(turns: pd.DataFrame) -> pd.DataFrame:
         q90=lambda s: s.quantile(0.9),
         max="max",
     ).reset_index()
+    dropped = p[is_text & p["no_text"]].groupby(["run", "agent", "kind"]).size()
+    keys = pd.MultiIndex.from_frame(out[["run", "agent", "kind"]])
+    out["n_no_text"] = dropped.reindex(keys, fill_value=0).to_numpy().astype("int64")
     out["_k"] = out["kind"].map({k: i for i, k in enumerate(LENGTH_KINDS)})
     out = out.sort_values(["run", "agent", "_k"]).drop(columns="_k")
     return out[cols].reset_index(drop=True)
 
 
 def short_debate_turns(turns: pd.DataFrame, limit: int = SHORT_CHARS) -> pd.DataFrame:
-    """Share of debate responses (round >= 1) whose text is `limit` characters or less.
+    """Debate responses (round >= 1) of `limit` characters or less, per agent (paper, 4.4).
 
-    Columns: run, agent, n, n_short, share_short, median_chars, median_chars_excl_short.
+    Runaway turns without a final text (stop reason loop / length / timeout, empty text) are
+    not short responses: they are counted apart (`n_no_text`, `share_no_text` of all `n` debate
+    responses, and by stop reason). `share_short` is `n_short` over `n_with_text`, the responses
+    with a final text. The medians are over the responses with a final text; `median_trace_short`
+    is the median trace length behind the short ones (fig. 7c), `median_trace` behind all.
+    Columns: run, agent, n, n_no_text, share_no_text, no_text_loop, no_text_length,
+    no_text_timeout, n_with_text, n_short, share_short, median_chars, median_chars_excl_short,
+    median_trace_short, median_trace.
     """
-    t = _ok(turns)
-    t = t[t["round"] >= 1]
-    rows = []
-    for (run, agent), g in t.groupby(["run", "agent"], sort=True):
-        c = g["text_chars"]
-        short = c <= limit
-        rows.append(
-            {
-                "run": run,
-                "agent": agent,
-                "n": len(c),
-                "n_short": int(short.sum()),
-                "share_short": float(short.mean()) if len(c) else np.nan,
-                "median_chars": float(c.median()) if len(c) else np.nan,
-                "median_chars_excl_short": float(c[~short].median()) if (~short).any() else np.nan,
-            }
-        )
     cols = [
         "run",
         "agent",
         "n",
+        "n_no_text",
+        "share_no_text",
+        *[f"no_text_{r}" for r in RUNAWAY],
+        "n_with_text",
         "n_short",
         "share_short",
         "median_chars",
         "median_chars_excl_short",
+        "median_trace_short",
+        "median_trace",
     ]
-    return pd.DataFrame(rows, columns=cols)
-
-
-def timing(turns: pd.DataFrame) -> pd.DataFrame:
-    """Generation time (wall seconds as seen by crawdad) per agent, round and rung ("all" too).
-
-    Columns: run, agent, rung, round, n, median_s, mean_s, p90_s, max_s, median_server_s (the
-    server-reported time, where the server reports one).
-    """
     t = _ok(turns)
-    f = pd.DataFrame(
-        {
-            "run": t["run"].to_numpy(),
-            "agent": t["agent"].to_numpy(),
-            "rung": t["rung"].astype(str).to_numpy(),
-            "round": t["round"].to_numpy(),
-            "s": t["seconds"].to_numpy(dtype=float),
-            "ss": t["server_seconds"].to_numpy(dtype=float),
-        }
-    )
-    cols = [
-        "run",
-        "agent",
-        "rung",
-        "round",
-        "n",
-        "median_s",
-        "mean_s",
-        "p90_s",
-        "max_s",
-        "median_server_s",
-    ]
-    if f.empty:
-        return pd.DataFrame(columns=cols)
-    f = pd.concat([f, f.assign(rung=ALL)], ignore_index=True)
-    g = f.groupby(["run", "agent", "rung", "round"], sort=True)
-    out = g.agg(
-        n=("s", "size"),
-        median_s=("s", "median"),
-        mean_s=("s", "mean"),
-        p90_s=("s", lambda s: s.quantile(0.9)),
-        max_s=("s", "max"),
-        median_server_s=("ss", "median"),
-    ).reset_index()
-    return out[cols]
-
-
-def slowest(turns: pd.DataFrame, k: int = 10) -> pd.DataFrame:
-    """The k slowest responses of each run, with why they stopped."""
-    cols = [
-        "run",
-        "question_id",
-        "agent",
-        "round",
-        "rung",
-        "seconds",
-        "stop_reason",
-        "completion_tokens",
-        "thinking_chars",
-        "text_chars",
-    ]
-    if turns.empty:
-        return pd.DataFrame(columns=cols)
-    out = turns.sort_values(["run", "seconds"], ascending=[True, False]).groupby("run").head(k)
-    return out[cols].reset_index(drop=True)
-
-
-STOP_REASONS = ("stop", "length", "loop", "timeout", "error")
-
-
-def stop_reasons(turns: pd.DataFrame, slow_seconds: float = SLOW_SECONDS) -> pd.DataFrame:
-    """Responses per agent by stop reason, and how many took longer than `slow_seconds`.
-
-    Columns: run, agent, n, stop, length, loop, timeout, error, over_<slow_seconds>s.
-    """
-    slow_col = f"over_{slow_seconds:g}s"
-    cols = ["run", "agent", "n", *STOP_REASONS, slow_col]
-    if turns.empty:
-        return pd.DataFrame(columns=cols)
-    f = turns[["run", "agent", "stop_reason", "seconds"]]
-    f = pd.concat([f, f.assign(agent=ALL)], ignore_index=True)
-    ct = pd.crosstab([f["run"], f["agent"]], f["stop_reason"]).reindex(
-        columns=list(STOP_REASONS), fill_value=0
-    )
-    ct["n"] = ct.sum(axis=1)
-    ct[slow_col] = (f["seconds"] > slow_seconds).groupby([f["run"], f["agent"]]).sum()
-    out = ct.reset_index()
-    out.columns.name = None
-    return _order(out, [])[cols]
+    t = t[t["round"] >= 1]
+    rows = []
+    for (run, agent), g in t.groupby(["run", "agent"], sort=True):
+        none = _no_text(g)
+        w = g[~none]
+        c = w["text_chars"]
+        short = c <= limit
+        n, m = len(g), len(w)
+        rows.append(
+            {
+                "run": run,
+                "agent": agent,
+                "n": n,
+                "n_no_text": int(none.sum()),
+                "share_no_text": float(none.mean()) if n else np.nan,
+                **{f"no_text_{r}": int((none & (g["stop_reason"] == r)).sum()) for r in RUNAWAY},
+                "n_with_text": m,
+                "n_short": int(short.sum()),
+                "share_short": float(short.mean()) if m else np.nan,
+                "median_chars": float(c.median()) if m else np.nan,
+                "median_chars_excl_short": float(c[~short].median()) if (~short).any() else np.nan,
+                "median_trace_short": float(w.loc[short, "thinking_chars"].median())
+                if short.any()
+                else np.nan,
+                "median_trace": float(g["thinking_chars"].median()) if n else np.nan,
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
 
 
 def extraction_quality(turns: pd.DataFrame) -> pd.DataFrame:
