@@ -186,6 +186,101 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
 
 
 @app.command()
+def experiment(
+    file: Annotated[Path, typer.Argument(help="Experiment file (see configs/experiments/).")],
+    data: Annotated[
+        Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Experiment folder: one run folder per variant.")
+    ],
+    limit: Annotated[int | None, typer.Option(help="Only the first N selected questions.")] = None,
+    sample: Annotated[
+        int | None, typer.Option(help="Seeded sample of N, stratified by rung and alignment.")
+    ] = None,
+    ranges: Annotated[
+        list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")
+    ] = [],  # noqa: B006
+    rungs: Annotated[list[int], typer.Option("--rung", help="Only these rungs (repeatable).")] = [],  # noqa: B006
+    query_types: Annotated[
+        list[str], typer.Option("--query-type", help="Only these query types.")
+    ] = [],  # noqa: B006
+    alignments: Annotated[
+        list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")
+    ] = [],  # noqa: B006
+    questions_file: Annotated[
+        str | None, typer.Option(help="Which questions file in a folder or zip.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Debates in flight at once, over all variants.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Resume variants even if their settings changed.")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
+) -> None:
+    """Run (or resume) every variant of an experiment over the same questions, together."""
+    from crawdad.data import load_cladder, select
+    from crawdad.experiment import (
+        experiment_manifest,
+        load_experiment,
+        run_experiment,
+        variant_configs,
+    )
+    from crawdad.runner import RunStopped, RunSummary
+
+    spec, sha = load_experiment(file)
+    flags = _overrides(
+        concurrency=concurrency,
+        limit=limit,
+        sample=sample,
+        ranges=ranges,
+        rungs=rungs,
+        query_types=query_types,
+        alignments=alignments,
+        questions_file=questions_file,
+    )
+    configs = variant_configs(spec, str(file), flags)
+    first = next(iter(configs.values()))
+    dataset = select(
+        load_cladder(data, first.selection.questions_file), first.selection, first.seed
+    )
+    manifest = experiment_manifest(spec, str(file), sha, list(configs))
+    names = list(configs)
+
+    def show(summaries: list[RunSummary]) -> None:
+        for name, summary in zip(names, summaries, strict=False):
+            typer.echo(f"[{name}] " + "\n    ".join(summary.lines()))
+
+    runs: list[list[RunSummary]] = []
+    try:
+        asyncio.run(
+            run_experiment(
+                configs,
+                manifest,
+                dataset,
+                out,
+                force=force,
+                progress=progress,
+                on_summary=runs.append,
+            )
+        )
+    except KeyboardInterrupt:
+        show(runs[-1] if runs else [])
+        _echo_err(
+            "Interrupted. Finished debates are on disk; run the same command again to resume."
+        )
+        raise typer.Exit(130) from None
+    except RunStopped as e:
+        show(e.summaries)
+        raise
+    show(runs[-1])
+    typer.echo(f"analyse with: crawdad analyze {out}")
+    if any(s.remaining for s in runs[-1]):
+        raise typer.Exit(3)
+
+
+@app.command()
 def doctor(
     config: ConfigOpt = None,
     sets: Annotated[list[str], typer.Option("--set")] = [],  # noqa: B006

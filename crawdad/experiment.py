@@ -1,6 +1,6 @@
 """Experiment files: a base config plus named variants (each a set of overrides), or axes whose
 product makes the variants, with exclusions. Each variant is an ordinary RunConfig; running them
-is the runner's job (`crawdad.runner.run_experiment`).
+runs them all in one process (`run_experiment`).
 
     baseline = "paper"
     [base]
@@ -14,16 +14,35 @@ is the runner's job (`crawdad.runner.run_experiment`).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import itertools
+import os
 import re
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from crawdad import __version__
 from crawdad.config import RunConfig, _describe, deep_merge, read_toml
-from crawdad.errors import ConfigError
+from crawdad.data import Dataset
+from crawdad.errors import ConfigError, StoreError
+from crawdad.records import ExperimentManifest
+from crawdad.responses import RESPONSES, ResponseStore
+from crawdad.runner import (
+    RunSummary,
+    build_setup,
+    check_servers_of,
+    make_job,
+    manifest_for,
+    run_jobs,
+    server_pools,
+)
+from crawdad.schedule import ModelGate
+from crawdad.store import RunStore
 
 EXPERIMENT = "experiment.json"
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.=,+-]+$")
@@ -128,3 +147,105 @@ def variant_configs(
         except ValidationError as e:
             raise ConfigError(_describe(e, f"{source}, variant {name!r},")) from None
     return configs
+
+
+# --- running -----------------------------------------------------------------------------
+
+
+def experiment_manifest(
+    spec: ExperimentFile, source: str, sha256: str, names: list[str]
+) -> ExperimentManifest:
+    variants = expand(spec)
+    return ExperimentManifest(
+        crawdad_version=__version__,
+        created_at=datetime.now(UTC),
+        file=source,
+        file_sha256=sha256,
+        baseline=spec.baseline,
+        variants={n: variants[n] for n in names},
+        base=spec.base,
+    )
+
+
+def _lock(out: Path) -> IO[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    handle = (out / ".lock").open("w")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreError(
+            f"another crawdad process is running the experiment in {out}; wait for it or stop it"
+        ) from None
+    return handle
+
+
+async def run_experiment(
+    configs: dict[str, RunConfig],
+    manifest: ExperimentManifest,
+    dataset: Dataset,
+    out: Path,
+    *,
+    force: bool = False,
+    progress: bool = True,
+    simulated: bool = False,
+    check_servers: bool = True,
+    on_summary: Callable[[list[RunSummary]], None] | None = None,
+) -> list[RunSummary]:
+    """Every variant over the same questions, in one process: their debates in flight together
+    through pools shared per server, identical requests answered once from DIR/responses.jsonl.
+    Each variant is an ordinary run folder DIR/<variant>; the same command resumes them all."""
+    out = Path(out)
+    lock = _lock(out)
+    grouped = any(c.schedule == "grouped" for c in configs.values())
+    gate = ModelGate() if grouped else None
+    pools = server_pools(list(configs.values()), gate)
+    responses = ResponseStore(out / RESPONSES).open()
+    stores: list[RunStore] = []
+    try:
+        jobs = []
+        for name, config in configs.items():
+            setup, _ = build_setup(config, simulated, pools, responses)
+            servers = await check_servers_of(config) if check_servers else {}
+            store = RunStore(out / name)
+            try:
+                scan = store.open(
+                    manifest_for(config, dataset, setup, servers, simulated), force=force
+                )
+            except StoreError as e:
+                raise StoreError(f"variant {name!r}: {e}") from None
+            stores.append(store)
+            jobs.append(make_job(setup, store, scan, dataset.questions, name))
+        _write_manifest(out, manifest)
+        concurrency = max(c.concurrency for c in configs.values())
+        return await run_jobs(jobs, gate, progress, concurrency, on_summary, responses)
+    finally:
+        for store in stores:
+            store.close()
+        responses.close()
+        for pool in pools.values():
+            await pool.aclose()
+        lock.close()
+
+
+def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
+    path = out / EXPERIMENT
+    if path.exists():  # keep when the experiment was first made
+        try:
+            old = ExperimentManifest.model_validate_json(path.read_text(encoding="utf-8"))
+            manifest = manifest.model_copy(update={"created_at": old.created_at})
+        except (OSError, ValidationError):
+            pass
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_manifest(out: Path) -> ExperimentManifest | None:
+    path = Path(out) / EXPERIMENT
+    if not path.exists():
+        return None
+    try:
+        return ExperimentManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as e:
+        raise StoreError(f"{path} cannot be read ({e}); it is damaged") from None

@@ -199,7 +199,9 @@ class Job:
     name: str = ""  # the variant's name in an experiment
 
 
-def make_job(setup: DebateSetup, store: RunStore, scan: Scan, questions: list[Question], name: str = "") -> Job:
+def make_job(
+    setup: DebateSetup, store: RunStore, scan: Scan, questions: list[Question], name: str = ""
+) -> Job:
     selected_ids = {str(q.question_id) for q in questions}
     done_here = scan.finished & selected_ids
     summary = RunSummary(
@@ -285,9 +287,8 @@ class Progress:
             for host, n in flights.items()
         )
         stalled = stall_note(stalls(pools, now))
-        return (
-            f"{self.tokens_per_second(now):,.0f} tok/s | in flight {servers}"
-            + (f" | {stalled}" if stalled else "")
+        return f"{self.tokens_per_second(now):,.0f} tok/s | in flight {servers}" + (
+            f" | {stalled}" if stalled else ""
         )
 
     @staticmethod
@@ -458,9 +459,7 @@ async def run_jobs(
         _writer(queue, on_written, lambda e: halt(RunStopped(str(e))), responses)
     )
     ticker = asyncio.create_task(bar.tick()) if progress else None
-    watcher = asyncio.create_task(
-        _watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress)
-    )
+    watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
     start = time.monotonic()
 
     async def one(job: Job, question: Question) -> None:
