@@ -45,3 +45,37 @@ async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path) ->
         assert all(t.answer is not None for r in records for t in r.turns)
     if not cfg.agents[0].think:  # the standard-LLM ablation sends thinking off
         assert all(not t.thinking for r in records for t in r.turns)
+
+
+EXPERIMENTS = sorted((CONFIGS / "experiments").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path) -> None:
+    from crawdad.experiment import (
+        experiment_manifest,
+        load_experiment,
+        run_experiment,
+        variant_configs,
+    )
+
+    spec, sha = load_experiment(path)
+    configs = variant_configs(spec, str(path))
+    dataset = load_cladder(tiny_cladder)
+    key = answer_key(dataset.questions)
+    models: dict = {}
+    for cfg in configs.values():
+        models |= models_of(cfg, key)
+    async with FakeServer("ollama", models) as server:
+        for cfg in configs.values():
+            cfg.serve_all_from(server.url)
+            cfg.retry.initial_wait = cfg.retry.max_wait = 0
+        manifest = experiment_manifest(spec, str(path), sha, list(configs))
+        summaries = await run_experiment(
+            configs, manifest, dataset, Path("exp"), progress=False, simulated=True
+        )
+        sent = [r for r in server.requests if r["model"] != "granite3.3:2b"]
+    assert [s.done_total for s in summaries] == [6] * len(configs)
+    assert all(s.errored == 0 for s in summaries)
+    turns = sum(len(r.turns) for name in configs for r in RunStore(Path("exp") / name).records())
+    assert len(sent) < turns  # the solo variants' first samples were the debates' round 0s
