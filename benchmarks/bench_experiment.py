@@ -1,0 +1,169 @@
+"""Experiments: do the variants keep the server full, and is every shared request saved?
+
+1. Server bound (P = 64 slots, L = 0.2 s, one model answering every request, as in
+   bench_server_bound.py): an experiment of [solo k = 1, paper] over 512 questions. Prints the
+   fraction of the server's bound reached, and the requests sent against those of the two
+   variants run one after the other (every paper round 0 is the solo sample of the same model:
+   the saving should be exactly those requests and their extractions).
+2. Orchestrator bound: 4 variants (paper, solo, judge, no-be-confident) over 2,500 questions each
+   against an instant server. Prints wall time, CPU per turn and peak memory, beside a plain run
+   of the paper's protocol over the same questions.
+
+    .venv/bin/python benchmarks/bench_experiment.py [--quick] [--part 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from bench_orchestrator import RssSampler
+from common import (
+    LatencyModel,
+    ServerSpec,
+    config_for,
+    header,
+    measure,
+    requests_served,
+    rss_mb,
+    start_servers,
+    synthetic,
+)
+
+from crawdad.config import RunConfig
+from crawdad.data import Dataset
+from crawdad.experiment import run_experiment
+from crawdad.records import ExperimentManifest
+from crawdad.store import RunStore
+
+P, L, SLOWDOWN = 64, 0.2, 0.002
+
+
+def variants(base: RunConfig, names: list[str]) -> dict[str, RunConfig]:
+    out = {}
+    for name in names:
+        config = base.model_copy(deep=True)
+        if name == "solo":
+            config = RunConfig.model_validate(
+                {**config.model_dump(), "agents": config.model_dump()["agents"][:1], "protocol": {"kind": "solo"}}
+            )
+        elif name == "judge":
+            data = config.model_dump()
+            judge = {**data["agents"][0]}
+            judge.pop("name")
+            config = RunConfig.model_validate({**data, "protocol": {"kind": "judge", "rounds": 2}, "judge": judge})
+        elif name == "no-be-confident":
+            config.prompt_set = "no-be-confident"
+        out[name] = config
+    return out
+
+
+def run_variants(configs: dict[str, RunConfig], dataset: Dataset, out: Path) -> tuple[float, float]:
+    manifest = ExperimentManifest(
+        crawdad_version="bench",
+        created_at=time.time(),  # type: ignore[arg-type]
+        file="bench",
+        file_sha256="",
+        variants={n: {} for n in configs},
+    )
+    t0, c0 = time.monotonic(), time.process_time()
+    asyncio.run(
+        run_experiment(
+            configs, manifest, dataset, out, progress=False, simulated=True, check_servers=False
+        )
+    )
+    return time.monotonic() - t0, time.process_time() - c0
+
+
+def turns_in(out: Path, names: list[str]) -> int:
+    return sum(len(r.turns) for n in names for r in RunStore(out / n).records())
+
+
+def server_bound(n: int, folder: Path) -> None:
+    dataset = synthetic(n, folder)
+    latency = LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
+    bound = P / (L * (1 + SLOWDOWN * (P - 1)))
+    print(f"\n-- 1. server bound: P={P}, L={L} s; bound {bound:.0f} requests/s; {n} questions")
+    apart = 0
+    for name in ("solo", "paper"):
+        (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
+        try:
+            base = config_for([server.url], kind="ollama", concurrency=256, models="one")
+            m = measure(variants(base, [name])[name], dataset, folder / f"apart-{name}")
+            served = requests_served(server.stats())
+        finally:
+            server.stop()
+        apart += served
+        print(f"{name} alone: {served} requests in {m.wall:.1f} s")
+    (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
+    try:
+        base = config_for([server.url], kind="ollama", concurrency=256, models="one")
+        configs = variants(base, ["solo", "paper"])
+        wall, cpu = run_variants(configs, dataset, folder / "exp")
+        together = requests_served(server.stats())
+    finally:
+        server.stop()
+    paper = RunStore(folder / "exp" / "paper").records()
+    shared_round0 = sum(r.turns[0].shared for r in paper) + sum(
+        r.turns[0].shared for r in RunStore(folder / "exp" / "solo").records()
+    )
+    rate = together / wall
+    print(
+        f"experiment [solo, paper]: {together} requests in {wall:.1f} s = {rate:.0f}/s = "
+        f"{rate / bound:.3f} of the bound; crawdad CPU {cpu:.1f} s"
+    )
+    saved = apart - together
+    print(
+        f"requests sent: {together} against {apart} apart: {saved} saved "
+        f"({100 * saved / apart:.1f}%); round-0 turns answered from the store: {shared_round0} "
+        f"of {n} (each saves its request and its extraction: {2 * shared_round0} requests)"
+    )
+
+
+def orchestrator_bound(n: int, folder: Path) -> None:
+    dataset = synthetic(n, folder)
+    latency = LatencyModel(base_seconds=0.0, capacity=100_000, max_queue=1_000_000)
+    names = ["paper", "solo", "judge", "no-be-confident"]
+    print(f"\n-- 2. orchestrator bound: {len(names)} variants x {n} questions, instant server")
+    (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
+    try:
+        base = config_for([server.url], kind="ollama", concurrency=256, models="one")
+        m = measure(base, dataset, folder / "plain")
+        plain_turns = sum(len(r.turns) for r in RunStore(folder / "plain").records())
+        print(
+            f"plain run (paper): {n} debates in {m.wall:.1f} s, "
+            f"{1000 * m.cpu / plain_turns:.2f} ms CPU per turn, peak RSS {m.rss_mb:.0f} MB"
+        )
+        sampler = RssSampler()
+        sampler.start()
+        wall, cpu = run_variants(variants(base, names), dataset, folder / "exp")
+        samples = sampler.stop()
+    finally:
+        server.stop()
+    turns = turns_in(folder / "exp", names)
+    quarters = [samples[int(len(samples) * f)][1] for f in (0.25, 0.5, 0.75)] if samples else []
+    print(
+        f"experiment: {len(names) * n} debates ({turns} turns) in {wall:.1f} s, "
+        f"{1000 * cpu / turns:.2f} ms CPU per turn, peak RSS {rss_mb():.0f} MB; "
+        f"RSS at 1/4, 1/2, 3/4 of the run: {', '.join(f'{q:.0f}' for q in quarters)} MB"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="128 and 500 questions")
+    parser.add_argument("--part", type=int, nargs="*", default=[1, 2])
+    args = parser.parse_args()
+    header("experiments", args)
+    folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-exp-"))
+    if 1 in args.part:
+        server_bound(128 if args.quick else 512, folder / "one")
+    if 2 in args.part:
+        orchestrator_bound(500 if args.quick else 2500, folder / "two")
+
+
+if __name__ == "__main__":
+    main()
