@@ -444,7 +444,7 @@ def fake_server(
         typer.Option(
             "--faults",
             help="Fault kinds, comma-separated or repeated (default: the transient ones). "
-            "See `crawdad.fake.ALL_FAULTS`.",
+            "A wrong name lists them all.",
         ),
     ] = [],  # noqa: B006
     fail_models: Annotated[
