@@ -218,6 +218,8 @@ def _check_run_folder(path: Path) -> None:
         raise CrawdadError(f"run folder {path} not found: give the --out folder of a crawdad run")
     if not path.is_dir():
         raise CrawdadError(f"{path} is a file: give a run folder (the --out of crawdad run)")
+    if not (path / "debates.jsonl").exists():
+        raise CrawdadError(f"{path} has no debates.jsonl: give the --out folder of a crawdad run")
 
 
 @app.command()
@@ -352,10 +354,6 @@ def show(
 
     _check_run_folder(run_dir)
     store = RunStore(run_dir)
-    if not store.debates_path.exists():
-        raise CrawdadError(
-            f"{run_dir} has no debates.jsonl: give the --out folder of a crawdad run"
-        )
     records = {str(r.question_id): r for r in store.records()}
     if question_id not in records:
         ids = list(records)

@@ -364,6 +364,8 @@ def test_run_data_problems_are_named(tiny_cladder: Path, tmp_path: Path) -> None
         zf.writestr("readme.txt", "hi")
     zipped = invoke("run", "--data", str(archive), "--out", out)
     assert zipped.exit_code == 1 and str(archive) in zipped.output
+    info = invoke("data", "info", str(empty))
+    assert info.exit_code == 1 and f"{empty}: no questions file" in info.output
     member = invoke(
         "run", "--data", str(tiny_cladder), "--out", out, "--questions-file", "nope.json"
     )
@@ -378,6 +380,9 @@ def test_show_and_analyze_name_the_folder(tmp_path: Path) -> None:
     analyzed = invoke("analyze", str(tmp_path / "nope"))
     assert analyzed.exit_code == 1 and "run folder" in analyzed.output
     assert not (tmp_path / "nope").exists()  # nothing written for a run that is not there
+    not_run = invoke("analyze", str(tmp_path))
+    assert not_run.exit_code == 1 and "has no debates.jsonl" in not_run.output
+    assert not (tmp_path / "report").exists()
 
 
 @pytest.mark.parametrize(
