@@ -3,18 +3,61 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from crawdad.config import RunConfig, load_config
+from crawdad.config import RunConfig, deep_merge, load_config, url_hints
 from crawdad.errors import CrawdadError
 
+
+class UsageProblem(CrawdadError):
+    """The command line itself is wrong (exit code 2, like the usage errors typer reports)."""
+
+    exit_code = 2
+
+
+def _debug(ctx: Any) -> bool:  # a click context, or None
+    while ctx is not None:
+        if ctx.params.get("debug"):
+            return True
+        ctx = ctx.parent
+    return bool(os.environ.get("CRAWDAD_DEBUG"))
+
+
+def _os_message(e: OSError) -> str:
+    if e.filename is None:
+        return str(e)
+    where = f"{e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
+    return f"{where}: {e.strerror or e} (check the path and its permissions)"
+
+
+class CrawdadGroup(TyperGroup):
+    """Turns the errors a user can fix into "Error: ..." and an exit code, without a traceback
+    (unless --debug or CRAWDAD_DEBUG=1 asks for one)."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except CrawdadError as e:
+            if _debug(ctx):
+                raise
+            _echo_err(f"Error: {e}")
+            raise typer.Exit(getattr(e, "exit_code", 1)) from None
+        except OSError as e:  # a file or folder that cannot be read or written
+            if _debug(ctx) or e.errno == errno.EPIPE:
+                raise
+            _echo_err(f"Error: {_os_message(e)}")
+            raise typer.Exit(1) from None
+
+
 app = typer.Typer(
+    cls=CrawdadGroup,
     help="Dual-agent debates between local reasoning models on CLadder, and the CRAwDAD analysis.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -28,20 +71,24 @@ ConfigOpt = Annotated[
 ]
 
 
+@app.callback()
+def _global_options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="Show the full traceback of an error (as CRAWDAD_DEBUG=1 does)."
+        ),
+    ] = False,
+) -> None:
+    if debug:
+        logging.getLogger("crawdad").setLevel(logging.DEBUG)
+
+
 def _echo_err(message: str) -> None:
     typer.secho(message, fg=typer.colors.RED, err=True)
 
 
-def _overrides(**flags: Any) -> dict[str, Any]:
-    """Flags that were given, as a nested config dict."""
-    out: dict[str, Any] = {}
-    selection = {k: flags.pop(k) for k in list(flags) if k in SELECTION_FLAGS}
-    out.update({k: v for k, v in flags.items() if v not in (None, [], ())})
-    sel = {k: v for k, v in selection.items() if v not in (None, [], ())}
-    if sel:
-        out["selection"] = sel
-    return out
-
+Origins = dict[tuple[str | int, ...], str]
 
 SELECTION_FLAGS = {
     "limit",
@@ -52,17 +99,61 @@ SELECTION_FLAGS = {
     "alignments",
     "questions_file",
 }
+FLAG_NAMES = {
+    "ranges": "--range",
+    "rungs": "--rung",
+    "query_types": "--query-type",
+    "alignments": "--alignment",
+    "questions_file": "--questions-file",
+}
 
 
-def _parse_set(items: list[str]) -> dict[str, Any]:
+def _overrides(**flags: Any) -> tuple[dict[str, Any], Origins]:
+    """Flags that were given, as a nested config dict, and which flag set each setting."""
+    out: dict[str, Any] = {}
+    origins: Origins = {}
+    for name, value in flags.items():
+        if value in (None, [], ()):
+            continue
+        path: tuple[str, ...] = ("selection", name) if name in SELECTION_FLAGS else (name,)
+        node = out.setdefault("selection", {}) if name in SELECTION_FLAGS else out
+        node[name] = value
+        flag = FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+        if isinstance(value, list):
+            origins[path] = " ".join(f"{flag} {v}" for v in value)
+            origins.update({(*path, i): f"{flag} {v}" for i, v in enumerate(value)})
+        else:
+            origins[path] = f"{flag} {value}"
+    return out, origins
+
+
+def _set_path(key: str) -> tuple[str | int, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in key.split("."))
+
+
+def _parse_set(items: list[str]) -> tuple[dict[str, Any], Origins]:
     """--set agents.0.model=qwen3:8b style overrides (values parsed as TOML scalars)."""
     import tomllib
 
     out: dict[str, Any] = {}
+    origins: Origins = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not sep:
-            raise CrawdadError(f"--set needs KEY=VALUE, got {item!r}")
+        key = key.strip()
+        if not sep or not key or "" in key.split("."):
+            raise UsageProblem(
+                f"--set needs KEY=VALUE with a dotted key, as in agents.0.model=qwen3:8b; "
+                f"got {item!r}"
+            )
+        path = _set_path(key)
+        for other, label in origins.items():
+            n = min(len(other), len(path))
+            if other[:n] == path[:n]:
+                common = ".".join(str(p) for p in path[:n])
+                raise UsageProblem(
+                    f"{label} and --set {item} both set {common}: give each setting once"
+                )
+        origins[path] = f"--set {item}"
         try:
             value = tomllib.loads(f"v = {raw}")["v"]
         except tomllib.TOMLDecodeError:
@@ -72,31 +163,54 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
-    return out
+    return out, origins
 
 
-def _apply_agent_sets(config_data: dict[str, Any], base: RunConfig) -> dict[str, Any]:
+def _apply_agent_sets(
+    config_data: dict[str, Any], base: RunConfig, origins: Origins
+) -> dict[str, Any]:
     """Numeric keys under "agents" index the agent list (agents.0.model=...)."""
-    agents = config_data.get("agents")
-    if isinstance(agents, dict):
-        current = [a.model_dump(mode="json", exclude={"api_key"}) for a in base.agents]
-        for index, values in agents.items():
-            if not str(index).isdigit() or int(index) >= len(current):
-                raise CrawdadError(
-                    f"--set agents.{index}: use an agent index 0..{len(current) - 1}"
-                )
-            current[int(index)].update(values)
-        config_data["agents"] = current
-    return config_data
+    agents = config_data["agents"]
+    current = [a.model_dump(mode="json", exclude={"api_key"}) for a in base.agents]
+    for index, values in agents.items():
+        key = ("agents", int(index) if index.isdigit() else index)
+        label = next(v for k, v in origins.items() if k[:2] == key)
+        example = f"as in agents.0.model=qwen3:8b (there are {len(current)} agents)"
+        if not index.isdigit() or int(index) >= len(current):
+            raise UsageProblem(f"{label}: agents are numbered 0..{len(current) - 1}, {example}")
+        if not isinstance(values, dict):
+            raise UsageProblem(f"{label}: set one field of an agent, {example}")
+        current[int(index)].update(values)
+    return {**config_data, "agents": current}
+
+
+def _check_clashes(flags: Origins, sets: Origins) -> None:
+    for path, label in sets.items():
+        for other, flag in flags.items():
+            n = min(len(other), len(path))
+            if other[:n] == path[:n] and not isinstance(other[-1], int):
+                common = ".".join(str(p) for p in path[:n])
+                raise UsageProblem(f"{flag} and {label} both set {common}: give it once")
 
 
 def build_config(config: Path | None, sets: list[str], **flags: Any) -> RunConfig:
-    overrides = _overrides(**flags)
-    extra = _parse_set(sets)
-    if extra:
-        base = load_config(config, overrides)
-        overrides = {**overrides, **_apply_agent_sets(extra, base)}
-    return load_config(config, overrides)
+    overrides, origins = _overrides(**flags)
+    extra, set_origins = _parse_set(sets)
+    _check_clashes(origins, set_origins)
+    origins.update(set_origins)
+    if isinstance(extra.get("agents"), dict):  # agents.N.field: fill in the rest of agent N
+        base = load_config(config, overrides, origins)
+        extra = _apply_agent_sets(extra, base, origins)
+    overrides = deep_merge(overrides, extra)
+    cfg = load_config(config, overrides, origins)
+    for hint in url_hints(cfg):
+        typer.secho(f"warning: {hint}", fg=typer.colors.YELLOW, err=True)
+    return cfg
+
+
+def _check_out(out: Path, option: str = "--out") -> None:
+    if out.exists() and not out.is_dir():
+        raise CrawdadError(f"{option} {out} is a file: give a folder (it is created if missing)")
 
 
 @app.command()
@@ -108,21 +222,28 @@ def run(
         Path, typer.Option("--out", "-o", help="Run folder (created, or resumed if it exists).")
     ],
     config: ConfigOpt = None,
-    limit: Annotated[int | None, typer.Option(help="Only the first N selected questions.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N selected questions.")
+    ] = None,
     seed: Annotated[
         int | None, typer.Option(help="Run seed (first speakers, sampling seeds).")
     ] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Debates in flight at once.")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Debates in flight at once.")
+    ] = None,
     schedule: Annotated[
         str | None, typer.Option(help="fifo, or grouped (one-GPU workstations).")
     ] = None,
     sample: Annotated[
-        int | None, typer.Option(help="Seeded sample of N, stratified by rung and alignment.")
+        int | None,
+        typer.Option(min=1, help="Seeded sample of N, stratified by rung and alignment."),
     ] = None,
     ranges: Annotated[
         list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")
     ] = [],  # noqa: B006
-    rungs: Annotated[list[int], typer.Option("--rung", help="Only these rungs (repeatable).")] = [],  # noqa: B006
+    rungs: Annotated[
+        list[int], typer.Option("--rung", min=1, max=3, help="Only these rungs (repeatable).")
+    ] = [],  # noqa: B006
     query_types: Annotated[
         list[str], typer.Option("--query-type", help="Only these query types.")
     ] = [],  # noqa: B006
@@ -143,6 +264,7 @@ def run(
     """Run (or resume) the debates of the selected questions."""
     from crawdad.data import load_cladder, select
 
+    _check_out(out)
     cfg = build_config(
         config,
         sets,
@@ -319,9 +441,15 @@ def show(
     from crawdad.store import RunStore, require_run_folder
 
     require_run_folder(run_dir)
-    records = {str(r.question_id): r for r in RunStore(run_dir).records()}
+    store = RunStore(run_dir)
+    records = {str(r.question_id): r for r in store.records()}
     if question_id not in records:
-        raise CrawdadError(f"question {question_id} is not in {run_dir / 'debates.jsonl'}")
+        ids = list(records)
+        listed = ", ".join(ids[:10]) + (f" ... ({len(ids)} in all)" if len(ids) > 10 else "")
+        raise CrawdadError(
+            f"question {question_id} is not in {store.debates_path}; "
+            + (f"its question ids are: {listed}" if ids else "it holds no debates yet")
+        )
     typer.echo(format_debate(records[question_id], thinking=thinking))
 
 
@@ -333,11 +461,17 @@ def analyze(
     ] = None,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs."""
+    from crawdad.store import require_run_folder
+
+    for run_dir in run_dirs:
+        if not (run_dir / "experiment.json").exists():  # an experiment: its variants are runs
+            require_run_folder(run_dir)
+    target = out or run_dirs[0] / "report"
+    _check_out(target)
     import warnings
 
     from analysis.report import write_report
 
-    target = out or run_dirs[0] / "report"
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
         path = write_report(list(run_dirs), target)
@@ -349,14 +483,17 @@ def analyze(
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o")] = Path("runs/demo"),
-    limit: Annotated[int | None, typer.Option(help="Only the first N example questions.")] = None,
-    concurrency: Annotated[int, typer.Option()] = 16,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N example questions.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=4096)] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
     progress: Annotated[bool, typer.Option()] = True,
 ) -> None:
     """Run debates on crawdad's example questions against simulated servers (no GPU needed)."""
     from crawdad.demo import run_demo
 
+    _check_out(out)
     run_demo(out, limit=limit, concurrency=concurrency, progress=progress)
     if report:
         from analysis.report import write_report
@@ -364,17 +501,59 @@ def demo(
         typer.echo(f"report written: {write_report([out], out / 'report')}")
 
 
+def _fault_plan(rate: float, kinds: list[str], models: list[str], seed: int) -> Any:
+    from crawdad.fake import ALL_FAULTS, FaultPlan
+
+    names = [k.strip() for item in kinds for k in item.split(",") if k.strip()]
+    unknown = [k for k in names if k not in ALL_FAULTS]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown fault kind {', '.join(unknown)}; the kinds are {', '.join(ALL_FAULTS)}",
+            param_hint="--faults",
+        )
+    if names and rate == 0:
+        raise typer.BadParameter(
+            "set --fail-rate too (e.g. 0.1: one request in ten)", param_hint="--faults"
+        )
+    fields: dict[str, Any] = {"rate": rate, "seed": seed, "models": models or None}
+    if names:
+        fields["kinds"] = names
+    return FaultPlan.model_validate(fields)
+
+
 @app.command("fake-server")
 def fake_server(
-    kind: Annotated[str, typer.Option(help="ollama or openai.")] = "ollama",
-    port: Annotated[int, typer.Option()] = 11434,
-    latency: Annotated[float, typer.Option(help="Seconds per request.")] = 0.5,
-    capacity: Annotated[int, typer.Option(help="Requests served at once.")] = 4,
+    kind: Annotated[str, typer.Option(help="ollama or openai (vLLM-like, serves under /v1).")] = (
+        "ollama"
+    ),
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1; 0 picks a free one.")
+    ] = 11434,
+    latency: Annotated[float, typer.Option(min=0, help="Seconds per request.")] = 0.5,
+    capacity: Annotated[int, typer.Option(min=1, help="Requests served at once per model.")] = 4,
+    fail_rate: Annotated[
+        float, typer.Option(min=0, max=1, help="Share of generation requests that fail (0-1).")
+    ] = 0.0,
+    faults: Annotated[
+        list[str],
+        typer.Option(
+            "--faults",
+            help="Fault kinds, comma-separated or repeated (default: the transient ones). "
+            "A wrong name lists them all.",
+        ),
+    ] = [],  # noqa: B006
+    fail_models: Annotated[
+        list[str], typer.Option("--fail-model", help="Only requests to this model fail.")
+    ] = [],  # noqa: B006
+    seed: Annotated[int, typer.Option(help="Seed of the simulated answers and faults.")] = 0,
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
     from crawdad.demo import serve_forever
 
-    serve_forever(kind, port, latency, capacity)
+    if kind not in ("ollama", "openai"):
+        raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
+    plan = _fault_plan(fail_rate, faults, fail_models, seed)
+    serve_forever(kind, port, latency, capacity, faults=plan, seed=seed)
 
 
 @data_app.command("fetch")
@@ -385,6 +564,7 @@ def data_fetch(
     """Download the official CLadder v1 zip into data/ and check it."""
     from crawdad.fetch import DEFAULT_URL, fetch
 
+    _check_out(dest, "--dest")
     path = fetch(dest, url or DEFAULT_URL)
     typer.echo(f"CLadder is ready: {path}\nrun with: crawdad run --data {path} --out runs/NAME")
 
@@ -407,10 +587,4 @@ def data_info(
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    try:
-        app()  # handles usage errors and exit codes itself; our errors come through
-    except CrawdadError as e:
-        if os.environ.get("CRAWDAD_DEBUG"):
-            raise
-        _echo_err(f"Error: {e}")
-        sys.exit(1)
+    app()  # CrawdadGroup turns known errors into messages; typer reports usage errors (exit 2)

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 
 from crawdad.errors import ConfigError
 
@@ -17,6 +27,60 @@ Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
 
 DEFAULT_OLLAMA_URL = "http://localhost:11434"
 DEFAULT_OPENAI_URL = "http://localhost:8000/v1"
+
+
+def check_url(url: str) -> str:
+    """A server URL as crawdad needs it (http or https, with a host); the error says the fix."""
+    url = url.strip()
+    if not url:
+        raise ValueError("is empty: write a server URL such as 'http://localhost:11434'")
+    if url.isdigit():
+        raise ValueError(f"{url!r} is a port alone: write 'http://localhost:{url}'")
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):/*", url)
+    if "://" not in url:
+        if match and match.group(1).lower() in ("http", "https"):  # http//x, http:/x, http:x
+            rest = url[match.end() :]
+            raise ValueError(f"{url!r} is malformed: write '{match.group(1).lower()}://{rest}'")
+        if re.match(r"^(http|https)//", url, re.IGNORECASE):
+            scheme, rest = url.split("//", 1)
+            raise ValueError(f"{url!r} is malformed: write '{scheme.lower()}://{rest}'")
+        if not re.search(r":\d+(/|$)", url):
+            raise ValueError(
+                f"{url!r} has no scheme and no port: write e.g. 'http://{url}:11434' (Ollama)"
+                f" or 'http://{url}:8000/v1' (vLLM)"
+            )
+        raise ValueError(f"{url!r} has no scheme: write 'http://{url}'")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(
+            f"{url!r} uses {parts.scheme}://, but model servers speak HTTP: write "
+            f"'http://{url.split('://', 1)[1]}' (or https://)"
+        )
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host: write e.g. 'http://localhost:11434'")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError:
+        raise ValueError(f"{url!r} has a bad port: use a number 1-65535") from None
+    return url.rstrip("/")
+
+
+def ollama_host_url(value: str) -> str:
+    """OLLAMA_HOST as Ollama reads it: scheme http and port 11434 unless given."""
+    value = value.strip() or "127.0.0.1:11434"
+    scheme, sep, hostport = value.partition("://")
+    if not sep:
+        scheme, hostport = "http", value
+    hostport, slash, path = hostport.partition("/")
+    if not re.search(r":\d+$", hostport):  # no port: Ollama's defaults
+        port = 11434 if not sep else (443 if scheme == "https" else 80)
+        hostport = f"{hostport.rstrip(':') or '127.0.0.1'}:{port}"
+    elif hostport.startswith(":"):
+        hostport = "127.0.0.1" + hostport
+    return f"{scheme}://{hostport}{slash}{path}".rstrip("/")
+
+
+ServerURL = Annotated[str, AfterValidator(check_url)]
 
 
 class Strict(BaseModel):
@@ -29,7 +93,7 @@ class ModelSpec(Strict):
     model: str
     backend: Backend = "ollama"
     # Several URLs are replicas of the same model: requests go to the least busy one.
-    base_urls: list[str] = Field(default_factory=list)
+    base_urls: list[ServerURL] = Field(default_factory=list)
     api_key: SecretStr | None = None
     api_key_env: str | None = None  # name of the environment variable holding the key
     temperature: float = Field(0.6, ge=0.0, le=2.0)
@@ -48,14 +112,15 @@ class ModelSpec(Strict):
     @model_validator(mode="after")
     def _default_url(self) -> ModelSpec:
         if not self.base_urls:
-            default = (
-                os.environ.get("OLLAMA_HOST", DEFAULT_OLLAMA_URL)
-                if self.backend == "ollama"
-                else DEFAULT_OPENAI_URL
-            )
-            if "://" not in default:
-                default = f"http://{default}"
-            object.__setattr__(self, "base_urls", [default.rstrip("/")])
+            default = DEFAULT_OPENAI_URL
+            if self.backend == "ollama":
+                host = os.environ.get("OLLAMA_HOST", "")
+                default = ollama_host_url(host) if host.strip() else DEFAULT_OLLAMA_URL
+                try:
+                    check_url(default)
+                except ValueError as e:
+                    raise ValueError(f"OLLAMA_HOST={host!r}: {e}") from None
+            object.__setattr__(self, "base_urls", [default])
         return self
 
     def resolved_api_key(self) -> str | None:
@@ -266,21 +331,53 @@ def diff_settings(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
 
 
-def _describe(error: ValidationError, source: str) -> str:
-    lines = [f"{source} is not a valid crawdad config:"]
+Origins = dict[tuple[str | int, ...], str]
+
+
+def _origin(loc: tuple[str | int, ...], path: Path | None, origins: Origins) -> str:
+    """Where the value at `loc` came from: the flag that set it, else the file (or both)."""
+    owners = [key for key in origins if loc[: len(key)] == key]
+    if owners:
+        return origins[max(owners, key=len)]
+    below = [label for key, label in origins.items() if key[: len(loc)] == loc]
+    return " with ".join(([str(path)] if path else []) + below) or str(path or "the settings")
+
+
+def _error_line(err: Any) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(whole config)"
+    if err["type"] == "extra_forbidden":
+        known = _known_keys(err["loc"][:-1])
+        hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        extra = (
+            f" (did you mean '{hint[0]}'?)"
+            if hint
+            else f" (known keys: {', '.join(sorted(known))})"
+        )
+        return f"  - {loc}: unknown key{extra}"
+    if err["type"] == "value_error":  # our own validators: the message names the value and fix
+        return f"  - {loc}: {err['msg'].removeprefix('Value error, ')}"
+    got = repr(err.get("input"))
+    got = got if len(got) <= 80 else got[:77] + "..."
+    return f"  - {loc}: {err['msg']} (got {got})"
+
+
+def _describe(error: ValidationError, path: Path | None, origins: Origins | None = None) -> str:
+    """One block per origin of the bad values: the file, a flag, or a --set item."""
+    groups: dict[str, list[str]] = {}
     for err in error.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            known = _known_keys(err["loc"][:-1])
-            hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
-            extra = (
-                f" (did you mean '{hint[0]}'?)"
-                if hint
-                else f" (known keys: {', '.join(sorted(known))})"
-            )
-            lines.append(f"  - {loc}: unknown key{extra}")
+        origin = _origin(tuple(err["loc"]), path, origins or {})
+        groups.setdefault(origin, []).append(_error_line(err))
+    lines = []
+    for origin, errs in groups.items():
+        if path is not None and origin == str(path):
+            lines.append(f"{origin} is not a valid crawdad config:")
+        elif origin == "the settings":
+            lines.append("the settings are not valid:")
+        elif " with " in origin:
+            lines.append(f"{origin} do not make a valid crawdad config together:")
         else:
-            lines.append(f"  - {loc}: {err['msg']} (got {err.get('input')!r})")
+            lines.append(f"{origin} is not a valid setting:")
+        lines += errs
     return "\n".join(lines)
 
 
@@ -306,20 +403,59 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    fix = "pass a TOML file with --config (the ones in configs/ are examples)"
+    if path.is_dir():
+        raise ConfigError(f"--config {path} is a folder, not a file: {fix}")
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+        raise ConfigError(f"config file not found: {path}; {fix}") from None
+    except PermissionError:
+        raise ConfigError(f"config file {path} cannot be read (permission denied)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path} is not a UTF-8 text file (byte {e.start}): is it really a TOML config?"
+            " Save it as UTF-8 text."
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path} is not valid TOML: {e}") from None
 
 
-def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Build the run config: defaults, then the TOML file, then flag overrides."""
+def load_config(
+    path: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    origins: Origins | None = None,
+) -> RunConfig:
+    """Build the run config: defaults, then the TOML file, then flag overrides.
+
+    `origins` maps setting paths (("protocol", "max_turns")) to the flag that set them
+    ("--set protocol.max_turns=0"), so that an error names the flag rather than the file.
+    """
     data = read_toml(path) if path else {}
     data = deep_merge(data, overrides or {})
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_describe(e, str(path) if path else "the flags")) from None
+        raise ConfigError(_describe(e, path, origins)) from None
+
+
+def url_hints(config: RunConfig) -> list[str]:
+    """URLs that are valid but probably wrong for their backend (warnings, not errors)."""
+    hints = []
+    specs = [(f"agents[{i}]", a) for i, a in enumerate(config.agents)]
+    for where, spec in [*specs, ("extractor", config.extractor)]:
+        for j, url in enumerate(spec.base_urls):
+            path = urlsplit(url).path.rstrip("/")
+            name = f"{where}.base_urls[{j}] {url!r}"
+            if spec.backend == "openai" and not path:
+                hints.append(
+                    f"{name} has no path, but OpenAI-compatible servers (vLLM, llama.cpp, SGLang)"
+                    f" serve under /v1: did you mean '{url}/v1'?"
+                )
+            elif spec.backend == "ollama" and path == "/v1":
+                hints.append(
+                    f"{name} is Ollama's OpenAI-compatible path: for backend 'ollama' write"
+                    f" '{url.removesuffix('/v1')}', or set backend = 'openai'"
+                )
+    return hints

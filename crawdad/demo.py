@@ -7,12 +7,15 @@ seeded accuracy profile and the extractor reads the answers back. Records are ma
 from __future__ import annotations
 
 import asyncio
+import errno
+import signal
 import time
 from pathlib import Path
 
 from crawdad.config import RunConfig
 from crawdad.data import Question, load_cladder, select
-from crawdad.fake import AnswerKey, FakeServer, LatencyModel, paper_models
+from crawdad.errors import CrawdadError
+from crawdad.fake import AnswerKey, FakeServer, FaultPlan, LatencyModel, paper_models
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.runner import RunSummary, run
 from crawdad.synthetic import EXAMPLES
@@ -79,15 +82,85 @@ def run_demo(
     return summary
 
 
-def serve_forever(kind: str, port: int, latency: float, capacity: int) -> None:
+def _start(server: FakeServer) -> None:
+    try:
+        server.start()
+    except OSError as e:
+        port = server.port
+        if e.errno == errno.EADDRINUSE:
+            raise CrawdadError(
+                f"port {port} on 127.0.0.1 is already in use (a real Ollama or vLLM, or another "
+                "fake server?): pick another with --port N, or --port 0 for any free port"
+            ) from None
+        if e.errno == errno.EACCES:
+            raise CrawdadError(
+                f"port {port} needs root rights: use a port above 1023 with --port N"
+            ) from None
+        raise CrawdadError(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}") from None
+
+
+def server_banner(server: FakeServer, faults: FaultPlan | None, latency: LatencyModel) -> str:
+    """What the fake server serves, and how to point crawdad at it."""
+    models = list(server.models)
+    lines = [
+        f"fake {server.kind} server at {server.url} (simulated answers, not real models)",
+        f"  models: {', '.join(models)}",
+        f"  latency: {latency.base_seconds:g} s a request, {latency.capacity} at once per model",
+    ]
+    if faults is not None and faults.rate > 0:
+        only = f" to {', '.join(faults.models)}" if faults.models else ""
+        lines.append(
+            f"  faults: {faults.rate:.0%} of generation requests{only} fail with "
+            f"{', '.join(faults.kinds)} (fault seed {faults.seed})"
+        )
+    else:
+        lines.append("  faults: none (add some with --fail-rate and --faults)")
+    url = server.url
+    sets = [f"--set 'agents.{i}.base_urls=[\"{url}\"]'" for i in (0, 1)]
+    sets.append(f"--set 'extractor.base_urls=[\"{url}\"]'")
+    if server.kind == "openai":
+        sets += [f"--set {k}.backend=openai" for k in ("agents.0", "agents.1", "extractor")]
+    backend = '  backend = "openai"\n' if server.kind == "openai" else ""
+    lines += [
+        "point crawdad at it in a config file, under each [[agents]] and under [extractor]:",
+        f'  base_urls = ["{url}"]\n{backend}' + "or with flags:",
+        "  crawdad doctor " + " ".join(sets),
+    ]
+    if server.kind == "ollama":
+        lines.append(f"or: OLLAMA_HOST={server.host}:{server.port} crawdad doctor")
+    lines.append("Ctrl-C stops it.")
+    return "\n".join(lines)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_forever(
+    kind: str,
+    port: int,
+    latency: float,
+    capacity: int,
+    faults: FaultPlan | None = None,
+    seed: int = 0,
+) -> None:
+    """`crawdad fake-server`: the paper's three models on 127.0.0.1 until Ctrl-C."""
     questions = load_cladder(EXAMPLES).questions
     model = LatencyModel(base_seconds=latency, capacity=capacity)
-    with FakeServer(kind, paper_models(answer_key(questions)), latency=model, port=port) as server:  # type: ignore[arg-type]
-        print(
-            f"fake {kind} server at {server.url} serving qwen3:32b, deepseek-r1:32b, granite3.3:2b; Ctrl-C stops it"
+    models = paper_models(answer_key(questions), seed=seed)
+    unknown = sorted(set(faults.models or []) - set(models)) if faults else []
+    if unknown:
+        raise CrawdadError(
+            f"--fail-model {', '.join(unknown)}: the fake server serves {', '.join(models)}"
         )
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    server = FakeServer(kind, models, latency=model, faults=faults, port=port)  # type: ignore[arg-type]
+    _start(server)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
+    try:
+        print(server_banner(server, faults, model), flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

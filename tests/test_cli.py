@@ -7,16 +7,21 @@ import functools
 import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
+from typer.testing import CliRunner, Result
 
+from crawdad.cli import app
 from crawdad.data import load_cladder
 from crawdad.demo import answer_key
+from crawdad.errors import ConfigError
 from crawdad.fake import FakeServer, FaultPlan, paper_models
 
 
@@ -118,6 +123,7 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
     assert "Thinking:" in crawdad("show", str(out), "0", "--thinking").stdout
     missing = crawdad("show", str(out), "5")
     assert missing.returncode == 1 and "question 5 is not in" in missing.stderr
+    assert "its question ids are: " in missing.stderr and "3" in missing.stderr.split("ids are")[1]
 
 
 def test_failed_debates_exit_3_and_a_resume_retries_them(
@@ -296,3 +302,274 @@ def test_run_refuses_records_without_manifest_until_force(
     # the two seed-0 debates ran again under seed 5; analysis sees one run
     seeds = [json.loads(line)["seed"] for line in (out / "debates.jsonl").read_text().splitlines()]
     assert seeds == [0, 0, 5, 5]
+
+
+# ---- every expected failure: a message naming what to fix, the right exit code, no traceback
+
+cli_runner = CliRunner()
+
+
+def invoke(*args: str) -> Result:
+    result = cli_runner.invoke(app, list(args))
+    assert "Traceback" not in result.output
+    # an expected failure ends in SystemExit (typer.Exit); anything else escaped as a bug
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def flat(result: Result) -> str:
+    """The output with rich's error box and line wrapping removed."""
+    return " ".join(result.output.replace("│", " ").replace("╭", " ").replace("╰", " ").split())
+
+
+def run_args(tmp_path: Path, *args: str) -> list[str]:
+    return ["run", "--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "r"), *args]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "is a folder, not a file"),
+        (b"x = \n", "is not valid TOML"),
+        (b"\xff\xfe seed = 1\n", "is not a UTF-8 text file"),
+    ],
+    ids=["folder", "toml", "utf8"],
+)
+def test_bad_config_file_is_named(tmp_path: Path, content: bytes | None, message: str) -> None:
+    path = tmp_path / "c.toml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    result = invoke(*run_args(tmp_path, "--config", str(path)))
+    assert result.exit_code == 1 and message in result.output and str(path) in result.output
+    missing = invoke(*run_args(tmp_path, "--config", str(tmp_path / "nope.toml")))
+    assert missing.exit_code == 1 and "config file not found" in missing.output
+
+
+@pytest.mark.parametrize(
+    ("sets", "both"),
+    [
+        (["seed=1", "seed=2"], ("--set seed=1", "--set seed=2")),
+        (["agents=x", "agents.0.model=y"], ("--set agents=x", "--set agents.0.model=y")),
+        (
+            ["protocol.max_turns=3", "protocol=5"],
+            ("--set protocol.max_turns=3", "--set protocol=5"),
+        ),
+    ],
+)
+def test_clashing_sets_name_both(tmp_path: Path, sets: list[str], both: tuple[str, str]) -> None:
+    result = invoke(*run_args(tmp_path, *[a for s in sets for a in ("--set", s)]))
+    assert result.exit_code == 2
+    assert all(b in result.output for b in both) and "give each setting once" in result.output
+
+
+def test_set_clashing_with_a_flag(tmp_path: Path) -> None:
+    result = invoke(*run_args(tmp_path, "--seed", "1", "--set", "seed=2"))
+    assert result.exit_code == 2 and "--seed 1 and --set seed=2 both set seed" in result.output
+
+
+@pytest.mark.parametrize(
+    ("item", "code", "message"),
+    [
+        ("protocl.max_turns=3", 1, "protocl: unknown key (did you mean 'protocol'?)"),
+        ("agents.0.temprature=0.2", 1, "agents.0.temprature: unknown key"),
+        ("agents.2.model=x", 2, "--set agents.2.model=x: agents are numbered 0..1"),
+        ("agents.0=x", 2, "--set agents.0=x: set one field of an agent"),
+        ("novalue", 2, "--set needs KEY=VALUE"),
+    ],
+)
+def test_bad_set_names_the_key(tmp_path: Path, item: str, code: int, message: str) -> None:
+    result = invoke(*run_args(tmp_path, "--set", item))
+    assert result.exit_code == code and message in result.output
+
+
+def test_bad_values_name_their_origin_not_the_file(tmp_path: Path) -> None:
+    """A bad flag value is not blamed on the config file; the file's own errors are."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("concurrency = 4\n[retry]\nattempts = 0\n")
+    result = invoke(
+        *run_args(
+            tmp_path,
+            "--config",
+            str(cfg),
+            "--set",
+            "protocol.max_turns=0",
+            "--schedule",
+            "random",
+            "--concurrency",
+            "5000",
+        )
+    )
+    assert result.exit_code == 1
+    out = result.output
+    assert "--set protocol.max_turns=0 is not a valid setting:\n  - protocol.max_turns:" in out
+    assert "--schedule random is not a valid setting:\n  - schedule:" in out
+    assert "--concurrency 5000 is not a valid setting:\n  - concurrency:" in out
+    assert f"{cfg} is not a valid crawdad config:\n  - retry.attempts:" in out
+    zero = invoke(*run_args(tmp_path, "--config", str(cfg), "--concurrency", "0"))
+    assert zero.exit_code == 2 and "--concurrency" in flat(zero) and str(cfg) not in zero.output
+
+
+def test_bad_url_in_set_names_key_and_fix(tmp_path: Path) -> None:
+    result = invoke(*run_args(tmp_path, "--set", 'extractor.base_urls=["localhost:11434"]'))
+    assert result.exit_code == 1
+    assert "extractor.base_urls.0: 'localhost:11434' has no scheme" in result.output
+    assert "write 'http://localhost:11434'" in result.output
+
+
+def test_openai_url_without_v1_warns(tmp_path: Path) -> None:
+    result = invoke(
+        *run_args(
+            tmp_path,
+            "--set",
+            "extractor.backend=openai",
+            "--set",
+            'extractor.base_urls=["http://h:8000"]',
+        )
+    )
+    assert "did you mean 'http://h:8000/v1'?" in result.output
+    assert result.exit_code == 1 and "dataset not found" in result.output
+
+
+def test_debug_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = run_args(tmp_path, "--config", str(tmp_path))
+    result = cli_runner.invoke(app, ["--debug", *args])
+    assert isinstance(result.exception, ConfigError)
+    monkeypatch.setenv("CRAWDAD_DEBUG", "1")
+    assert isinstance(cli_runner.invoke(app, args).exception, ConfigError)
+    monkeypatch.setenv("CRAWDAD_DEBUG", "")
+    assert invoke(*args).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--limit", "0"], "--limit"),
+        (["--limit", "-3"], "--limit"),
+        (["--concurrency", "0"], "--concurrency"),
+    ],
+)
+def test_demo_bad_numbers_are_usage_errors(tmp_path: Path, args: list[str], flag: str) -> None:
+    result = invoke("demo", "--out", str(tmp_path / "d"), *args)
+    assert result.exit_code == 2 and flag in flat(result)
+    assert not (tmp_path / "d").exists()
+
+
+def test_out_that_is_a_file(tmp_path: Path) -> None:
+    file = tmp_path / "f.txt"
+    file.write_text("x")
+    for args in (
+        ["demo", "--out", str(file)],
+        ["run", "--data", str(tmp_path), "--out", str(file)],
+        ["data", "fetch", "--dest", str(file)],
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 1 and f"{file} is a file: give a folder" in result.output
+
+
+def test_run_data_problems_are_named(tiny_cladder: Path, tmp_path: Path) -> None:
+    out = str(tmp_path / "r")
+    missing = invoke("run", "--data", str(tmp_path / "nope"), "--out", out)
+    assert missing.exit_code == 1 and "dataset not found" in missing.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    folder = invoke("run", "--data", str(empty), "--out", out)
+    assert folder.exit_code == 1 and f"{empty}: no questions file" in folder.output
+    archive = tmp_path / "x.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("readme.txt", "hi")
+    zipped = invoke("run", "--data", str(archive), "--out", out)
+    assert zipped.exit_code == 1 and str(archive) in zipped.output
+    info = invoke("data", "info", str(empty))
+    assert info.exit_code == 1 and f"{empty}: no questions file" in info.output
+    member = invoke(
+        "run", "--data", str(tiny_cladder), "--out", out, "--questions-file", "nope.json"
+    )
+    assert member.exit_code == 1 and "'nope.json' not found" in member.output
+
+
+def test_show_and_analyze_name_the_folder(tmp_path: Path) -> None:
+    missing = invoke("show", str(tmp_path / "nope"), "3")
+    assert missing.exit_code == 1 and "run folder" in missing.output and "nope" in missing.output
+    not_run = invoke("show", str(tmp_path), "3")
+    assert not_run.exit_code == 1 and "has no debates.jsonl" in not_run.output
+    analyzed = invoke("analyze", str(tmp_path / "nope"))
+    assert analyzed.exit_code == 1 and "run folder" in analyzed.output
+    assert not (tmp_path / "nope").exists()  # nothing written for a run that is not there
+    not_run = invoke("analyze", str(tmp_path))
+    assert not_run.exit_code == 1 and "has no debates.jsonl" in not_run.output
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "70000"], "--port"),
+        (["--kind", "vllm"], "use ollama or openai"),
+        (["--latency", "-1"], "--latency"),
+        (["--capacity", "0"], "--capacity"),
+        (["--fail-rate", "1.5"], "--fail-rate"),
+        (["--fail-rate", "0.1", "--faults", "bogus"], "unknown fault kind bogus; the kinds are"),
+        (["--faults", "hang"], "set --fail-rate too"),
+    ],
+)
+def test_fake_server_bad_options(args: list[str], message: str) -> None:
+    result = invoke("fake-server", "--port", "0", *args)
+    assert result.exit_code == 2 and message in flat(result)
+
+
+def test_fake_server_port_in_use() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = invoke("fake-server", "--port", str(port))
+    assert result.exit_code == 1
+    assert f"port {port} on 127.0.0.1 is already in use" in result.output
+    assert "--port 0" in result.output
+    unknown = invoke("fake-server", "--port", "0", "--fail-rate", "0.5", "--fail-model", "x:1b")
+    assert unknown.exit_code == 1 and "--fail-model x:1b" in unknown.output
+
+
+def test_fake_server_injects_the_faults_it_announces() -> None:
+    """`crawdad fake-server` with faults: the banner says what it serves and how to use it,
+    every request fails as asked, and `kill` stops it cleanly."""
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "crawdad", "fake-server", "--port", "0", "--latency", "0"),
+            *("--fail-rate", "1", "--faults", "http_500", "--seed", "3"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(4)]
+        url = lines[0].split(" server at ")[1].split()[0]
+        assert "qwen3:32b, deepseek-r1:32b, granite3.3:2b" in lines[1]
+        assert "100% of generation requests fail with http_500 (fault seed 3)" in lines[3]
+        body = {"model": "qwen3:32b", "messages": [{"role": "user", "content": "hi"}]}
+        reply = httpx.post(f"{url}/api/chat", json={**body, "stream": False}, timeout=10)
+        assert reply.status_code == 500
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_every_command_has_clean_help() -> None:
+    for args in (
+        [],
+        ["run"],
+        ["doctor"],
+        ["show"],
+        ["analyze"],
+        ["demo"],
+        ["fake-server"],
+        ["data", "fetch"],
+        ["data", "info"],
+    ):
+        result = invoke(*args, "--help")
+        assert result.exit_code == 0 and "--help" in result.output

@@ -1,8 +1,16 @@
+import re
 from pathlib import Path
 
 import pytest
 
-from crawdad.config import RunConfig, diff_settings, load_config, public_dump, result_settings
+from crawdad.config import (
+    RunConfig,
+    diff_settings,
+    load_config,
+    public_dump,
+    result_settings,
+    url_hints,
+)
 from crawdad.errors import ConfigError
 
 
@@ -114,3 +122,92 @@ def test_operational_settings_may_change_on_resume() -> None:
 def test_shipped_configs_are_valid(path: Path) -> None:
     cfg = load_config(path)
     assert len(cfg.agents) == 2
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("localhost:11434", "'localhost:11434' has no scheme: write 'http://localhost:11434'"),
+        ("ftp://x", "uses ftp://, but model servers speak HTTP: write 'http://x'"),
+        ("http//x", "'http//x' is malformed: write 'http://x'"),
+        ("http:/x:1", "'http:/x:1' is malformed: write 'http://x:1'"),
+        ("11434", "'11434' is a port alone: write 'http://localhost:11434'"),
+        ("", "is empty: write a server URL"),
+        ("gpu1", "has no scheme and no port: write e.g. 'http://gpu1:11434' (Ollama)"),
+        ("http://", "has no host"),
+        ("http://h:99999", "has a bad port"),
+    ],
+)
+def test_bad_urls_are_named_with_their_fix(url: str, message: str) -> None:
+    agents = [{"name": "a", "model": "x"}, {"name": "b", "model": "y", "base_urls": [url]}]
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        load_config(None, {"agents": agents})
+    assert "  - agents.1.base_urls.0: " in str(info.value)
+
+
+def test_good_urls_pass_and_lose_the_trailing_slash() -> None:
+    cfg = load_config(None, {"extractor": {"base_urls": ["https://gpu1:8443/", "http://[::1]:5"]}})
+    assert cfg.extractor.base_urls == ["https://gpu1:8443", "http://[::1]:5"]
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("10.1.2.3:11500", "http://10.1.2.3:11500"),
+        ("0.0.0.0", "http://0.0.0.0:11434"),
+        (":11435", "http://127.0.0.1:11435"),
+        ("https://ollama.lab", "https://ollama.lab:443"),
+        ("http://gpu1:11434/", "http://gpu1:11434"),
+    ],
+)
+def test_ollama_host_read_as_ollama_does(
+    monkeypatch: pytest.MonkeyPatch, host: str, url: str
+) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", host)
+    assert RunConfig().agents[0].base_urls == [url]
+
+
+def test_bad_ollama_host_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", "ftp://x")
+    with pytest.raises(ConfigError, match=r"OLLAMA_HOST='ftp://x': .* uses ftp://"):
+        load_config()
+
+
+def test_url_hints_fit_the_backend() -> None:
+    cfg = load_config(
+        None,
+        {
+            "agents": [
+                {"name": "a", "model": "x", "backend": "openai", "base_urls": ["http://h:8000"]},
+                {"name": "b", "model": "y", "base_urls": ["http://h:11434/v1"]},
+            ],
+            "extractor": {"backend": "openai"},
+        },
+    )
+    hints = url_hints(cfg)
+    assert len(hints) == 2
+    assert "agents[0].base_urls[0] 'http://h:8000'" in hints[0] and "'http://h:8000/v1'" in hints[0]
+    assert "Ollama's OpenAI-compatible path" in hints[1] and "'http://h:11434'" in hints[1]
+
+
+def test_unreadable_config_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a folder, not a file"):
+        load_config(tmp_path)
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"seed = 1\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"c\.toml is not a UTF-8 text file"):
+        load_config(path)
+
+
+def test_errors_are_grouped_by_where_the_value_came_from(tmp_path: Path) -> None:
+    path = write(tmp_path, "seed = 'x'\n")
+    origins = {("concurrency",): "--concurrency 0"}
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {"concurrency": 0}, origins)
+    text = str(info.value)
+    assert text.index(f"{path} is not a valid crawdad config:\n  - seed:") >= 0
+    assert "--concurrency 0 is not a valid setting:\n  - concurrency:" in text
+    # a whole-config error caused by a flag names the file and the flag together
+    agents = {"agents": [{"name": "a", "model": "x"}, {"name": "a", "model": "y"}]}
+    with pytest.raises(ConfigError, match=r"with --set agents=\.\.\. do not make a valid"):
+        load_config(write(tmp_path, ""), agents, {("agents",): "--set agents=..."})
