@@ -228,7 +228,7 @@ def _analyze_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "damaged": ([str(tmp_path / "damaged")], "manifest.json cannot be read"),
         "out is a file": (
             [str(good), "--out", str(tmp_path / "afile")],
-            "cannot write the report to",
+            "is a file: give a folder",
         ),
         "out under a file": (
             [str(good), "--out", str(tmp_path / "afile" / "report")],
@@ -491,14 +491,14 @@ def test_run_data_problems_are_named(tiny_cladder: Path, tmp_path: Path) -> None
 
 def test_show_and_analyze_name_the_folder(tmp_path: Path) -> None:
     missing = invoke("show", str(tmp_path / "nope"), "3")
-    assert missing.exit_code == 1 and "run folder" in missing.output and "nope" in missing.output
+    assert missing.exit_code == 1 and "nope does not exist" in missing.output
     not_run = invoke("show", str(tmp_path), "3")
-    assert not_run.exit_code == 1 and "has no debates.jsonl" in not_run.output
+    assert not_run.exit_code == 1 and "it is not a crawdad run folder" in not_run.output
     analyzed = invoke("analyze", str(tmp_path / "nope"))
-    assert analyzed.exit_code == 1 and "run folder" in analyzed.output
+    assert analyzed.exit_code == 1 and "nope does not exist" in analyzed.output
     assert not (tmp_path / "nope").exists()  # nothing written for a run that is not there
     not_run = invoke("analyze", str(tmp_path))
-    assert not_run.exit_code == 1 and "has no debates.jsonl" in not_run.output
+    assert not_run.exit_code == 1 and "it is not a crawdad run folder" in not_run.output
     assert not (tmp_path / "report").exists()
 
 
