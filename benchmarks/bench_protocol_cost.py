@@ -17,7 +17,7 @@ from common import machine
 from crawdad.config import RunConfig, load_config
 from crawdad.data import load_cladder
 from crawdad.demo import answer_key
-from crawdad.fake import FakeExtractor, FakeServer, ProfileModel
+from crawdad.fake import FakeServer, models_for
 from crawdad.records import DebateRecord
 from crawdad.runner import run
 from crawdad.store import RunStore
@@ -27,10 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [None, *sorted((ROOT / "configs" / "protocols").glob("*.toml"))]
 
 
-def models_for(cfg: RunConfig, key):  # type: ignore[no-untyped-def]
-    names = [a.model for a in cfg.agents] + ([cfg.judge.model] if cfg.judge else [])
-    models = {m: ProfileModel(key, "deepseek-r1" if "deepseek" in m else "qwen3") for m in names}
-    return models | {cfg.extractor.model: FakeExtractor()}
+def models_of(cfg: RunConfig, key):  # type: ignore[no-untyped-def]
+    return models_for(cfg.model_names(), cfg.extractor.model, key)
 
 
 def costs(records: list[DebateRecord]) -> dict[str, float]:
@@ -57,11 +55,45 @@ def costs(records: list[DebateRecord]) -> dict[str, float]:
 async def measure(path: Path | None, data: Path, out: Path) -> dict[str, float]:
     cfg = load_config(path)
     dataset = load_cladder(data)
-    async with FakeServer("ollama", models_for(cfg, answer_key(dataset.questions))) as server:
+    async with FakeServer("ollama", models_of(cfg, answer_key(dataset.questions))) as server:
         cfg = cfg.serve_all_from(server.url)
         cfg.concurrency = 64
         await run(cfg, dataset, out, progress=False, simulated=True, check_servers=False)
     return costs(RunStore(out).records())
+
+
+async def experiment_cost(data: Path, out: Path) -> tuple[float, float, int]:
+    """(requests sent per question, requests the variants would send apart, questions) for
+    configs/experiments/paper-ablations.toml."""
+    from crawdad.experiment import (
+        experiment_manifest,
+        load_experiment,
+        run_experiment,
+        variant_configs,
+    )
+
+    path = ROOT / "configs" / "experiments" / "paper-ablations.toml"
+    spec, sha = load_experiment(path)
+    configs = variant_configs(spec, str(path))
+    dataset = load_cladder(data)
+    key = answer_key(dataset.questions)
+    models: dict = {}
+    for cfg in configs.values():
+        models |= models_of(cfg, key)
+    async with FakeServer("ollama", models) as server:
+        for cfg in configs.values():
+            cfg.serve_all_from(server.url)
+        manifest = experiment_manifest(spec, str(path), sha, list(configs))
+        await run_experiment(
+            configs, manifest, dataset, out, progress=False, simulated=True, check_servers=False
+        )
+        sent = len(server.requests)
+    n = len(dataset.questions)
+    apart = 0.0
+    for name in configs:
+        c = costs(RunStore(out / name).records())
+        apart += c["debater"] + c["judge"] + c["extractor"]
+    return sent / n, apart, n
 
 
 def main() -> None:
@@ -69,7 +101,9 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=300)
     args = parser.parse_args()
     print(f"{machine()}; {args.questions} synthetic questions, fakes' default profiles\n")
-    print("| config | debater requests | judge requests | extractor requests | completion tokens | accuracy |")
+    print(
+        "| config | debater requests | judge requests | extractor requests | completion tokens | accuracy |"
+    )
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         data = write_cladder(Path(tmp) / "data", args.questions)
@@ -80,6 +114,12 @@ def main() -> None:
                 f"| {name} | {c['debater']:.2f} | {c['judge']:.2f} | {c['extractor']:.2f} "
                 f"| {c['tokens']:,.0f} | {c['accuracy']:.3f} |"
             )
+        sent, apart, n = asyncio.run(experiment_cost(data, Path(tmp) / "experiment"))
+        print(
+            f"\nconfigs/experiments/paper-ablations.toml ({n} questions): {sent:.1f} requests "
+            f"per question sent, against {apart:.1f} for its variants run apart: "
+            f"{apart - sent:.1f} ({100 * (apart - sent) / apart:.0f}%) answered from the store"
+        )
 
 
 if __name__ == "__main__":

@@ -489,12 +489,19 @@ def demo(
     concurrency: Annotated[int, typer.Option(min=1, max=4096)] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
     progress: Annotated[bool, typer.Option()] = True,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="Try a config's protocol, prompts and models (simulated)."
+        ),
+    ] = None,
 ) -> None:
     """Run debates on crawdad's example questions against simulated servers (no GPU needed)."""
     from crawdad.demo import run_demo
 
     _check_out(out)
-    run_demo(out, limit=limit, concurrency=concurrency, progress=progress)
+    base = load_config(config) if config else None
+    run_demo(out, limit=limit, concurrency=concurrency, progress=progress, config=base)
     if report:
         from analysis.report import write_report
 

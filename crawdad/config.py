@@ -248,6 +248,11 @@ class RunConfig(Strict):
     def prompt_source(self) -> str | Path:
         return self.prompts_dir if self.prompts_dir is not None else self.prompt_set
 
+    def model_names(self) -> list[str]:
+        """Every model the debaters and the judge use (not the extractor)."""
+        names = [a.model for a in self.agents] + ([self.judge.model] if self.judge else [])
+        return list(dict.fromkeys(names))
+
     def agent(self, name: str) -> AgentConfig:
         return next(a for a in self.agents if a.name == name)
 

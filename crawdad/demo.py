@@ -12,10 +12,10 @@ import signal
 import time
 from pathlib import Path
 
-from crawdad.config import RunConfig
+from crawdad.config import RunConfig, SelectionConfig
 from crawdad.data import Question, load_cladder, select
 from crawdad.errors import CrawdadError
-from crawdad.fake import AnswerKey, FakeServer, FaultPlan, LatencyModel, paper_models
+from crawdad.fake import AnswerKey, FakeServer, FaultPlan, LatencyModel, models_for, paper_models
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.runner import RunSummary, run
 from crawdad.synthetic import EXAMPLES
@@ -49,8 +49,14 @@ def demo_latency(capacity: int = 8) -> LatencyModel:
     )
 
 
-def demo_config(url: str, concurrency: int, seed: int = 0) -> RunConfig:
-    return RunConfig(seed=seed, concurrency=concurrency).serve_all_from(url)
+def demo_config(
+    url: str, concurrency: int, seed: int = 0, base: RunConfig | None = None
+) -> RunConfig:
+    """The paper's setup, or `base` (a config file's protocol, prompts and models), on the
+    simulated server at `url`."""
+    config = (base or RunConfig(seed=seed)).model_copy(deep=True)
+    config.concurrency = concurrency
+    return config.serve_all_from(url)
 
 
 def run_demo(
@@ -60,22 +66,21 @@ def run_demo(
     concurrency: int = 16,
     progress: bool = True,
     seed: int = 0,
+    config: RunConfig | None = None,
 ) -> RunSummary:
+    """The example questions on simulated servers; with `config`, under its protocol, prompt
+    set and models (every model it names is simulated)."""
     dataset = load_cladder(EXAMPLES)
     if limit:
-        dataset = select(
-            dataset,
-            demo_config("http://x", concurrency).selection.model_copy(update={"limit": limit}),
-            seed,
-        )
-    with FakeServer(
-        "ollama", paper_models(answer_key(dataset.questions), seed=seed), latency=demo_latency()
-    ) as server:
-        print(
-            f"simulated Ollama server at {server.url} (qwen3:32b, deepseek-r1:32b, granite3.3:2b)"
-        )
-        config = demo_config(server.url, concurrency, seed)
-        summary = asyncio.run(run(config, dataset, out, simulated=True, progress=progress))
+        dataset = select(dataset, SelectionConfig(limit=limit), seed)
+    base = config or RunConfig(seed=seed)
+    models = models_for(
+        base.model_names(), base.extractor.model, answer_key(dataset.questions), seed=seed
+    )
+    with FakeServer("ollama", models, latency=demo_latency()) as server:
+        print(f"simulated Ollama server at {server.url} ({', '.join(models)})")
+        run_config = demo_config(server.url, concurrency, seed, base)
+        summary = asyncio.run(run(run_config, dataset, out, simulated=True, progress=progress))
     (Path(out) / SIMULATION_NOTE).write_text(PAPER_PROFILE_NOTE + "\n")
     for line in summary.lines():
         print(line)

@@ -9,7 +9,7 @@ import pytest
 from crawdad.config import RunConfig, load_config
 from crawdad.data import load_cladder
 from crawdad.demo import answer_key
-from crawdad.fake import FakeExtractor, FakeServer, ProfileModel
+from crawdad.fake import AnswerKey, FakeModel, FakeServer, models_for
 from crawdad.runner import run
 from crawdad.store import RunStore
 
@@ -17,10 +17,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 READY = sorted(p for p in CONFIGS.rglob("*.toml") if "experiments" not in p.parts)
 
 
-def models_of(cfg: RunConfig, key) -> dict:  # type: ignore[no-untyped-def]
-    debaters = [a.model for a in cfg.agents] + ([cfg.judge.model] if cfg.judge else [])
-    models = {m: ProfileModel(key, "deepseek-r1" if "deepseek" in m else "qwen3") for m in debaters}
-    return models | {cfg.extractor.model: FakeExtractor()}
+def models_of(cfg: RunConfig, key: AnswerKey) -> dict[str, FakeModel]:
+    return models_for(cfg.model_names(), cfg.extractor.model, key)
 
 
 @pytest.mark.parametrize("path", READY, ids=lambda p: str(p.relative_to(CONFIGS)))
@@ -63,7 +61,7 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
     configs = variant_configs(spec, str(path))
     dataset = load_cladder(tiny_cladder)
     key = answer_key(dataset.questions)
-    models: dict = {}
+    models: dict[str, FakeModel] = {}
     for cfg in configs.values():
         models |= models_of(cfg, key)
     async with FakeServer("ollama", models) as server:

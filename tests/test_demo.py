@@ -116,3 +116,14 @@ def test_demo_writes_simulated_records_and_the_profile_note(tmp_path: Path) -> N
     assert len(records) == 12 and all(r["simulated"] for r in records)
     note = (out / SIMULATION_NOTE).read_text()
     assert "Table 1" in note and "fig. 7" in note
+
+
+def test_demo_runs_a_config_s_protocol_on_simulated_servers(tmp_path: Path) -> None:
+    from crawdad.config import load_config
+
+    config = load_config(Path(__file__).parents[1] / "configs" / "protocols" / "judge.toml")
+    run_demo(tmp_path / "judge", limit=4, progress=False, config=config)
+    records = [json.loads(line) for line in (tmp_path / "judge" / "debates.jsonl").open()]
+    assert len(records) == 4 and {r["protocol"] for r in records} == {"judge"}
+    assert all(r["simulated"] and r["error"] is None for r in records)
+    assert all(any(t["agent"] == "judge" for t in r["turns"]) for r in records)

@@ -29,7 +29,7 @@ from crawdad.fake.parsing import last_stance, opponent_stance
 from crawdad.fake.profile import PRESETS, ProfileModel, ProfileParams, preset
 from crawdad.fake.protocol import CallRecord, ServerStats
 from crawdad.fake.server import FakeServer
-from crawdad.fake.setups import gpu_latency, paper_models
+from crawdad.fake.setups import gpu_latency, models_for, paper_models
 
 __all__ = [
     "ALL_FAULTS",
@@ -62,6 +62,7 @@ __all__ = [
     "StructuredForm",
     "gpu_latency",
     "last_stance",
+    "models_for",
     "opponent_stance",
     "paper_models",
     "preset",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from crawdad.fake.answer_key import AnswerKey
@@ -32,6 +33,25 @@ def paper_models(
         deepseek: deepseek_model,
         extractor: FakeExtractor(seed=seed),
     }
+
+
+def models_for(
+    model_names: Iterable[str],
+    extractor: str = "granite3.3:2b",
+    answer_key: AnswerKey | None = None,
+    *,
+    seed: int = 0,
+) -> dict[str, FakeModel]:
+    """The paper's fakes, plus a profile debater for every other model a config names (a
+    DeepSeek-like one for names with "deepseek", a Qwen3-like one otherwise)."""
+    key = answer_key or AnswerKey()
+    models = paper_models(key, seed=seed, extractor=extractor)
+    for name in model_names:
+        if name not in models:
+            models[name] = ProfileModel(
+                key, "deepseek-r1" if "deepseek" in name else "qwen3", seed=seed
+            )
+    return models
 
 
 def gpu_latency(time_scale: float = 1.0, **overrides: Any) -> LatencyModel:
