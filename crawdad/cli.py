@@ -352,7 +352,7 @@ def experiment(
     from crawdad.runner import RunStopped, RunSummary
 
     spec, sha = load_experiment(file)
-    flags = _overrides(
+    flags, _origins = _overrides(
         concurrency=concurrency,
         limit=limit,
         sample=sample,

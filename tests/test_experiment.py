@@ -183,6 +183,8 @@ def test_experiment_killed_at_random_moments_then_resumed(tmp_path: Path) -> Non
                 assert time.monotonic() < deadline, "the experiment made no progress"
                 time.sleep(0.005)
             if proc.poll() is not None:
+                _out, err = proc.communicate()
+                assert proc.returncode == 0, err
                 break
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
