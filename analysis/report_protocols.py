@@ -127,7 +127,7 @@ def restricted(name: str, fn: TableFn) -> TableFn:
             out = fn(debates, turns)
         else:
             out = fn(debates[debates["run"].isin(keep)], turns[turns["run"].isin(keep)])
-        if name == "summary" and not out.empty:
+        if name == "summary" and not out.empty and len(keep) < len(kinds):
             blank = out["run"].map(lambda r: not applies("table1", kinds.get(r, "crawdad")))
             for col in ("first_speaker_acc", "initial_unanswered"):
                 out[col] = out[col].astype("float64").where(~blank)
