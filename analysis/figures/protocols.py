@@ -159,7 +159,7 @@ def simultaneous_figure(changes: pd.DataFrame, majority: pd.DataFrame) -> Figure
     right.set_ylim(0, 1.05)
     right.set_ylabel("majority correct")
     right.set_title("Majority correct")
-    right.set_xlabel("round (+toward / \u2212away gold)")
+    right.set_xlabel("round (+toward/\u2212away)")
     legend_below(fig, left)
     return fig
 
