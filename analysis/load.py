@@ -74,6 +74,15 @@ DEBATE_COLUMNS = [
     "error",
     "seconds",
     "simulated",
+    # protocols (record schema 2; schema-1 records are crawdad-protocol records)
+    "protocol",
+    "prompt_set",
+    "judge",
+    "tie",
+    "agents",  # tuple of agent labels, config order
+    "speaking_order",  # tuple of agent labels ([] for schema 1)
+    "agent_answers",  # tuple of (agent label, answer) pairs, hashable
+    "stances",  # whether debaters were assigned sides (judge protocol)
 ]
 TURN_COLUMNS = [
     "run",
@@ -94,6 +103,19 @@ TURN_COLUMNS = [
     "errored",
     "rung",
     "gold",
+    # protocols and cost
+    "protocol",
+    "turn_index",  # position in the record's turns
+    "stance",
+    "sample",
+    "seen",  # tuple of turn indices shown (None: every earlier turn, schema 1)
+    "followup",  # the judge asked a follow-up question
+    "prompt_tokens",
+    "attempts",
+    "extractor_called",  # the extractor model was asked about this response
+    "extractor_prompt_tokens",
+    "extractor_completion_tokens",
+    "extractor_seconds",
 ]
 
 
@@ -139,7 +161,11 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
 
     qid = str(rec.question_id)
     turns = []
-    for t in rec.turns:
+    for i, t in enumerate(rec.turns):
+        x = t.extraction
+        called = x is not None and (
+            x.seconds > 0 or x.prompt_tokens is not None or x.completion_tokens is not None
+        )
         turns.append(
             (
                 qid,
@@ -159,6 +185,18 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
                 t.error is not None,
                 rec.rung,
                 rec.gold,
+                rec.protocol,
+                i,
+                t.stance,
+                t.sample,
+                tuple(t.seen) if t.seen is not None else None,
+                t.followup is not None,
+                t.prompt_tokens,
+                t.attempts,
+                called,
+                x.prompt_tokens if x is not None else None,
+                x.completion_tokens if x is not None else None,
+                x.seconds if x is not None else 0.0,
             )
         )
     first = next((t for t in rec.turns if t.round == 0), None)
@@ -183,6 +221,14 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
         rec.error[:_ERROR_CHARS] if rec.error is not None else None,
         rec.seconds,
         rec.simulated,
+        rec.protocol,
+        rec.prompt_set,
+        rec.judge,
+        rec.tie,
+        tuple(label(n) for n in rec.agents),
+        tuple(label(n) for n in rec.speaking_order),
+        tuple((label(n), a) for n, a in rec.agent_answers.items()),
+        any(t.stance is not None for t in rec.turns),
     )
     return debate, turns
 
@@ -217,6 +263,8 @@ def _frames(
             "errored": "bool",
             "seconds": "float64",
             "simulated": "bool",
+            "tie": "bool",
+            "stances": "bool",
         }
     )
     t = t.astype(
@@ -231,6 +279,15 @@ def _frames(
             "completion_tokens": "float64",
             "errored": "bool",
             "rung": "int64",
+            "turn_index": "int64",
+            "sample": "float64",
+            "followup": "bool",
+            "prompt_tokens": "float64",
+            "attempts": "int64",
+            "extractor_called": "bool",
+            "extractor_prompt_tokens": "float64",
+            "extractor_completion_tokens": "float64",
+            "extractor_seconds": "float64",
         }
     )
     return d, t

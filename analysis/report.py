@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from analysis import figures as F
 from analysis import metrics as M
 from analysis import narrative as N
+from analysis import report_protocols as RP
 from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
 from crawdad.errors import StoreError
@@ -131,7 +132,8 @@ shown for which model."""
 
 def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Every table of the report, for all runs at once (each has a `run` column)."""
-    return {name: fn(debates, turns) for name, (_, fn) in TABLES.items()}
+    tables = {name: RP.restricted(name, fn)(debates, turns) for name, (_, fn) in TABLES.items()}
+    return tables | RP.protocol_tables(debates, turns)
 
 
 def _slug(label: str) -> str:
@@ -308,17 +310,25 @@ def _run_section(
     }
     lines = _lines(t)
     captions = {"fig8_timing": N.timing_caption(t["time_sources"])}
-    run_jobs = _figure_jobs(w.folder, t, points, colors)
+    kind = RP.run_kind(run.debates)
+    run_jobs = [j for j in _figure_jobs(w.folder, t, points, colors) if RP.applies(j[1], kind)]
     jobs.extend(run_jobs)
     figs = {job[1] for job in run_jobs}
-    out = [f"## Run `{label}`", ""]
+    out = [f"## Run `{label}` ({kind} protocol)", ""]
     if run.simulated:
         out += ["> **Simulated run**: these numbers come from crawdad's fake servers.", ""]
         note = run.path / "simulation.txt"  # written by `crawdad demo`: what its models imitate
         if note.is_file():
             out += [f"> {' '.join(note.read_text().split())}", ""]
-    for heading, tnames, fnames in SECTIONS:
+    for i, (heading, all_t, all_f) in enumerate(SECTIONS):
+        if i == 1:
+            out += RP.protocol_section(kind, t, colors, root, w.folder, jobs, COLLAPSE_ROWS)
+        tnames = [n for n in all_t if RP.applies(n, kind)]
+        fnames = [n for n in all_f if RP.applies(n, kind)]
+        skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]
         out += [f"### {heading}", ""]
+        if skipped:
+            out += [RP.skip_note(skipped, kind), ""]
         for fname in fnames:
             figs.remove(fname)
             out += [w.figure(fname, captions.get(fname)), ""]
@@ -400,10 +410,11 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
     summ = tables["summary"].set_index("run") if not tables["summary"].empty else None
     for r in runs:
         m = r.manifest
-        agents = sorted(set(r.debates["first_agent"]) | set(r.debates["second_agent"]))
+        agents = sorted({a for ags in r.debates["agents"] for a in ags})
         rows.append(
             {
                 "run": r.label,
+                "protocol": RP.run_kind(r.debates),
                 "folder": str(r.path),
                 "simulated": "**yes**" if r.simulated else "no",
                 "models": ", ".join(agents),
@@ -465,6 +476,7 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     debates, turns = concat(runs)
     tables = compute_tables(debates, turns)
     agents = pd.concat([debates["first_agent"], debates["second_agent"], turns["agent"]])
+    agents = pd.concat([agents, pd.Series([a for ags in debates["agents"] for a in ags])])
     colors = F.agent_colors(agents.dropna().unique())
 
     md = ["# crawdad analysis report", ""]
@@ -496,6 +508,8 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     if len(runs) > 1:
         md += _compare_section(tables, runs, out)
     jobs: list[_Job] = []
+    if len(runs) > 1:
+        md += RP.compare_lines(tables, [r.label for r in runs], out, jobs)
     for run in runs:
         md += _run_section(run, tables, colors, out, jobs)
     _draw_all(jobs, workers)
