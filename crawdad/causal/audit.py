@@ -333,7 +333,7 @@ def render_markdown(audit: AuditFile) -> str:
             qt, graph, str(len(rs)),
             *(str(vs[k]) if vs["n/a"] < len(rs) else "-" for k in ("exact", "close", "off")),
             str(ls["agrees"]), str(ls["contradicted"]), str(ls["ambiguous"]),
-            f"{sum(1 for r in shown if r.shown_max_error <= EXACT)}/{len(shown)}" if shown else "-",
+            f"{sum(1 for r in shown if (r.shown_max_error or 0) <= EXACT)}/{len(shown)}" if shown else "-",
             f"{sum(1 for r in texts if r.text_ok)}/{len(texts)}" if texts else "-",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")

@@ -81,7 +81,7 @@ def nde(m: BinaryModel, meta: Mapping[str, Any]) -> Number:
     """E[Y_{X=1, M=M_{X=0}}] - E[Y_{X=0}]: the natural direct effect."""
     x, y = _tx(meta)
     meds = _mediators(m, meta)
-    worlds = [{x: 0}, {x: 1, **{v: Ref(0, v) for v in meds}}]
+    worlds: list[dict[str, int | Ref]] = [{x: 0}, {x: 1, **{v: Ref(0, v) for v in meds}}]
     return m.counterfactual(worlds, event=[(1, y, 1)]) - m.prob({y: 1}, do={x: 0})
 
 
@@ -89,7 +89,7 @@ def nie(m: BinaryModel, meta: Mapping[str, Any]) -> Number:
     """E[Y_{X=0, M=M_{X=1}}] - E[Y_{X=0}]: the natural indirect effect."""
     x, y = _tx(meta)
     meds = _mediators(m, meta)
-    worlds = [{x: 1}, {x: 0, **{v: Ref(0, v) for v in meds}}]
+    worlds: list[dict[str, int | Ref]] = [{x: 1}, {x: 0, **{v: Ref(0, v) for v in meds}}]
     return m.counterfactual(worlds, event=[(1, y, 1)]) - m.prob({y: 1}, do={x: 0})
 
 
