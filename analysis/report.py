@@ -449,18 +449,31 @@ def _writable(out: Path) -> None:
         ) from None
 
 
-def write_report(run_dirs: list[Path], out: Path, *, workers: int | None = None) -> Path:
+def write_report(
+    run_dirs: list[Path],
+    out: Path,
+    *,
+    workers: int | None = None,
+    audit: Path | None = None,
+    contradicted: str = "leave-out",
+) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
 
     `workers`: processes used to parse large files and to draw the figures (default: the CPU
     count, at most 4; 1 draws everything in this process). A run folder that cannot be analysed
-    or a report folder that cannot be written raises `StoreError` with a message.
+    or a report folder that cannot be written raises `StoreError` with a message. `audit`: a
+    file from `crawdad data audit --json`; debates on questions whose label it contradicts are
+    left out (`contradicted="leave-out"`) or kept and marked (`"mark"`).
     """
     workers = _default_workers() if workers is None else workers
     if not run_dirs:
         raise ValueError("no run folder given")
     out = Path(out)
     runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
+    if audit is not None:  # `crawdad data audit --json`: contradicted labels left out or marked
+        from analysis.audit import apply_audit
+
+        runs = apply_audit(runs, audit, contradicted)  # type: ignore[arg-type]
     _writable(out)
     try:
         return _write(runs, out, workers)

@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from crawdad.config import RunConfig, deep_merge, load_config, url_hints
-from crawdad.errors import CrawdadError
+from crawdad.errors import CrawdadError, DataError
 
 
 class UsageProblem(CrawdadError):
@@ -459,8 +459,20 @@ def analyze(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Report folder (default: RUN/report).")
     ] = None,
+    audit: Annotated[
+        Path | None,
+        typer.Option(help="Audit file from `crawdad data audit DATA --json FILE`."),
+    ] = None,
+    contradicted: Annotated[
+        str,
+        typer.Option(
+            help="Debates on questions whose label the audit contradicts: leave-out or mark."
+        ),
+    ] = "leave-out",
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs."""
+    if contradicted not in ("leave-out", "mark"):
+        raise typer.BadParameter("use leave-out or mark", param_hint="--contradicted")
     from crawdad.store import require_run_folder
 
     for run_dir in run_dirs:
@@ -474,7 +486,7 @@ def analyze(
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
-        path = write_report(list(run_dirs), target)
+        path = write_report(list(run_dirs), target, audit=audit, contradicted=contradicted)
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
     typer.echo(f"report written: {path}")
@@ -590,6 +602,38 @@ def data_info(
     )
     for key, counts in summary(dataset.questions).items():
         typer.echo(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+
+
+@data_app.command("audit")
+def data_audit(
+    data: Annotated[Path, typer.Argument(help="CLadder zip, folder or questions file.")],
+    questions_file: Annotated[str | None, typer.Option()] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the report (Markdown).")
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write every question's result (for analyze --audit)."),
+    ] = None,
+) -> None:
+    """Recompute every question from its causal model and check the stored values and labels."""
+    from crawdad.causal.audit import audit_dataset, render_markdown
+
+    result = audit_dataset(data, questions_file)
+    text = render_markdown(result)
+    for path, content in ((out, text), (json_out, result.model_dump_json(indent=1))):
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(content)
+            except OSError as e:
+                raise DataError(
+                    f"cannot write {path}: {e.strerror or e}; choose another path"
+                ) from None
+    typer.echo(text.split("\n## ")[0].rstrip())
+    for path in (out, json_out):
+        if path is not None:
+            typer.echo(f"written: {path}")
 
 
 def main() -> None:

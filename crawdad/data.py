@@ -364,6 +364,14 @@ def load_cladder(path: Path, questions_file: str | None = None) -> Dataset:
     return Dataset(questions=questions, info=info)
 
 
+def read_raw(path: Path, questions_file: str | None = None) -> tuple[list[Any], list[Any], str]:
+    """The questions and causal models as parsed JSON, every field kept (for the causal audit),
+    with the questions file's name. Call `load_cladder` first to validate them."""
+    q_name, q_raw, m_name, m_raw = _read_sources(Path(path), questions_file)
+    questions = _check_list(_parse_json(q_raw, q_name), q_name)
+    return questions, _check_list(_parse_json(m_raw, m_name), m_name), q_name
+
+
 def _check_list(data: Any, name: str) -> list[Any]:
     if not isinstance(data, list):
         raise DataError(f"{name}: expected a JSON list of objects, got {type(data).__name__}")
