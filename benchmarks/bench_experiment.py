@@ -48,13 +48,19 @@ def variants(base: RunConfig, names: list[str]) -> dict[str, RunConfig]:
         config = base.model_copy(deep=True)
         if name == "solo":
             config = RunConfig.model_validate(
-                {**config.model_dump(), "agents": config.model_dump()["agents"][:1], "protocol": {"kind": "solo"}}
+                {
+                    **config.model_dump(),
+                    "agents": config.model_dump()["agents"][:1],
+                    "protocol": {"kind": "solo"},
+                }
             )
         elif name == "judge":
             data = config.model_dump()
             judge = {**data["agents"][0]}
             judge.pop("name")
-            config = RunConfig.model_validate({**data, "protocol": {"kind": "judge", "rounds": 2}, "judge": judge})
+            config = RunConfig.model_validate(
+                {**data, "protocol": {"kind": "judge", "rounds": 2}, "judge": judge}
+            )
         elif name == "no-be-confident":
             config.prompt_set = "no-be-confident"
         out[name] = config

@@ -153,8 +153,13 @@ def test_backadj_answers():
     meta = {"given_info": [["V1"], []], "polarity": True}
     v = QUANTITY["backadj"](CONFOUNDING, meta)
     assert v == (True, False) and verdict("backadj", v, meta).answer == "yes"
-    fork = QUANTITY["backadj"](FORK, {"given_info": [["V2"], []]})
-    assert verdict("backadj", fork, {}).answer is None  # both valid: no unique answer
+    meta = {"given_info": [["V2"], []]}
+    fork = QUANTITY["backadj"](FORK, meta)
+    # Both valid: CLadder's convention favours the minimal set (Method 2 here), and says so.
+    v = verdict("backadj", fork, meta)
+    assert fork == (True, True) and v.answer == "no" and "convention" in (v.note or "")
+    flipped = {"given_info": [[], ["V2"]]}
+    assert verdict("backadj", QUANTITY["backadj"](FORK, flipped), flipped).answer == "yes"
 
 
 # Deterministic structural equations (CLadder's det-counterfactual questions).

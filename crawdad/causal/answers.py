@@ -18,7 +18,9 @@ its data:
 - collider_bias: X does not cause Y in the collision graph, so "does it mean that X affects Y?"
   is "no" (and "does not affect" is "yes"); the correlation among the selected does not count.
 - backadj: yes iff the method the question favours uses a valid backdoor adjustment set and the
-  other does not.
+  other does not. When both sets are valid (V2 in the fork), CLadder's table of valid sets holds
+  only the minimal one, so its labels favour the smaller set: the engine follows that convention
+  and says so in the verdict's note (the audit lists these questions apart).
 - det-counterfactual: yes iff the structural equations make Y_{X=a} equal the asked value.
 
 A quantity of exactly 0 (1/2 for marginal) answers "no": neither more nor less. An answer is None
@@ -36,6 +38,12 @@ BAND = 0.005  # CLadder's |quantity| < 0.005 counts as no effect
 EPS = 1e-9  # float noise allowed around a boundary (exact fractions need none)
 
 Answer = Literal["yes", "no"]
+
+
+CONVENTION = (
+    "both methods are valid adjustments by the backdoor criterion; CLadder's convention favours "
+    "the minimal set"
+)
 
 
 @dataclass(frozen=True)
@@ -84,9 +92,14 @@ def verdict(query_type: str, value: Any, meta: Mapping[str, Any]) -> Verdict:
         return Verdict(_yes((abs(value) >= BAND) == pol))
     if query_type == "backadj":
         first, second = value
+        if first and second:  # CLadder's convention: the minimal valid set is the right one
+            sizes = [len(s) for s in meta.get("given_info") or [[], []]]
+            if sizes[0] == sizes[1]:
+                return Verdict(None, "both methods are valid adjustments of the same size")
+            favoured_smaller = (sizes[0] < sizes[1]) == pol
+            return Verdict(_yes(favoured_smaller), CONVENTION)
         if first == second:
-            both = "both methods are valid" if first else "neither method is valid"
-            return Verdict(None, f"{both} adjustments")
+            return Verdict(None, "neither method is valid adjustment")
         favoured_valid = first if pol else second
         return Verdict(_yes(favoured_valid))
     if query_type == "det-counterfactual":

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from crawdad.causal.answers import verdict
+from crawdad.causal.answers import CONVENTION, verdict
 from crawdad.causal.model import BinaryModel
 from crawdad.causal.queries import QUANTITY, collider_shown
 from crawdad.data import load_cladder, read_raw
@@ -25,7 +25,9 @@ from crawdad.errors import CrawdadError, DataError
 AUDIT_SCHEMA = 1
 EXACT, CLOSE = 1e-9, 1e-4  # |stored - exact| up to EXACT is float noise; up to CLOSE, rounding
 
-LabelStatus = Literal["agrees", "contradicted", "ambiguous", "error"]
+# agrees; convention: agrees under a CLadder convention that the textbook answer does not share
+# (backadj with two valid sets); contradicted; ambiguous: no answer is uniquely right; error.
+LabelStatus = Literal["agrees", "convention", "contradicted", "ambiguous", "error"]
 ValueStatus = Literal["exact", "close", "off", "n/a"]
 
 # Why CLadder's stored numbers differ from the exact ones (found by reading its generator,
@@ -45,7 +47,8 @@ CAUSES = {
     "fork": (
         "CLadder's table of valid adjustment sets lists only the empty set for the fork "
         "(X->Y, V2->Y), but {V2} is valid too: V2 is no descendant of X and there is no backdoor "
-        "path, so both methods are correct"
+        "path, so both methods are correct; the labels (and the engine, which follows CLadder's "
+        "rules) take the minimal set as the right one"
     ),
 }
 
@@ -75,6 +78,7 @@ class AuditFile(BaseModel):
     n_questions: int
     n_contradicted: int
     n_ambiguous: int
+    n_convention: int = 0  # labels that agree only under a CLadder convention
     rows: list[AuditRow]
 
 
@@ -214,8 +218,10 @@ def audit_question(q: Mapping[str, Any], m: BinaryModel) -> AuditRow:
     if v.answer is None:
         status: LabelStatus = "ambiguous"
         reason = v.note
+    elif v.answer == q.get("answer") and v.note == CONVENTION:
+        status, reason = "convention", v.note
         if qt == "backadj" and graph == "fork":
-            reason = f"{v.note} ({{V2}} is valid in the fork; CLadder's table lists only {{}})"
+            reason += " ({V2} is valid in the fork; CLadder's table lists only {})"
     elif v.answer == q.get("answer"):
         status, reason = "agrees", None
     else:
@@ -286,6 +292,7 @@ def audit_dataset(path: Path, questions_file: str | None = None) -> AuditFile:
         n_questions=len(rows),
         n_contradicted=count["contradicted"],
         n_ambiguous=count["ambiguous"],
+        n_convention=count["convention"],
         rows=rows,
     )
 
@@ -298,14 +305,18 @@ def render_markdown(audit: AuditFile) -> str:
     rows = audit.rows
     n = len(rows)
     status = Counter(r.label_status for r in rows)
-    unique = n - status["ambiguous"] - status["error"]
+    unique = n - status["ambiguous"] - status["error"] - status["convention"]
+    reproduced = status["agrees"] + status["convention"]
     lines = [
         "# CLadder audit: every question recomputed from its causal model",
         "",
         f"Source: `{audit.source}` ({Path(audit.questions_file.split('!')[-1]).name}), {n} questions.",
         "",
-        f"- Labels reproduced by the exact answer: {status['agrees']} of {n} ({_pct(status['agrees'], n)}); "
-        f"of the {unique} questions with a uniquely right answer: {_pct(status['agrees'], unique)}.",
+        f"- Labels reproduced by the exact answer under CLadder's rules: {reproduced} of {n} "
+        f"({_pct(reproduced, n)}); of the {unique} questions whose answer needs no convention: "
+        f"{_pct(status['agrees'], unique)}.",
+        f"- Reproduced only under CLadder's convention that the minimal valid adjustment set is "
+        f"the right one (by the backdoor criterion both methods are valid): {status['convention']}.",
         f"- Contradicted (the exact answer is the other one): {status['contradicted']}.",
         f"- No uniquely right answer: {status['ambiguous']}.",
         f"- Could not be computed: {status['error']}.",
@@ -318,8 +329,8 @@ def render_markdown(audit: AuditFile) -> str:
         "within 1e-4; off: further). Shown: every number in `meta.given_info` within 1e-9 of the "
         "exact value. Text: the percentages printed in the question are the exact values rounded.",
         "",
-        "| query type | graph | n | value exact | close | off | label agrees | contradicted | ambiguous | shown exact | text right |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| query type | graph | n | value exact | close | off | label agrees | by convention | contradicted | ambiguous | shown exact | text right |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     groups: dict[tuple[str, str], list[AuditRow]] = defaultdict(list)
     for r in rows:
@@ -332,7 +343,7 @@ def render_markdown(audit: AuditFile) -> str:
         cells = [
             qt, graph, str(len(rs)),
             *(str(vs[k]) if vs["n/a"] < len(rs) else "-" for k in ("exact", "close", "off")),
-            str(ls["agrees"]), str(ls["contradicted"]), str(ls["ambiguous"]),
+            str(ls["agrees"]), str(ls["convention"]), str(ls["contradicted"]), str(ls["ambiguous"]),
             f"{sum(1 for r in shown if (r.shown_max_error or 0) <= EXACT)}/{len(shown)}" if shown else "-",
             f"{sum(1 for r in texts if r.text_ok)}/{len(texts)}" if texts else "-",
         ]  # fmt: skip
@@ -370,7 +381,7 @@ def render_markdown(audit: AuditFile) -> str:
             "",
             "Same cause: these conditional probabilities were computed by belief propagation.",
         ]
-    if any(r.graph_id == "fork" and r.label_status == "ambiguous" for r in rows):
+    if any(r.graph_id == "fork" and r.label_status == "convention" for r in rows):
         lines += ["", f"backadj on fork: {CAUSES['fork']}."]
     listed = [r for r in rows if r.label_status != "agrees"]
     if listed:
