@@ -19,7 +19,7 @@ from crawdad.protocols.base import (
     history,
     speaking_order,
 )
-from crawdad.records import DebateRecord, Role, Turn
+from crawdad.records import Answer, DebateRecord, Role, Turn
 
 
 def role_of(speaker: str, order: list[str], turns: list[Turn]) -> Role:
@@ -53,10 +53,9 @@ def render(
     )
 
 
-def latest_answers(turns: list[Turn], order: list[str]) -> dict[str, object]:
-    latest: dict[str, object] = {}
-    for t in turns:
-        latest[t.agent] = t.answer
+def latest_answers(turns: list[Turn], order: list[str]) -> dict[str, Answer | None]:
+    """Each debater's latest answer, in speaking order, for those who have spoken."""
+    latest = {t.agent: t.answer for t in turns}
     return {n: latest[n] for n in order if n in latest}
 
 
@@ -82,8 +81,8 @@ async def play(setup: DebateSetup, question: Question, record: DebateRecord) -> 
         record.turns.append(turn)
         check_runaway(setup, turn)
         latest = latest_answers(record.turns, order)
-        record.agent_answers = latest  # type: ignore[assignment]
-        record.consensus = len(latest) == len(order) and agree(list(latest.values()))  # type: ignore[arg-type]
+        record.agent_answers = latest
+        record.consensus = len(latest) == len(order) and agree(list(latest.values()))
         if record.consensus and protocol.early_stop:
             record.end = "consensus"
             break

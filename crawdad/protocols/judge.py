@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from crawdad.backends.base import ChatResult
 from crawdad.data import Question
 from crawdad.protocols.base import (
     DebateSetup,
@@ -61,7 +62,7 @@ def stances(setup: DebateSetup, question: Question, order: list[str]) -> dict[st
 
 
 def _shown(turns: list[Turn]) -> list[int]:
-    """What a debater is shown: every debater turn, and the judge's questions."""
+    """What a debater, or the judge, is shown: every debater turn, and the judge's questions."""
     return [i for i, t in enumerate(turns) if t.agent != "judge" or t.followup]
 
 
@@ -104,7 +105,7 @@ async def judge_turn(
 ) -> Turn:
     assert setup.judge is not None
     prompts = setup.prompts
-    seen = [i for i, t in enumerate(record.turns) if t.agent != "judge" or t.followup]
+    seen = _shown(record.turns)
     block, entry_version = history(setup, record.turns, seen, "judge", record.speaking_order)
     template = prompts["judge"]
     instruction = prompts.fragments["judge_last_round" if last else "judge_more_rounds"]
@@ -130,7 +131,7 @@ async def judge_turn(
     return turn
 
 
-async def read_verdict(setup: DebateSetup, turn: Turn, result: Any, last: bool) -> None:
+async def read_verdict(setup: DebateSetup, turn: Turn, result: ChatResult, last: bool) -> None:
     """The judge's JSON; failing that, the extractor's reading of its text (a verdict if it
     found an answer)."""
     model = setup.judge.spec.model if setup.judge else ""
