@@ -84,6 +84,27 @@ def _global_options(
         logging.getLogger("crawdad").setLevel(logging.DEBUG)
 
 
+# Options `run` and `experiment` share: the data and the selection of questions.
+DataOpt = Annotated[
+    Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
+]
+LimitOpt = Annotated[int | None, typer.Option(min=1, help="Only the first N selected questions.")]
+SampleOpt = Annotated[
+    int | None, typer.Option(min=1, help="Seeded sample of N, stratified by rung and alignment.")
+]
+RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]
+RungsOpt = Annotated[
+    list[int], typer.Option("--rung", min=1, max=3, help="Only these rungs (repeatable).")
+]
+QueryTypesOpt = Annotated[list[str], typer.Option("--query-type", help="Only these query types.")]
+AlignmentsOpt = Annotated[
+    list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")
+]
+QuestionsFileOpt = Annotated[
+    str | None, typer.Option(help="Which questions file in a folder or zip.")
+]
+
+
 def _echo_err(message: str) -> None:
     typer.secho(message, fg=typer.colors.RED, err=True)
 
@@ -215,16 +236,12 @@ def _check_out(out: Path, option: str = "--out") -> None:
 
 @app.command()
 def run(
-    data: Annotated[
-        Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
-    ],
+    data: DataOpt,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Run folder (created, or resumed if it exists).")
     ],
     config: ConfigOpt = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Only the first N selected questions.")
-    ] = None,
+    limit: LimitOpt = None,
     seed: Annotated[
         int | None, typer.Option(help="Run seed (first speakers, sampling seeds).")
     ] = None,
@@ -234,25 +251,12 @@ def run(
     schedule: Annotated[
         str | None, typer.Option(help="fifo, or grouped (one-GPU workstations).")
     ] = None,
-    sample: Annotated[
-        int | None,
-        typer.Option(min=1, help="Seeded sample of N, stratified by rung and alignment."),
-    ] = None,
-    ranges: Annotated[
-        list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")
-    ] = [],  # noqa: B006
-    rungs: Annotated[
-        list[int], typer.Option("--rung", min=1, max=3, help="Only these rungs (repeatable).")
-    ] = [],  # noqa: B006
-    query_types: Annotated[
-        list[str], typer.Option("--query-type", help="Only these query types.")
-    ] = [],  # noqa: B006
-    alignments: Annotated[
-        list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")
-    ] = [],  # noqa: B006
-    questions_file: Annotated[
-        str | None, typer.Option(help="Which questions file in a folder or zip.")
-    ] = None,
+    sample: SampleOpt = None,
+    ranges: RangesOpt = [],  # noqa: B006
+    rungs: RungsOpt = [],  # noqa: B006
+    query_types: QueryTypesOpt = [],  # noqa: B006
+    alignments: AlignmentsOpt = [],  # noqa: B006
+    questions_file: QuestionsFileOpt = None,
     sets: Annotated[
         list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
     ] = [],  # noqa: B006
@@ -310,31 +314,19 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
 @app.command()
 def experiment(
     file: Annotated[Path, typer.Argument(help="Experiment file (see configs/experiments/).")],
-    data: Annotated[
-        Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
-    ],
+    data: DataOpt,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Experiment folder: one run folder per variant.")
     ],
-    limit: Annotated[int | None, typer.Option(help="Only the first N selected questions.")] = None,
-    sample: Annotated[
-        int | None, typer.Option(help="Seeded sample of N, stratified by rung and alignment.")
-    ] = None,
-    ranges: Annotated[
-        list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")
-    ] = [],  # noqa: B006
-    rungs: Annotated[list[int], typer.Option("--rung", help="Only these rungs (repeatable).")] = [],  # noqa: B006
-    query_types: Annotated[
-        list[str], typer.Option("--query-type", help="Only these query types.")
-    ] = [],  # noqa: B006
-    alignments: Annotated[
-        list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")
-    ] = [],  # noqa: B006
-    questions_file: Annotated[
-        str | None, typer.Option(help="Which questions file in a folder or zip.")
-    ] = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = None,
+    ranges: RangesOpt = [],  # noqa: B006
+    rungs: RungsOpt = [],  # noqa: B006
+    query_types: QueryTypesOpt = [],  # noqa: B006
+    alignments: AlignmentsOpt = [],  # noqa: B006
+    questions_file: QuestionsFileOpt = None,
     concurrency: Annotated[
-        int | None, typer.Option(help="Debates in flight at once, over all variants.")
+        int | None, typer.Option(min=1, help="Debates in flight at once, over all variants.")
     ] = None,
     force: Annotated[
         bool, typer.Option(help="Resume variants even if their settings changed.")
@@ -351,6 +343,7 @@ def experiment(
     )
     from crawdad.runner import RunStopped, RunSummary
 
+    _check_out(out)
     spec, sha = load_experiment(file)
     flags, _origins = _overrides(
         concurrency=concurrency,
