@@ -483,15 +483,20 @@ def test_experiment_report_written_and_dispatched(handmade: Path, tmp_path: Path
         write_report([handmade, handmade / "paper"], tmp_path / "r2")
 
 
-def test_no_baseline_and_a_missing_variant(handmade: Path, tmp_path: Path) -> None:
+def test_no_baseline_no_solo_variant_and_a_missing_variant(handmade: Path, tmp_path: Path) -> None:
     m = ExperimentManifest.model_validate_json((handmade / "experiment.json").read_text())
     m.baseline = None
+    del m.variants["sc3"]  # no solo variant: no curve
     m.variants["later"] = {"seed": 1}
     (handmade / "experiment.json").write_text(m.model_dump_json())
     with pytest.warns(UserWarning, match="'later' has no run folder yet"):
         path = write_experiment_report(handmade, tmp_path / "r")
     text = path.read_text()
     assert "none named (no paired comparisons)" in text and "nothing to pair" in text
+    assert (
+        "`judge` (270 tokens/question, 0.875 [0.625, 1.000]) has no self-consistency curve" in text
+    )
+    assert "| later" in text  # listed, with no numbers
 
 
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str):  # type: ignore[no-untyped-def]
