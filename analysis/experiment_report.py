@@ -19,6 +19,7 @@ from analysis.experiment import Experiment, load_experiment, overrides_text
 from analysis.figures import save
 from analysis.figures.experiment import compute_figure
 from analysis.metrics import experiment as X
+from analysis.metrics import self_consistency as SC
 from analysis.render import fmt_p, to_markdown
 from crawdad.errors import StoreError
 
@@ -229,7 +230,7 @@ def _curves_shown(c: pd.DataFrame) -> pd.DataFrame:
             "tokens / question": [f"{x:,.0f}" for x in c["tokens"]],
             "accuracy": [f"{x:.3f}" for x in c["acc"]],
             "n": c["n"],
-            "subsets": ["all" if e else f"{X.MAX_SUBSETS:,} random" for e in c["exact"]],
+            "subsets": ["all" if e else f"{SC.MAX_SUBSETS:,} random" for e in c["exact"]],
         }
     )
 
@@ -318,9 +319,9 @@ def _write(exp: Experiment, out: Path) -> Path:
     acc = X.accuracy_rows(q, names, keep)
     cost = X.cost_rows(q, names, keep)
     gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
-    curves = X.sc_curves(exp.samples(), gold, keep)
-    cframe = X.curve_frame(curves)
-    match = X.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
+    curves = SC.sc_curves(exp.samples(), gold, keep)
+    cframe = SC.curve_frame(curves)
+    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
     base = exp.baseline if exp.baseline in names else None
     paired = (
         X.paired_comparisons(q, base, names, universe)
@@ -398,7 +399,7 @@ def _write(exp: Experiment, out: Path) -> Path:
         "each solo agent for k = 1..K samples, at k times its tokens per sample.",
         "",
     ]
-    debates = match[match["protocol"].isin(X.DEBATE_PROTOCOLS)]
+    debates = match[match["protocol"].isin(SC.DEBATE_PROTOCOLS)]
     if not debates.empty:
         md += [*[f"- {cost_sentence(r, paired, base)}" for _, r in debates.iterrows()], ""]
     _write_table(out, "cost_match", match)

@@ -66,6 +66,7 @@ import pytest
 from analysis.experiment import load_experiment
 from analysis.experiment_report import cost_sentence, write_experiment_report
 from analysis.metrics import experiment as X
+from analysis.metrics import self_consistency as SC
 from analysis.report import write_report
 from crawdad.errors import StoreError
 from crawdad.protocols.base import majority
@@ -336,7 +337,7 @@ def test_paired_comparisons_with_the_baseline(handmade: Path) -> None:
 def test_self_consistency_curve_and_the_judge_at_its_cost(handmade: Path) -> None:
     exp, q, names, keep = frames(handmade)
     gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
-    curves = X.sc_curves(exp.samples(), gold, keep)
+    curves = SC.sc_curves(exp.samples(), gold, keep)
     assert [(c.variant, c.model, c.K) for c in curves] == [("sc3", "qwen3:32b", 3)]
     c = curves[0]
     third = 1 / 3
@@ -348,10 +349,10 @@ def test_self_consistency_curve_and_the_judge_at_its_cost(handmade: Path) -> Non
     for k, per_question in expected.items():
         np.testing.assert_allclose(c.p[:, k - 1], per_question)
     np.testing.assert_allclose(c.acc, [0.5, 0.5, 0.625])
-    frame = X.curve_frame(curves)
+    frame = SC.curve_frame(curves)
     assert frame["tokens"].tolist() == [122.5, 245.0, 367.5] and frame["exact"].all()
 
-    match = X.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
+    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
     assert match["variant"].tolist() == ["paper", "judge"]  # debates only
     j = match.set_index("variant").loc["judge"]
     assert (j["tokens"], j["acc"], j["chosen_as"], j["where"]) == (
@@ -439,9 +440,9 @@ def test_vectorised_vote_is_crawdads_majority() -> None:
     conf = np.array([[c or 0.0 for _, c in r] for r in rows])
     gold = np.ones(len(rows), np.int8)
     for k in (2, 4, 5):
-        subsets, exact = X._subsets(K, k, 1000, 0)
+        subsets, exact = SC._subsets(K, k, 1000, 0)
         assert exact
-        got = X.vote_accuracy(ans, conf, gold, subsets)
+        got = SC.vote_accuracy(ans, conf, gold, subsets)
         for qi, r in enumerate(rows):
             want = np.mean(
                 [
@@ -453,10 +454,10 @@ def test_vectorised_vote_is_crawdads_majority() -> None:
 
 
 def test_random_subsets_when_there_are_too_many() -> None:
-    subsets, exact = X._subsets(20, 10, 500, 0)
+    subsets, exact = SC._subsets(20, 10, 500, 0)
     assert not exact and subsets.shape == (500, 10)
     assert (np.diff(subsets, axis=1) > 0).all()  # ascending, no repeats
-    again, _ = X._subsets(20, 10, 500, 0)
+    again, _ = SC._subsets(20, 10, 500, 0)
     assert (subsets == again).all()  # a fixed seed
 
 
