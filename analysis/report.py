@@ -25,6 +25,7 @@ from analysis import figures as F
 from analysis import metrics as M
 from analysis import narrative as N
 from analysis import report_protocols as RP
+from analysis.experiment import is_experiment
 from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
 from crawdad.errors import StoreError
@@ -458,6 +459,7 @@ def write_report(
     contradicted: str = "leave-out",
 ) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
+    One experiment folder (with `experiment.json`) gets the experiment report instead.
 
     `workers`: processes used to parse large files and to draw the figures (default: the CPU
     count, at most 4; 1 draws everything in this process). A run folder that cannot be analysed
@@ -469,6 +471,15 @@ def write_report(
     if not run_dirs:
         raise ValueError("no run folder given")
     out = Path(out)
+    if any(is_experiment(d) for d in run_dirs):  # an experiment folder has its own report
+        if len(run_dirs) > 1:
+            raise StoreError(
+                "an experiment folder (one with experiment.json) is analysed alone: give only "
+                "it, or give run folders (its variants' folders are run folders)"
+            )
+        from analysis.experiment_report import write_experiment_report
+
+        return write_experiment_report(Path(run_dirs[0]), out)
     runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
     if audit is not None:  # `crawdad data audit --json`: contradicted labels left out or marked
         from analysis.audit import apply_audit

@@ -448,7 +448,9 @@ def show(
 
 @app.command()
 def analyze(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders.")],
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="One or more run folders, or one experiment folder.")
+    ],
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Report folder (default: RUN/report).")
     ] = None,

@@ -1,0 +1,423 @@
+"""An experiment folder -> a report folder: the variants side by side (accuracy with CIs, cost per
+question), paired comparisons with the baseline, and accuracy against compute with the
+self-consistency curves, each with its CSV and the figure as PNG and PDF.
+
+Layout of `out/`:
+    report.md
+    tables/     variants.csv / .md, coverage, paired, sc_curves, cost_match
+    figures/    accuracy_vs_tokens.png / .pdf
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.experiment import Experiment, load_experiment, overrides_text
+from analysis.figures import save
+from analysis.figures.experiment import compute_figure
+from analysis.metrics import experiment as X
+from analysis.metrics import self_consistency as SC
+from analysis.render import fmt_p, to_markdown
+from crawdad.errors import StoreError
+
+__all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
+
+FIGURE = "accuracy_vs_tokens"
+RULES = """\
+**How things are counted.** Every comparison uses only questions that each variant in it
+finished: the variants side by side, the figure and the self-consistency comparison use the
+questions *every* variant finished; a paired comparison with the baseline uses the questions
+both finished. Errored and unfinished questions are left out and counted. A final answer the
+extractor could not read, or a tied vote, **counts as wrong**. Accuracy CIs are 95% percentile
+bootstraps (10,000 resamples of the questions, seeded); a paired difference resamples questions
+with both outcomes together; McNemar tests are exact (binomial test on the questions only one of
+the two got right). Costs are means per question and count every turn, including turns served
+from the experiment's response store (the cost of a variant is what it spends run alone):
+requests are generations plus extractor calls (retries not counted); tokens are completion
+tokens, reasoning included; GPU seconds are the server-reported generation time where the
+server reports one, else wall time as seen by crawdad (which, on a batching server, counts the
+time a request shared the GPU with others), plus the extractor's wall time. The token axis of
+the figure is all completion tokens (debaters, judge and extractor). The self-consistency
+accuracy at k is the expected accuracy of the majority of k of an agent's K samples drawn
+without replacement (every subset, or 1,000 seeded random subsets when there are more), votes
+as crawdad casts them (unextracted answers do not vote, a tie goes to the larger summed
+confidence, an exact tie is wrong); its cost is k times the agent's mean tokens per sample."""
+
+
+def _pts(x: float) -> str:
+    """A difference in points, signed, with a true minus sign."""
+    return f"{100 * x:+.1f}".replace("-", "\u2212")
+
+
+def _ci_pts(lo: float, hi: float) -> str:
+    return f"[{_pts(lo)}, {_pts(hi)}]".replace("+", "")
+
+
+def _acc(acc: float, lo: float, hi: float) -> str:
+    return f"{acc:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _verdict(lo: float, hi: float, up: str, down: str, level: str) -> str:
+    if lo > 0:
+        return up
+    if hi < 0:
+        return down
+    return level
+
+
+def paired_sentence(r: pd.Series) -> str:
+    """One paired comparison (a row of `paired_comparisons`, group "all") in words."""
+    left = f"{int(r['left_out'])} left out" + (
+        f": {r['left_out_note']}" if r["left_out_note"] else ""
+    )
+    if r["n"] == 0:
+        return f"`{r['variant']}` vs `{r['baseline']}`: no question finished by both ({left})."
+    said = _verdict(
+        r["ci_lo"],
+        r["ci_hi"],
+        "higher than the baseline (the CI lies above 0)",
+        "lower than the baseline (the CI lies below 0)",
+        "no difference the CI supports",
+    )
+    return (
+        f"`{r['variant']}` vs `{r['baseline']}` on the {r['n']} questions both finished "
+        f"({left}): {r['variant_acc']:.3f} vs {r['baseline_acc']:.3f}, difference "
+        f"{_pts(r['diff'])} points {_ci_pts(r['ci_lo'], r['ci_hi'])}, McNemar p = "
+        f"{fmt_p(r['p_value'])} ({_plural(int(r['only_variant']), 'question')} only "
+        f"`{r['variant']}` got right, {r['only_baseline']} only `{r['baseline']}`): {said}."
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def cost_sentence(m: pd.Series, paired: pd.DataFrame, baseline: str | None) -> str:
+    """One debate variant against self-consistency at its cost (a row of `cost_match`), then
+    its paired difference with the baseline. Worded by the CI: a gain only when it excludes 0."""
+    head = (
+        f"`{m['variant']}` ({m['tokens']:,.0f} tokens/question, "
+        f"{_acc(m['acc'], m['ci_lo'], m['ci_hi'])})"
+    )
+    if pd.isna(m["sc_acc"]):
+        out = f"{head} has no self-consistency curve to compare with (no solo variant with K \u2265 2)"
+    else:
+        if m["chosen_as"] == "same model":
+            curve = (
+                f"the self-consistency curve of {m['curve_model']} (the model of its first "
+                f"answers; variant `{m['curve_variant']}`)"
+            )
+        else:
+            curve = (
+                f"the best self-consistency curve, {m['curve_model']}'s "
+                f"(variant `{m['curve_variant']}`),"
+            )
+        whose = curve.replace("the self-consistency curve of", "self-consistency of", 1)
+        curve = curve.rstrip(",")
+        by = f"{abs(100 * m['diff']):.1f} points {_ci_pts(m['diff_lo'], m['diff_hi'])}"
+        level = f"difference {_pts(m['diff'])} points {_ci_pts(m['diff_lo'], m['diff_hi'])}"
+        if m["where"] == "within":
+            at = f"{whose} at the same cost ({m['sc_acc']:.3f} at k\u2248{m['k']:.1f})"
+            out = f"{head} " + _verdict(
+                m["diff_lo"],
+                m["diff_hi"],
+                f"beats {at} by {by}",
+                f"falls short of {at} by {by}",
+                f"is not distinguishable from {at}: {level}",
+            )
+        else:
+            K = int(m["curve_K"])
+            k = K if m["where"] == "beyond" else 1
+            if m["where"] == "beyond":
+                where = (
+                    f"lies beyond {curve}: it costs more than k = {K} samples "
+                    f"({K * m['sample_tokens']:,.0f} tokens)"
+                )
+            else:
+                where = (
+                    f"costs less than the first point (k = 1) of {curve} "
+                    f"({m['sample_tokens']:,.0f} tokens)"
+                )
+            out = f"{head} {where}; against k = {k} ({m['sc_acc']:.3f}) it " + _verdict(
+                m["diff_lo"],
+                m["diff_hi"],
+                f"is ahead by {by}",
+                f"falls short by {by}",
+                f"is not distinguishable: {level}",
+            )
+    if baseline is None:
+        return out + "."
+    if m["variant"] == baseline:
+        return out + "; it is the baseline."
+    row = paired[(paired["variant"] == m["variant"]) & (paired["group"] == "all")]
+    if row.empty or row.iloc[0]["n"] == 0:
+        return out + "."
+    r = row.iloc[0]
+    return (
+        f"{out}; the paired difference with the baseline `{baseline}` is {_pts(r['diff'])} "
+        f"{_ci_pts(r['ci_lo'], r['ci_hi'])} points (McNemar p = {fmt_p(r['p_value'])}, "
+        f"n = {r['n']})."
+    )
+
+
+# --- tables for people --------------------------------------------------------------------------
+
+
+def _variants_wide(acc: pd.DataFrame, cost: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """One column per variant: accuracy rows ("0.912 [0.890, 0.930]"), then cost rows."""
+    rows = []
+    for (dim, group), g in acc.groupby(["dimension", "group"], sort=False):
+        cells = g.set_index("variant")
+        row = {"": group if dim != "overall" else "accuracy, all", "n": str(cells["n"].iloc[0])}
+        for v in names:
+            c = cells.loc[v] if v in cells.index else None
+            row[v] = _acc(c["acc"], c["ci_lo"], c["ci_hi"]) if c is not None and c["n"] > 0 else "-"
+        rows.append(row)
+    for metric, g in cost.groupby("metric", sort=False):
+        cells = g.set_index("variant")
+        row = {"": metric, "n": ""}
+        for v in names:
+            if v not in cells.index:
+                row[v] = "-"
+                continue
+            c = cells.loc[v]
+            if c["note"]:
+                row[v] = c["note"]
+            elif pd.isna(c["value"]):
+                row[v] = "-"
+            elif "seconds" in metric:
+                row[v] = f"{c['value']:.2f}"
+            elif "tokens /" in metric or "token count" in metric:
+                row[v] = f"{c['value']:,.0f}"
+            else:
+                row[v] = f"{c['value']:.1f}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _paired_shown(p: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "variant": p["variant"],
+            "questions": p["group"],
+            "n": p["n"],
+            "left out": [
+                "" if pd.isna(x) else f"{int(x)}" + (f" ({note})" if note else "")
+                for x, note in zip(p["left_out"], p["left_out_note"], strict=True)
+            ],
+            "baseline": [f"{x:.3f}" for x in p["baseline_acc"]],
+            "variant acc.": [f"{x:.3f}" for x in p["variant_acc"]],
+            "difference (points) [95% CI]": [
+                f"{_pts(d)} {_ci_pts(lo, hi)}"
+                for d, lo, hi in zip(p["diff"], p["ci_lo"], p["ci_hi"], strict=True)
+            ],
+            "only baseline right": p["only_baseline"],
+            "only variant right": p["only_variant"],
+            "McNemar p": [fmt_p(x) for x in p["p_value"]],
+        }
+    )
+
+
+def _curves_shown(c: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "variant": c["variant"],
+            "agent": c["agent"],
+            "k": c["k"],
+            "tokens / question": [f"{x:,.0f}" for x in c["tokens"]],
+            "accuracy": [f"{x:.3f}" for x in c["acc"]],
+            "n": c["n"],
+            "subsets": ["all" if e else f"{SC.MAX_SUBSETS:,} random" for e in c["exact"]],
+        }
+    )
+
+
+def _variants_table(exp: Experiment, cov: pd.DataFrame) -> str:
+    rows = []
+    c = cov.set_index("variant")
+    for name in exp.manifest.variants:
+        v = next((x for x in exp.variants if x.name == name), None)
+        if v is None:
+            rows.append({"variant": name, "folder": str(exp.path / name), "protocol": "-"})
+            continue
+        models = ", ".join(dict.fromkeys(v.agents.values()))
+        rows.append(
+            {
+                "variant": f"{name} (baseline)" if name == exp.baseline else name,
+                "folder": str(v.path),
+                "protocol": v.protocol + (f", K = {v.samples}" if v.protocol == "solo" else ""),
+                "models": models,
+                "overrides": overrides_text(v.overrides),
+                "finished": str(c.loc[name, "finished"]),
+                "errored": str(c.loc[name, "errored"]),
+                "unfinished": str(c.loc[name, "unfinished"]),
+                "simulated": "**yes**" if v.simulated else "no",
+            }
+        )
+    return to_markdown(pd.DataFrame(rows).fillna("-"), formatted=True)
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def _write_table(out: Path, name: str, df: pd.DataFrame, shown: pd.DataFrame | None = None) -> str:
+    tdir = out / "tables"
+    tdir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(tdir / f"{name}.csv", index=False)
+    md = to_markdown(shown if shown is not None else df, formatted=shown is not None)
+    (tdir / f"{name}.md").write_text(md + "\n")
+    return md
+
+
+def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str]) -> pd.DataFrame:
+    overall = acc[acc["dimension"] == "overall"].set_index("variant")
+    rows = []
+    for v in exp.variants:
+        mine = q[(q["variant"] == v.name) & q["question_id"].isin(keep)]
+        if v.name not in overall.index or mine.empty:
+            continue
+        o = overall.loc[v.name]
+        rows.append(
+            {
+                "variant": v.name,
+                "protocol": v.protocol,
+                "tokens": float(mine["tokens"].mean()),
+                "acc": o["acc"],
+                "ci_lo": o["ci_lo"],
+                "ci_hi": o["ci_hi"],
+                "baseline": v.name == exp.baseline,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["variant", "protocol", "tokens", "acc", "ci_lo", "ci_hi", "baseline"]
+    )
+
+
+def write_experiment_report(folder: Path, out: Path) -> Path:
+    """Analyse the experiment folder and write the report folder `out`; return report.md."""
+    exp = load_experiment(folder)  # first: a wrong folder gets no report folder
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return _write(exp, out)
+    except OSError as e:
+        raise StoreError(
+            f"writing the report to {out} failed: {e.strerror or e} "
+            f"({getattr(e, 'filename', None) or 'a report file'}); free space or choose another "
+            "--out folder"
+        ) from None
+
+
+def _write(exp: Experiment, out: Path) -> Path:
+    names = [v.name for v in exp.variants]
+    q = exp.questions()
+    universe = exp.universe()
+    keep = X.common_questions(q, names)
+    cov = X.coverage(q, names, universe)
+    acc = X.accuracy_rows(q, names, keep)
+    cost = X.cost_rows(q, names, keep)
+    gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
+    curves = SC.sc_curves(exp.samples(), gold, keep)
+    cframe = SC.curve_frame(curves)
+    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
+    base = exp.baseline if exp.baseline in names else None
+    paired = (
+        X.paired_comparisons(q, base, names, universe)
+        if base is not None
+        else pd.DataFrame(columns=X.PAIRED_COLUMNS)
+    )
+    points = _points(q, exp, acc, keep)
+    save(compute_figure(points, cframe), out / "figures", FIGURE)
+
+    md = ["# crawdad experiment report", ""]
+    sim = [v.name for v in exp.variants if v.simulated]
+    if sim:
+        md += [
+            f"> **SIMULATED DATA.** Variant(s) {', '.join(f'`{s}`' for s in sim)} were served by "
+            "crawdad's fake servers, not by real models: their numbers say nothing about any model.",
+            "",
+        ]
+    live = [v.name for v in exp.variants if v.run.live]
+    if live:
+        md += [
+            f"> **Still being written when analysed:** {', '.join(f'`{s}`' for s in live)}. "
+            "The numbers will change; analyse again when the experiment has finished.",
+            "",
+        ]
+    m = exp.manifest
+    md += [
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from the experiment "
+        f"`{exp.path}` (file `{m.file}`, sha256 {m.file_sha256[:12]}, crawdad "
+        f"{m.crawdad_version}). Baseline: "
+        + (f"`{m.baseline}`." if m.baseline else "none named (no paired comparisons)."),
+        "",
+        _variants_table(exp, cov),
+        "",
+    ]
+    if exp.warnings:
+        md += ["**Loader warnings:**", "", *[f"- {w}" for w in exp.warnings], ""]
+    md += [RULES, ""]
+    _write_table(out, "coverage", cov)
+
+    left = len(universe) - len(keep)
+    notes = X.left_out_note(q, names, universe) if left else ""
+    md += [
+        "## Variants side by side",
+        "",
+        f"**Accuracy of the final answer and cost per question**, over the {len(keep)} questions "
+        f"every variant finished ({left} left out{': ' + notes if notes else ''}). "
+        "[CSV](tables/variants.csv) · [cost CSV](tables/cost.csv)",
+        "",
+        _write_table(out, "variants", acc, _variants_wide(acc, cost, names)),
+        "",
+    ]
+    _write_table(out, "cost", cost)
+
+    md += ["## Paired comparisons with the baseline", ""]
+    if base is None:
+        md += ["The experiment names no baseline (or one without a run): nothing to pair.", ""]
+    else:
+        overall = paired[paired["group"] == "all"]
+        md += [*[f"- {paired_sentence(r)}" for _, r in overall.iterrows()], ""]
+        md += [
+            f"**Each variant against `{base}`**, on the questions both finished, overall and by "
+            "rung. [CSV](tables/paired.csv)",
+            "",
+            _write_table(out, "paired", paired, _paired_shown(paired)),
+            "",
+        ]
+
+    md += [
+        "## Accuracy against compute",
+        "",
+        f"![Accuracy against completion tokens per question]({'figures/' + FIGURE + '.png'})",
+        "",
+        f"[PDF](figures/{FIGURE}.pdf) · Each variant at its mean completion tokens per question "
+        "with its 95% CI (open marker: the baseline); lines: the self-consistency accuracy of "
+        "each solo agent for k = 1..K samples, at k times its tokens per sample.",
+        "",
+    ]
+    debates = match[match["protocol"].isin(SC.DEBATE_PROTOCOLS)]
+    if not debates.empty:
+        md += [*[f"- {cost_sentence(r, paired, base)}" for _, r in debates.iterrows()], ""]
+    _write_table(out, "cost_match", match)
+    if not cframe.empty:
+        md += [
+            "**Self-consistency curves** (accuracy of a k-sample majority). "
+            "[CSV](tables/sc_curves.csv)",
+            "",
+            _write_table(out, "sc_curves", cframe, _curves_shown(cframe)),
+            "",
+        ]
+    md += [
+        "## Each variant on its own",
+        "",
+        "The full run report of a variant (Table 1, persuasion, confidence, rounds, lengths, "
+        "times): `crawdad analyze " + str(exp.path) + "/VARIANT`.",
+        "",
+    ]
+    path = out / "report.md"
+    path.write_text("\n".join(md))
+    return path
