@@ -77,3 +77,7 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
     assert all(s.errored == 0 for s in summaries)
     turns = sum(len(r.turns) for name in configs for r in RunStore(Path("exp") / name).records())
     assert len(sent) < turns  # the solo variants' first samples were the debates' round 0s
+    from analysis.report import write_report
+
+    report = write_report([Path("exp")], Path("exp-report"), workers=1).read_text()
+    assert "self-consistency" in report.lower() and all(name in report for name in configs)
