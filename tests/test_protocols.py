@@ -331,3 +331,28 @@ def test_solo_needs_one_agent_and_debates_need_two() -> None:
     assert judge is not None and judge.model == "qwen3:32b"  # the judge has a default model
     # A [judge] in a config of another kind is not used, so it is not kept (nor checked).
     assert RunConfig(judge=JudgeConfig(model="x")).judge is None
+
+
+async def test_show_prints_every_protocol_s_transcript(question: Question) -> None:
+    from crawdad.show import format_debate
+
+    decisions = [
+        {"decision": "question", "answer": "yes", "confidence": 0.5, "question": "What is P(Y)?"},
+        {"decision": "verdict", "answer": "no", "confidence": 0.9, "question": ""},
+    ]
+    models = {
+        "model-a": debater("a", lambda k: "yes"),
+        "model-b": debater("b", lambda k: "no"),
+        JUDGE: judge_model(decisions, []),
+    }
+    record, _ = await play("judge", models, question, TWO, rounds=2, stances=True)
+    text = format_debate(record)
+    assert "Protocol judge" in text and f"judge: {JUDGE}" in text
+    assert "the JUDGE" in text and "Follow-up question:\n\nWhat is P(Y)?" in text
+    assert "arguing yes" in text and "arguing no" in text
+    assert "shown turns [0, 1, 2]" in text  # what each agent saw, by index
+    answers = iter(["yes", "no", "no"])
+    solo = {"model-a": FunctionModel(lambda r: said("sample", next(answers)))}
+    record, _ = await play("solo", solo, question, [("a", "model-a")], samples=3)
+    text = format_debate(record)
+    assert "Sample 2 by A (model-a)" in text and "Each agent's majority: a=no" in text
