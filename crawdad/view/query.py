@@ -78,6 +78,7 @@ def run_query(
     facets: list[Facet],
     params: Mapping[str, str],
     page_size: int = PAGE_SIZE,
+    with_counts: bool = True,
 ) -> Result:
     chosen = {f.key: params[f.key] for f in facets if params.get(f.key)}
     min_responses = _int(params.get("min_responses"), 0)
@@ -90,7 +91,7 @@ def run_query(
         failing = [f.key for f, vs in values if f.key in chosen and chosen[f.key] not in vs]
         if not failing:
             matched.append(e)
-        if len(failing) <= 1:  # counts of a facet ignore that facet's own filter
+        if with_counts and len(failing) <= 1:  # counts of a facet ignore that facet's own filter
             for f, vs in values:
                 if not failing or failing[0] == f.key:
                     counts[f.key].update(vs)

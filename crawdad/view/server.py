@@ -140,7 +140,7 @@ class Viewer:
         params = dict(parse_qsl(query))
         entries = self.entries()
         facets = facets_for(any(e.tool_use for e in entries), self.audit)
-        rows = run_query(entries, facets, params, page_size=len(entries) or 1).rows
+        rows = run_query(entries, facets, params, len(entries) or 1, with_counts=False).rows
         keys = [(e.run, e.qid) for e in rows]
         try:
             i = keys.index((label, qid))
