@@ -26,7 +26,7 @@ table { border-collapse: collapse; margin: .6em 0; font-size: 13px; display: blo
         overflow-x: auto; }
 th, td { border: 1px solid #ddd; padding: .2em .5em; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
-img { max-width: 100%; height: auto; display: block; margin: .5em 0; }
+img { max-width: min(100%, 600px); height: auto; display: block; margin: .5em 0; }
 blockquote { border-left: 4px solid #e0a000; background: #fff8e6; margin: 1em 0;
              padding: .3em 1em; }
 details > summary { cursor: pointer; color: #1a5fb4; }
@@ -34,6 +34,7 @@ code { background: #f2f2f2; padding: 0 .2em; border-radius: 3px; }
 """
 
 _IMG = re.compile(r'<img src="([^"]+)"')
+_HREF = re.compile(r'<a href="(?![a-z]+:|#|/)([^"]+)"')  # relative links only
 
 
 def _markdown() -> MarkdownIt:
@@ -41,11 +42,19 @@ def _markdown() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": True}).enable("table")
 
 
-def body_html(report_md: Path, image_url: Callable[[str], str]) -> str:
-    """The report's Markdown as an HTML fragment; `image_url` maps each image's relative path."""
+def body_html(
+    report_md: Path,
+    image_url: Callable[[str], str],
+    link_url: Callable[[str], str] | None = None,
+) -> str:
+    """The report's Markdown as an HTML fragment; `image_url` maps each image's relative path,
+    `link_url` each relative link's (the CSV, PDF and LaTeX files; default: left as they are)."""
     text = Path(report_md).read_text(encoding="utf-8")
     body = _markdown().render(text)
-    return _IMG.sub(lambda m: f'<img src="{html.escape(image_url(html.unescape(m[1])))}"', body)
+    body = _IMG.sub(lambda m: f'<img src="{html.escape(image_url(html.unescape(m[1])))}"', body)
+    if link_url is not None:
+        body = _HREF.sub(lambda m: f'<a href="{html.escape(link_url(html.unescape(m[1])))}"', body)
+    return body
 
 
 def _data_uri(folder: Path) -> Callable[[str], str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import functools
 import json
 import threading
 from collections import Counter, defaultdict
@@ -50,6 +51,10 @@ def read_audit(path: Path) -> set[str]:
             "written by `crawdad data audit DATA --json FILE` (or a CSV with question_id and "
             "label_status columns)"
         ) from None
+
+
+def _report_url(source: int, rel: str) -> str:
+    return f"/report-files/{source}/{rel}"
 
 
 class Viewer:
@@ -180,7 +185,8 @@ class Viewer:
             md = src.path / "report" / "report.md"
             body = None
             if md.is_file():
-                body = body_html(md, lambda rel, i=i: f"/report-files/{i}/{rel}")
+                url = functools.partial(_report_url, i)
+                body = body_html(md, url, url)
             reports.append((i, src, md, body))
         return self.render("report.html", reports=reports)
 
