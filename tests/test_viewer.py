@@ -261,3 +261,19 @@ def test_analyze_html_is_one_self_contained_file(
     srcs = re.findall(r'<img src="([^"]+)"', page)
     assert srcs == ["data:image/png;base64," + base64.b64encode(PIXEL).decode()]
     assert page.count("<table>") == 2 and "<td>3</td>" in page and "<script" not in page
+
+
+def test_report_page_serves_the_written_report(served: tuple[str, Viewer], run: Path) -> None:
+    url, _ = served
+    (run / "report" / "r" / "figures").mkdir(parents=True)
+    (run / "report" / "r" / "figures" / "f.png").write_bytes(PIXEL)
+    (run / "report" / "report.md").write_text(
+        "# Report\n\n![F](r/figures/f.png)\n\n[CSV](r/t.csv)\n"
+    )
+    page = get(url + "report")
+    assert '<img src="/report-files/0/r/figures/f.png"' in page
+    assert '<a href="/report-files/0/r/t.csv"' in page
+    with urllib.request.urlopen(url + "report-files/0/r/figures/f.png") as r:
+        assert r.read() == PIXEL
+    with pytest.raises(urllib.error.HTTPError):
+        get(url + "report-files/0/%2E%2E/manifest.json")  # nothing outside the report folder
