@@ -464,6 +464,10 @@ def analyze(
             help="Debates on questions whose label the audit contradicts: leave-out or mark."
         ),
     ] = "leave-out",
+    html: Annotated[
+        bool,
+        typer.Option("--html", help="Also write report.html: one file, figures embedded."),
+    ] = False,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs."""
     if contradicted not in ("leave-out", "mark"):
@@ -485,6 +489,48 @@ def analyze(
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
     typer.echo(f"report written: {path}")
+    if html:
+        from analysis.html import write_html
+
+        typer.echo(f"HTML report written: {write_html(path)}")
+
+
+@app.command()
+def view(
+    folders: Annotated[list[Path], typer.Argument(help="Run folders and experiment folders.")],
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1; 0 picks a free one.")
+    ] = 8765,
+    browser: Annotated[bool, typer.Option(help="Open the viewer in the web browser.")] = True,
+    audit: Annotated[
+        Path | None,
+        typer.Option(help="Audit file (`crawdad data audit --json`): filter contradicted labels."),
+    ] = None,
+) -> None:
+    """Browse debates, outcomes and the report in a local web app (until Ctrl-C)."""
+    import time
+    import webbrowser
+
+    from crawdad.view import Server, Viewer
+
+    t0 = time.perf_counter()
+    viewer = Viewer.open(list(folders), audit)
+    n = sum(len(r.entries) for r in viewer.runs.values())
+    server = Server(viewer, port)
+    url = server.start()
+    typer.echo(
+        f"{n} debates in {len(viewer.runs)} run(s), indexed in {time.perf_counter() - t0:.1f} s"
+    )
+    typer.echo(f"crawdad view: {url} (Ctrl-C to stop)")
+    if browser:
+        webbrowser.open(url)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
 
 
 @app.command()

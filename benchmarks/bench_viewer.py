@@ -1,0 +1,106 @@
+"""Benchmark: `crawdad view` on a full-size synthetic run (10,112 debates, as CLadder).
+
+    .venv/bin/python benchmarks/bench_viewer.py [--n 10112] [--keep DIR]
+
+Writes a synthetic run folder with reasoning traces (about 170 MB of JSONL for 10,112 debates),
+then prints: the start time (indexing debates.jsonl once), the resident memory of the index, and
+the time of the main pages served over loopback (the table unfiltered, filtered, sorted, a late
+page; a debate page; the persuasion bars), and of a reload after 100 debates were appended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil
+
+from analysis.synthetic import synthetic_records, write_synthetic_run
+from crawdad.view import Server, Viewer
+
+
+def _rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 1e6
+
+
+def _time(url: str, repeat: int = 5) -> tuple[float, int]:
+    """Median milliseconds of a GET, and the page's size in bytes."""
+    times, size = [], 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=60) as r:
+            size = len(r.read())
+        times.append(1000 * (time.perf_counter() - t0))
+    return statistics.median(times), size
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_112, help="debates to generate")
+    ap.add_argument("--keep", type=Path, default=None, help="write the run here and keep it")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = (args.keep or Path(tmp)) / "run"
+        if not (run / "debates.jsonl").exists():
+            t0 = time.perf_counter()
+            write_synthetic_run(run, args.n, seed=0, error_rate=0.005, unextracted_rate=0.005)
+            print(f"generated the run in {time.perf_counter() - t0:.1f} s")
+        size_mb = (run / "debates.jsonl").stat().st_size / 1e6
+        print(f"run: {run} ({size_mb:.0f} MB of JSONL)")
+
+        rss0 = _rss_mb()
+        t0 = time.perf_counter()
+        viewer = Viewer.open([run])
+        server = Server(viewer, 0)
+        url = server.start()
+        start_s = time.perf_counter() - t0
+        n = len(viewer.entries())
+        print(f"start (index {n} debates + serve): {start_s:.2f} s")
+        print(f"memory: {_rss_mb():.0f} MB resident ({_rss_mb() - rss0:+.0f} MB for the index)")
+        try:
+            qids = random.Random(0).sample(sorted(viewer.runs["run"].entries), 20)
+            pages = {
+                "table, no filter": url,
+                "table, rung 3 + outcome I->C": url + "?rung=3&outcome=I-%3EC",
+                "table, 4 filters": url + "?rung=2&alignment=nonsense&consensus=no&stop=length",
+                "table, sorted by length": url + "?sort=length&dir=desc",
+                "table, page 150": url + "?page=150",
+                "persuasion outcomes": url + "outcomes",
+            }
+            for name, page in pages.items():
+                ms, size = _time(page)
+                print(f"{name:32s} {ms:7.1f} ms  ({size / 1000:.0f} kB)")
+            debate = [_time(f"{url}debate/run/{q}", repeat=1) for q in qids]
+            print(
+                f"{'debate page (median of 20)':32s} "
+                f"{statistics.median(ms for ms, _ in debate):7.1f} ms  "
+                f"({statistics.median(s for _, s in debate) / 1000:.0f} kB)"
+            )
+            size = (run / "debates.jsonl").stat().st_size
+            with (run / "debates.jsonl").open("a") as f:
+                for rec in synthetic_records(100, seed=3, ids=range(10**6, 10**6 + 100)):
+                    f.write(rec.model_dump_json() + "\n")
+            ms, _ = _time(url, repeat=1)
+            print(
+                f"{'reload after 100 appended':32s} {ms:7.1f} ms  ({len(viewer.entries())} debates)"
+            )
+            print(f"memory at the end: {_rss_mb():.0f} MB resident")
+        finally:
+            server.stop()
+            if "size" in locals():  # leave a kept run as it was
+                with (run / "debates.jsonl").open("r+b") as f:
+                    f.truncate(size)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

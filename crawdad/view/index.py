@@ -1,0 +1,210 @@
+"""An index of run folders for the viewer: per question the byte range of its latest line in
+debates.jsonl and the few small fields the filters and sorts need, never the texts.
+
+One streaming pass at start; `refresh` reads only the bytes appended since (a run still writing
+its folder), and starts over if the file shrank (the store set a torn tail aside).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crawdad.records import DebateRecord, ExperimentManifest
+from crawdad.store import DEBATES, MANIFEST, is_being_written, require_run_folder
+
+OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error")
+
+
+@dataclass(slots=True)
+class Entry:
+    """What the table needs of one debate (its latest line)."""
+
+    run: str
+    qid: str
+    offset: int
+    length: int
+    line_no: int  # 1-based: the order of lines, for "newest first"
+    rung: int
+    query_type: str
+    alignment: str
+    protocol: str
+    first_speaker: str
+    gold: str
+    final_answer: str | None
+    outcome: str  # one of OUTCOMES
+    consensus: bool
+    responses: int
+    stop_reasons: frozenset[str]
+    errored: bool
+    tool_use: bool
+    chars: int  # final texts and traces, all turns
+    seconds: float
+    tokens: int  # completion tokens, all turns
+    started_at: str  # ISO text as written ("" if none)
+
+
+def outcome_of(first: str | None, final: str | None, gold: str, errored: bool) -> str:
+    """First speaker's round-0 answer -> the final answer, as analysis.metrics.persuasion names
+    it (U: the first answer was not extracted; a final answer not extracted counts as wrong)."""
+    if errored:
+        return "error"
+    a = "U" if first is None else ("C" if first == gold else "I")
+    return f"{a}->{'C' if final == gold else 'I'}"
+
+
+def _entry(run: str, raw: dict[str, Any], offset: int, length: int, line_no: int) -> Entry:
+    turns = raw.get("turns") or []
+    first = next((t for t in turns if t.get("round") == 0), None)
+    errored = raw.get("error") is not None
+    gold = str(raw.get("gold"))
+    final = raw.get("final_answer")
+    return Entry(
+        run=run,
+        qid=str(raw["question_id"]),
+        offset=offset,
+        length=length,
+        line_no=line_no,
+        rung=int(raw.get("rung") or 0),
+        query_type=str(raw.get("query_type") or "-"),
+        alignment=str(raw.get("alignment") or "-"),
+        protocol=str(raw.get("protocol") or "crawdad"),  # schema 1 lines have no protocol
+        first_speaker=str(raw.get("first_speaker") or "-"),
+        gold=gold,
+        final_answer=final,
+        outcome=outcome_of(first.get("answer") if first else None, final, gold, errored),
+        consensus=bool(raw.get("consensus")),
+        responses=len(turns),
+        stop_reasons=frozenset(str(t.get("stop_reason") or "stop") for t in turns),
+        errored=errored,
+        tool_use=any(t.get("tool_calls") for t in turns),
+        chars=sum(len(t.get("text") or "") + len(t.get("thinking") or "") for t in turns),
+        seconds=float(raw.get("seconds") or 0.0),
+        tokens=sum(int(t.get("completion_tokens") or 0) for t in turns),
+        started_at=str(raw.get("started_at") or ""),
+    )
+
+
+@dataclass
+class RunIndex:
+    """One run folder: its latest line per question, kept up to date by `refresh`."""
+
+    label: str
+    path: Path
+    entries: dict[str, Entry] = field(default_factory=dict)
+    scanned: int = 0  # bytes of debates.jsonl read (up to the end of the last whole line)
+    lines: int = 0
+    bad_lines: int = 0
+
+    @property
+    def debates_path(self) -> Path:
+        return self.path / DEBATES
+
+    def refresh(self) -> bool:
+        """Read what was appended since the last call; True if anything changed."""
+        try:
+            size = self.debates_path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size < self.scanned:  # cut back (a torn tail set aside): start over
+            self.entries.clear()
+            self.scanned = self.lines = self.bad_lines = 0
+        if size == self.scanned:
+            return False
+        with self.debates_path.open("rb") as f:
+            f.seek(self.scanned)
+            offset = self.scanned
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # a line still being written: read it next time
+                self._add(line, offset)
+                offset += len(line)
+            self.scanned = offset
+        return True
+
+    def _add(self, line: bytes, offset: int) -> None:
+        if not line.strip():
+            return
+        self.lines += 1
+        try:
+            raw = json.loads(line)
+            entry = _entry(self.label, raw, offset, len(line), self.lines)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.bad_lines += 1
+            return
+        self.entries[entry.qid] = entry  # the last line for a question wins
+
+    def read(self, qid: str) -> tuple[DebateRecord, list[list[dict[str, Any]]]]:
+        """The full record of a question (read from disk by offset) and each turn's tool calls."""
+        entry = self.entries[qid]
+        with self.debates_path.open("rb") as f:
+            f.seek(entry.offset)
+            raw = json.loads(f.read(entry.length))
+        # Tool calls (issue 13) may not be in this crawdad's Turn model yet: take them apart.
+        tools = [list(t.pop("tool_calls", None) or []) for t in raw.get("turns") or []]
+        return DebateRecord.model_validate(raw), tools
+
+    @property
+    def live(self) -> bool:
+        return is_being_written(self.path)
+
+    def manifest_text(self) -> str | None:
+        p = self.path / MANIFEST
+        return p.read_text(encoding="utf-8") if p.is_file() else None
+
+
+@dataclass
+class Source:
+    """A folder given on the command line: one run, or an experiment of several variants."""
+
+    path: Path
+    runs: list[RunIndex]
+    experiment: ExperimentManifest | None = None
+
+
+def _experiment(path: Path) -> ExperimentManifest | None:
+    file = path / "experiment.json"
+    if not file.is_file():
+        return None
+    from crawdad.errors import StoreError
+
+    try:
+        return ExperimentManifest.model_validate_json(file.read_text(encoding="utf-8"))
+    except ValueError:
+        raise StoreError(
+            f"{file} cannot be read: it is damaged or not a crawdad experiment manifest; "
+            "give the experiment's folder as `crawdad experiment` wrote it, or its variant folders"
+        ) from None
+
+
+def open_sources(paths: list[Path]) -> list[Source]:
+    """Each folder as a Source (experiment folders: one run per variant present, in file order).
+    Run labels are unique: a variant is labelled `variant`, or `folder/variant` when several
+    folders are given."""
+    sources: list[Source] = []
+    for path in paths:
+        path = Path(path)
+        exp = _experiment(path)
+        if exp is None:
+            require_run_folder(path)
+            sources.append(Source(path, [RunIndex(path.name or str(path), path)]))
+            continue
+        runs = [
+            RunIndex(name, path / name)
+            for name in exp.variants
+            if (path / name / MANIFEST).exists() or (path / name / DEBATES).exists()
+        ]
+        sources.append(Source(path, runs, exp))
+    prefix = len(sources) > 1
+    seen: set[str] = set()
+    for src in sources:
+        for run in src.runs:
+            label = f"{src.path.name}/{run.label}" if prefix and src.experiment else run.label
+            base, n = label, 2
+            while label in seen:
+                label, n = f"{base}~{n}", n + 1
+            seen.add(label)
+            run.label = label
+    return sources

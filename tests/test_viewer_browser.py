@@ -1,0 +1,135 @@
+"""crawdad view in a real headless browser: the system's Chromium, driven by selenium through the
+system's chromedriver (nothing is downloaded; .ci/run installs both from Debian's packages)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from analysis.synthetic import synthetic_records, write_synthetic_run
+from crawdad.records import DebateRecord
+from crawdad.view import Server, Viewer
+from crawdad.view.index import outcome_of
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="no Chromium: install it with `apt-get install -y chromium chromium-driver` "
+    "(.ci/run does) to drive the viewer in a headless browser",
+)
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+def make_driver() -> webdriver.Chrome:
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not fetch a browser or a driver
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM or ""
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,900",
+    ):
+        opts.add_argument(arg)
+    return webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER or ""))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    driver = make_driver()
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    run = write_synthetic_run(tmp_path / "run", 200, trace_chars=(200, 400), error_rate=0.02)
+    server = Server(Viewer.open([run]), 0)
+    url = server.start()
+    yield url, run
+    server.stop()
+
+
+def records(run: Path) -> dict[str, DebateRecord]:
+    out = {}
+    for line in (run / "debates.jsonl").read_bytes().splitlines():
+        rec = DebateRecord.model_validate_json(line)
+        out[str(rec.question_id)] = rec
+    return out
+
+
+def shown_count(driver: webdriver.Chrome) -> int:
+    return int(driver.find_element(By.ID, "matched").text.replace(",", ""))
+
+
+def choose(driver: webdriver.Chrome, name: str, value: str) -> None:
+    """Pick a filter value the way a user does; the page reloads with the filter applied."""
+    old = driver.find_element(By.ID, "count")
+    Select(driver.find_element(By.NAME, name)).select_by_value(value)
+    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(old))
+
+
+def test_filters_give_the_counts_of_the_records(browser: webdriver.Chrome, site) -> None:
+    url, run = site
+    recs = records(run)
+    browser.get(url)
+    assert shown_count(browser) == len(recs)
+    choose(browser, "rung", "2")
+    assert shown_count(browser) == sum(r.rung == 2 for r in recs.values())
+    choose(browser, "outcome", "I->C")
+
+    def first_answer(r: DebateRecord) -> str | None:
+        return next((t.answer for t in r.turns if t.round == 0), None)
+
+    want = [
+        r
+        for r in recs.values()
+        if r.rung == 2 and outcome_of(first_answer(r), r.final_answer, r.gold, not r.ok) == "I->C"
+    ]
+    assert shown_count(browser) == len(want) > 0
+    assert "rung=2" in browser.current_url and "outcome=I-%3EC" in browser.current_url
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.debates tbody a.qid")
+    assert sorted(a.text for a in rows) == sorted(str(r.question_id) for r in want)
+
+
+def test_a_debate_opens_and_its_trace_unfolds(browser: webdriver.Chrome, site) -> None:
+    url, run = site
+    rec = next(r for r in records(run).values() if len(r.turns) >= 3)
+    browser.get(url)
+    browser.find_element(By.LINK_TEXT, str(rec.question_id)).click()
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Question {rec.question_id}")
+    texts = browser.find_elements(By.CSS_SELECTOR, "article.turn .text")
+    assert [t.text for t in texts] == [t.text.strip() for t in rec.turns]
+    trace = browser.find_element(By.CSS_SELECTOR, "details.thinking pre")
+    assert not trace.is_displayed()
+    browser.find_element(By.CSS_SELECTOR, "details.thinking summary").click()
+    assert trace.is_displayed()
+    assert trace.text == rec.turns[0].thinking.strip()
+
+
+def test_a_run_being_written_shows_new_debates_on_reload(browser: webdriver.Chrome, site) -> None:
+    url, run = site
+    browser.get(url)
+    before = shown_count(browser)
+    new = list(synthetic_records(3, seed=7, ids=[9001, 9002, 9003], trace_chars=(20, 40)))
+    with (run / "debates.jsonl").open("a") as f:
+        for rec in new:
+            f.write(rec.model_dump_json() + "\n")
+        f.write(new[0].model_dump_json()[:50])  # a line still being written
+    browser.refresh()
+    assert shown_count(browser) == before + 3
+    browser.get(url + "?sort=order&dir=desc")
+    first = browser.find_element(By.CSS_SELECTOR, "table.debates tbody a.qid").text
+    assert first == "9003"
