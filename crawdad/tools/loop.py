@@ -29,7 +29,7 @@ TOOL_SPECS = {"causal": causal_spec}
 # What servers answer when a model or server cannot take `tools` (then "auto" goes to text):
 # Ollama: "... does not support tools"; vLLM without --enable-auto-tool-choice: "\"auto\" tool
 # choice requires --enable-auto-tool-choice and --tool-call-parser to be set".
-_REFUSAL = re.compile(
+REFUSAL = re.compile(
     r"does not support tools|tool choice requires|tool-call-parser|tools? (?:is|are) not supported",
     re.IGNORECASE,
 )
@@ -59,7 +59,7 @@ def text_instructions(limit: int) -> str:
 
 def is_refusal(e: BackendError) -> bool:
     """The server refused `tools` (the model or the server cannot take them)."""
-    return not e.transient and bool(_REFUSAL.search(str(e)))
+    return not e.transient and bool(REFUSAL.search(str(e)))
 
 
 @dataclass
