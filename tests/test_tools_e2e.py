@@ -208,3 +208,17 @@ async def test_runs_without_tools_send_no_tool_fields(question: Question) -> Non
     record, server = await debate("openai", {QWEN: answering("yes"), R1: answering("no")}, question)
     assert record.ok and all(t.tool_mode is None and t.tool_calls == [] for t in record.turns)
     assert all("tools" not in b and len(b["messages"]) == 1 for b in server.requests)
+
+
+async def test_tool_use_table_counts_calls_and_malformed_apart(question: Question) -> None:
+    from analysis.tools import accuracy_with_and_without, tool_use
+
+    models = {QWEN: ToolCallingModel(answering("yes"), malformed=1.0), R1: answering("no")}
+    record, _ = await debate("ollama", models, question, qwen3={"tools": ["causal"]})
+    table = tool_use([record])
+    (row,) = table.to_dict("records")
+    assert row["model"] == QWEN and row["rung"] == question.rung
+    assert row["turns"] == row["calling_turns"] == row["calls"] == row["malformed"] == 2
+    assert row["refused"] == 0 and row["calls_per_turn"] == 1.0
+    acc = accuracy_with_and_without({"tool": [record]}).to_dict("records")
+    assert acc[0]["tool"] and acc[0]["called"] == 1.0 and acc[0]["debates"] == 1
