@@ -91,12 +91,15 @@ class Numbers:
         if len(t) == 1:  # total probability over one variable A is given conditioned on
             ((v, x),) = t
             for b in sorted(self._single_conditions(v)):
-                parts = [
-                    (self._find(t, frozenset({(b, k)}), 0), self._find(frozenset({(b, k)}), g, 0))
-                    for k in (0, 1)
-                ]
-                if all(a is not None and w is not None for a, w in parts):
-                    return sum(a * w for a, w in parts)  # type: ignore[operator]
+                total = 0.0
+                for k in (0, 1):
+                    a = self._find(t, frozenset({(b, k)}), 0)
+                    w = self._find(frozenset({(b, k)}), g, 0)
+                    if a is None or w is None:
+                        break
+                    total += a * w
+                else:
+                    return total
         if len(t) >= 2:  # chain rule, each variable in turn last
             for v, x in sorted(t):
                 rest = t - {(v, x)}
