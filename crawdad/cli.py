@@ -414,6 +414,8 @@ def doctor(
             else f"up (version {check.version or '?'}, {len(check.models)} models)"
         )
         typer.echo(f"{check.backend:7} {url}: {state}")
+    for role, mode in report.tool_modes.items():
+        typer.echo(f"tools   {role}: {mode}")
     for warning in report.warnings:
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW)
     if not report.ok:

@@ -108,6 +108,13 @@ class ModelSpec(Strict):
     max_in_flight: int | None = Field(None, ge=1)  # per endpoint; None: no cap but concurrency
     stream: bool = True
     options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
+    # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator.
+    tools: list[Literal["causal"]] = Field(default_factory=list)
+    # "native": the server's tool calling (Ollama `tools`, OpenAI `tools`); "text": the model
+    # writes a JSON call in its answer and crawdad answers in a follow-up message; "auto":
+    # native, and text once the server refuses tools for this model.
+    tool_mode: Literal["auto", "native", "text"] = "auto"
+    max_tool_calls: int = Field(4, ge=1, le=32)  # per turn; then the model must answer
 
     @model_validator(mode="after")
     def _default_url(self) -> ModelSpec:
@@ -137,6 +144,7 @@ class AgentConfig(ModelSpec):
 
 class ExtractorConfig(ModelSpec):
     model: str = "granite3.3:2b"
+    tools: list[Literal["causal"]] = Field(default_factory=list, max_length=0)  # never
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(256, ge=16)

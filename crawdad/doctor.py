@@ -47,6 +47,7 @@ class DoctorReport:
     servers: dict[str, ServerCheck]
     problems: list[str]  # a model no endpoint can serve: the run cannot start
     warnings: list[str] = field(default_factory=list)  # some replicas are down
+    tool_modes: dict[str, str] = field(default_factory=dict)  # role -> "native (why)"
 
     @property
     def ok(self) -> bool:
@@ -112,11 +113,31 @@ async def diagnose(config: RunConfig, limit: float | None = None) -> DoctorRepor
                 )
         # A model that some replica serves can run; the others are set aside and retried.
         (problems if len(found) == len(spec.base_urls) else warnings).extend(found)
+    tool_modes = await _tool_modes(config, servers, limit, problems)
     return DoctorReport(
         servers=servers,
         problems=list(dict.fromkeys(problems)),
         warnings=list(dict.fromkeys(warnings)),
+        tool_modes=tool_modes,
     )
+
+
+async def _tool_modes(
+    config: RunConfig, servers: dict[str, ServerCheck], limit: float, problems: list[str]
+) -> dict[str, str]:
+    """Which tool mode each agent with tools will use, from its first reachable server."""
+    from crawdad.tools.probe import check_tool_mode
+
+    out: dict[str, str] = {}
+    for role, spec in _specs(config):
+        url = next((u for u in spec.base_urls if not servers[u].error), None)
+        if not spec.tools or url is None:
+            continue
+        check = await check_tool_mode(spec, url, limit)
+        out[role] = f"{check.mode} ({check.why})"
+        if check.problem:
+            problems.append(f"{role}: {check.problem}")
+    return out
 
 
 def require_ready(report: DoctorReport) -> None:

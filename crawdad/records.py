@@ -50,6 +50,27 @@ class Extraction(Record):
     shared: bool = False  # the extractor's reply came from an experiment's response store
 
 
+ToolMode = Literal["native", "text"]
+
+
+class ToolCall(Record):
+    """One call of a tool in a turn: what the model asked, what it got back, how long it took.
+    The result entered only the caller's own conversation, never another agent's."""
+
+    name: str  # the function the model named (possibly not a known tool: then malformed)
+    mode: ToolMode
+    id: str | None = None  # the server's call id (OpenAI-compatible servers)
+    generation: int = 0  # which request of the turn made the call (0: the first)
+    raw: str = ""  # the arguments as the model wrote them (JSON text)
+    arguments: dict[str, Any] | None = None  # parsed; None when they were not a JSON object
+    result: Any = None  # the calculator's value, when it computed one
+    error: str | None = None  # what the model was told instead of a result
+    # The call could not be read (not JSON, unknown tool, arguments not of the schema):
+    # counted apart from calls the calculator refused (missing or inconsistent numbers).
+    malformed: bool = False
+    seconds: float = 0.0
+
+
 class Turn(Record):
     """One response of one agent in one debate."""
 
@@ -84,6 +105,9 @@ class Turn(Record):
     shared: bool = False
     error: str | None = None
     started_at: datetime | None = None
+    # The tools this turn could call and how (None: no tools); every call, in order.
+    tool_mode: ToolMode | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
 class DebateRecord(Record):

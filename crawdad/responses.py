@@ -40,7 +40,9 @@ class StoredResponse(Record):
 
 
 def request_key(backend: str, request: ChatRequest, guard: str = "") -> str:
-    fields = request.model_dump(mode="json", exclude=NOT_IN_KEY)
+    # Requests without tools keep the keys they had before tools existed.
+    unset = {f for f in ("messages", "tools") if getattr(request, f) is None}
+    fields = request.model_dump(mode="json", exclude=NOT_IN_KEY | unset)
     payload = json.dumps([backend, fields, guard], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 

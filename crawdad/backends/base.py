@@ -13,11 +13,25 @@ from crawdad.errors import GarbledReply
 from crawdad.records import StopReason
 
 
+class ToolCallOut(BaseModel):
+    """A tool call the model made, as its server sent it."""
+
+    id: str | None = None
+    name: str
+    arguments: str | dict[str, Any]  # OpenAI servers send JSON text, Ollama an object
+
+
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str
     prompt: str  # sent as one user message: the debate history lives inside the prompt
+    # A conversation with tool calls: the whole of it, the prompt's user message first, in
+    # crawdad's neutral form (each backend writes its own): {"role": "user" | "assistant" |
+    # "tool", "content", "tool_calls": [{"id", "name", "arguments"}], "tool_call_id", "name"}.
+    # None: the prompt alone, as before tools existed.
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None  # function specs, as OpenAI and Ollama take them
     temperature: float
     top_p: float
     top_k: int | None = None
@@ -43,6 +57,7 @@ class ChatResult(BaseModel):
     raw_stop_reason: str | None = None
     endpoint: str = ""
     shared: bool = False  # answered from an experiment's response store (crawdad/responses.py)
+    tool_calls: list[ToolCallOut] = Field(default_factory=list)  # native tool calls
 
 
 class Backend(Protocol):

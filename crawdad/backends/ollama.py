@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ from crawdad.backends.base import (
     GARBAGE_ERRORS,
     ChatRequest,
     ChatResult,
+    ToolCallOut,
     garbled,
     split_think,
     stop_reason_of,
@@ -80,11 +82,13 @@ class OllamaBackend:
         start = time.monotonic()
         kwargs: dict[str, Any] = dict(
             model=request.model,
-            messages=[{"role": "user", "content": request.prompt}],
+            messages=_messages(request),
             think=request.think,
             options=_options(request),
             keep_alive=request.keep_alive,
         )
+        if request.tools is not None:
+            kwargs["tools"] = request.tools
         if request.json_schema is not None:
             kwargs["format"] = request.json_schema
         try:
@@ -93,6 +97,7 @@ class OllamaBackend:
             else:
                 resp = await self._client.chat(**kwargs, stream=False)
                 result = _result(resp, resp.message.content or "", resp.message.thinking or "")
+                result.tool_calls = _tool_calls(resp.message)
         except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, request.model) from e
         except GARBAGE_ERRORS as e:
@@ -104,14 +109,18 @@ class OllamaBackend:
     async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
         content: list[str] = []
         thinking: list[str] = []
+        calls: list[ToolCallOut] = []
         stream = await self._client.chat(**kwargs, stream=True)
         try:
             async for part in stream:
                 delta_text, delta_think = part.message.content or "", part.message.thinking or ""
                 content.append(delta_text)
                 thinking.append(delta_think)
+                calls += _tool_calls(part.message)  # Ollama sends each call whole, in one chunk
                 if part.done:
-                    return _result(part, "".join(content), "".join(thinking))
+                    result = _result(part, "".join(content), "".join(thinking))
+                    result.tool_calls = calls
+                    return result
                 if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
                     text, trace = split_think("".join(content), "".join(thinking))
                     return ChatResult(
@@ -154,6 +163,43 @@ class OllamaBackend:
 
     async def aclose(self) -> None:
         await self._client._client.aclose()
+
+
+def _messages(req: ChatRequest) -> list[dict[str, Any]]:
+    """The neutral conversation in Ollama's form: call arguments as objects, tool results
+    named by `tool_name`."""
+    if req.messages is None:
+        return [{"role": "user", "content": req.prompt}]
+    out: list[dict[str, Any]] = []
+    for m in req.messages:
+        message: dict[str, Any] = {"role": m["role"], "content": m.get("content") or ""}
+        if m.get("tool_calls"):
+            message["tool_calls"] = [
+                {"function": {"name": c["name"], "arguments": _as_object(c["arguments"])}}
+                for c in m["tool_calls"]
+            ]
+        if m["role"] == "tool" and m.get("name"):
+            message["tool_name"] = m["name"]
+        out.append(message)
+    return out
+
+
+def _as_object(arguments: Any) -> dict[str, Any]:
+    """Ollama takes call arguments only as an object; a malformed call is echoed as {}."""
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _tool_calls(message: ollama.Message) -> list[ToolCallOut]:
+    return [
+        ToolCallOut(name=c.function.name, arguments=dict(c.function.arguments or {}))
+        for c in message.tool_calls or []
+    ]
 
 
 def _result(resp: ollama.ChatResponse, content: str, thinking: str) -> ChatResult:

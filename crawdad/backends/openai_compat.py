@@ -8,6 +8,7 @@ a server refuses the first form.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from crawdad.backends.base import (
     GARBAGE_ERRORS,
     ChatRequest,
     ChatResult,
+    ToolCallOut,
     garbled,
     split_think,
     stop_reason_of,
@@ -78,10 +80,45 @@ def _message(e: openai.APIStatusError) -> str:
     return str(e.message)
 
 
+def _messages(req: ChatRequest) -> list[dict[str, Any]]:
+    """The neutral conversation in OpenAI's form: call arguments as JSON text, tool results
+    answering a call id."""
+    if req.messages is None:
+        return [{"role": "user", "content": req.prompt}]
+    out: list[dict[str, Any]] = []
+    for m in req.messages:
+        message: dict[str, Any] = {"role": m["role"], "content": m.get("content") or ""}
+        if m.get("tool_calls"):
+            message["tool_calls"] = [
+                {
+                    "id": c.get("id") or f"call_{i}",
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": _as_text(c["arguments"])},
+                }
+                for i, c in enumerate(m["tool_calls"])
+            ]
+        if m["role"] == "tool":
+            message["tool_call_id"] = m.get("tool_call_id") or "call_0"
+        out.append(message)
+    return out
+
+
+def _as_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _tool_calls(message: Any) -> list[ToolCallOut]:
+    return [
+        ToolCallOut(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
+        for c in getattr(message, "tool_calls", None) or []
+    ]
+
+
 def _completion(resp: Any) -> ChatResult:
     choice = resp.choices[0]
     text, trace = split_think(choice.message.content or "", _reasoning(choice.message))
     return ChatResult(
+        tool_calls=_tool_calls(choice.message),
         text=text,
         thinking=trace,
         prompt_tokens=resp.usage.prompt_tokens if resp.usage else None,
@@ -128,11 +165,13 @@ class OpenAIBackend:
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
             model=req.model,
-            messages=[{"role": "user", "content": req.prompt}],
+            messages=_messages(req),
             temperature=req.temperature,
             top_p=req.top_p,
             max_tokens=req.max_tokens,
         )
+        if req.tools is not None:
+            kwargs["tools"] = req.tools
         if req.seed is not None:
             kwargs["seed"] = req.seed
         extra: dict[str, Any] = {}
@@ -197,6 +236,7 @@ class OpenAIBackend:
         usage = None
         # Servers that send no usage in streams (llama.cpp) send one token per chunk.
         chunks = 0
+        calls: dict[int, dict[str, Any]] = {}  # streamed tool calls by index: id, name, pieces
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
@@ -210,6 +250,12 @@ class OpenAIBackend:
                     choice = chunk.choices[0]
                     delta_text, delta_think = choice.delta.content or "", _reasoning(choice.delta)
                     chunks += bool(delta_text or delta_think)
+                    for c in getattr(choice.delta, "tool_calls", None) or []:
+                        call = calls.setdefault(c.index, {"id": None, "name": "", "args": []})
+                        call["id"] = c.id or call["id"]
+                        if c.function is not None:
+                            call["name"] += c.function.name or ""
+                            call["args"].append(c.function.arguments or "")
                     content.append(delta_text)
                     thinking.append(delta_think)
                     finish = choice.finish_reason or finish
@@ -238,6 +284,10 @@ class OpenAIBackend:
             )
         text, trace = split_think("".join(content), "".join(thinking))
         return ChatResult(
+            tool_calls=[
+                ToolCallOut(id=c["id"], name=c["name"], arguments="".join(c["args"]))
+                for _, c in sorted(calls.items())
+            ],
             text=text,
             thinking=trace,
             prompt_tokens=usage.prompt_tokens if usage else None,

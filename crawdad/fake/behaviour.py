@@ -49,6 +49,8 @@ class FakeReply(BaseModel):
     fault: FaultKind | None = None
     # Seconds the whole generation takes, instead of what the latency model says.
     delay: float | None = Field(default=None, ge=0)
+    # Native tool calls: {"name": ..., "arguments": object, or JSON text (possibly broken)}.
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -68,6 +70,7 @@ class FakeRequest:
     top_p: float | None = None
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None  # function specs of a tool-calling request
 
     @property
     def structured(self) -> bool:
@@ -113,6 +116,7 @@ class FakeModel:
     """Base of the fake behaviours: `reply()` plus what /api/tags and /api/show tell about it."""
 
     thinks: bool = True  # False: a `think: true` request is refused like Ollama does
+    supports_tools: bool = True  # False: a request with `tools` is refused like Ollama does
     family: str = "qwen3"
     parameter_size: str = "32.8B"
     quantization_level: str = "Q4_K_M"

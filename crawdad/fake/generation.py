@@ -49,6 +49,7 @@ class Plan:
     thinking_count: int
     text_count: int
     done_reason: Literal["stop", "length"]
+    tool_calls: list[dict[str, Any]] | None = None  # rendered after the text
 
     @property
     def count(self) -> int:
@@ -77,7 +78,8 @@ def plan_reply(reply: FakeReply, mode: ThinkingMode, budget: int | None, loop_ca
             thinking, n_thinking = "".join(tokens(thinking)[:budget]), budget
         text, n_text = "".join(tokens(text)[: budget - n_thinking]), budget - n_thinking
         done_reason = "length"
-    return Plan(thinking, text, n_thinking, n_text, done_reason)
+    calls = reply.tool_calls if done_reason == "stop" else None  # a cut reply has no call
+    return Plan(thinking, text, n_thinking, n_text, done_reason, calls)
 
 
 def _repeat(head: str, n_head: int, span: str, cap: int) -> tuple[str, int]:

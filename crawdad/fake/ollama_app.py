@@ -72,6 +72,29 @@ class OllamaStyle:
         )
 
 
+def _calls(plan: Plan) -> list[dict[str, Any]]:
+    """Ollama's shape (0.12): arguments always an object (its parser drops what is not)."""
+    out = []
+    for i, call in enumerate(plan.tool_calls or []):
+        arguments = call.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                arguments = {}
+        out.append(
+            {
+                "id": f"call_{hashlib.sha256(json.dumps(call).encode()).hexdigest()[:8]}",
+                "function": {
+                    "index": i,
+                    "name": call["name"],
+                    "arguments": arguments if isinstance(arguments, dict) else {},
+                },
+            }
+        )
+    return out
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
@@ -95,12 +118,19 @@ class OllamaRender:
         return f'{self._head}{json.dumps(text)}}},"done":false}}\n'.encode()
 
     def final(self, plan: Plan, timings: Timings) -> bytes:
-        return self._done({"role": "assistant", "content": ""}, plan, timings) + b"\n"
+        calls = b""
+        if plan.tool_calls:  # Ollama sends the calls whole, in one chunk before the last
+            message = {"role": "assistant", "content": "", "tool_calls": _calls(plan)}
+            body = {"model": self.model, "created_at": _now(), "message": message, "done": False}
+            calls = json.dumps(body).encode() + b"\n"
+        return calls + self._done({"role": "assistant", "content": ""}, plan, timings) + b"\n"
 
     def whole(self, plan: Plan, timings: Timings) -> bytes:
-        message = {"role": "assistant", "content": plan.text}
+        message: dict[str, Any] = {"role": "assistant", "content": plan.text}
         if plan.thinking:
             message["thinking"] = plan.thinking
+        if plan.tool_calls:
+            message["tool_calls"] = _calls(plan)
         return self._done(message, plan, timings)
 
     def error(self, message: str) -> bytes:
@@ -118,7 +148,7 @@ class OllamaRender:
             body = GARBLED
         return body + b"\n" if stream else body
 
-    def _done(self, message: dict[str, str], plan: Plan, t: Timings) -> bytes:
+    def _done(self, message: dict[str, Any], plan: Plan, t: Timings) -> bytes:
         return json.dumps(
             {
                 "model": self.model,
@@ -166,6 +196,9 @@ def build_ollama_app(engine: Engine, settings: OllamaSettings) -> web.Applicatio
         think = body.get("think")
         if think not in (None, False) and not model.thinks and settings.thinking_style == "field":
             raise FakeHTTPError(400, f'"{name}" does not support thinking')
+        tools = body.get("tools") or None
+        if tools and not model.supports_tools:
+            raise FakeHTTPError(400, f"registry.ollama.ai/library/{name} does not support tools")
         options = body.get("options") or {}
         num_ctx = int(options.get("num_ctx") or settings.default_num_ctx)
         tokens_in = prompt_tokens(messages)
@@ -189,6 +222,7 @@ def build_ollama_app(engine: Engine, settings: OllamaSettings) -> web.Applicatio
             top_p=options.get("top_p"),
             seed=options.get("seed"),
             extra={"options": options, "keep_alive": body.get("keep_alive")},
+            tools=tools,
         )
         call = CallRecord(
             api="ollama",
@@ -223,6 +257,8 @@ def build_ollama_app(engine: Engine, settings: OllamaSettings) -> web.Applicatio
         if model is None:
             raise style.not_found(str(name))
         capabilities = ["completion", "thinking"] if model.thinks else ["completion"]
+        if model.supports_tools:
+            capabilities.append("tools")
         return web.json_response(
             {
                 "modelfile": f"FROM {name}\n",

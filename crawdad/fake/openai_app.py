@@ -61,6 +61,9 @@ class OpenAISettings(CommonSettings):
     # or refuse the request with 400 (older vLLM).
     context_overflow: Literal["clamp", "error"] = "clamp"
     error_style: Literal["nested", "flat"] = "nested"
+    # vLLM started with --enable-auto-tool-choice --tool-call-parser: `tools` with tool_choice
+    # "auto" (the default) work; without, such a request is refused with 400.
+    auto_tool_choice: bool = True
 
 
 class OpenAIStyle:
@@ -118,9 +121,18 @@ class OpenAIRender:
         return f'{self._head}{{"{self.style}":{value}}}{self._tail}'.encode()
 
     def final(self, plan: Plan, timings: Timings) -> bytes:
-        end = (
+        calls = ""
+        for i, call in enumerate(_calls(plan)):  # vLLM: id and name first, then the arguments
+            head = {"index": i, "id": call["id"], "type": "function"}
+            head["function"] = {"name": call["function"]["name"], "arguments": ""}
+            calls += f'{self._head}{{"tool_calls":[{json.dumps(head)}]}}{self._tail}'
+            text = call["function"]["arguments"]
+            for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+                delta = {"index": i, "function": {"arguments": piece}}
+                calls += f'{self._head}{{"tool_calls":[{json.dumps(delta)}]}}{self._tail}'
+        end = calls + (
             f'{self._head}{{"content":""}},"logprobs":null,'
-            f'"finish_reason":"{plan.done_reason}","stop_reason":null}}]}}\n\n'
+            f'"finish_reason":"{_finish(plan)}","stop_reason":null}}]}}\n\n'
         )
         if self.usage:
             chunk = {
@@ -139,7 +151,7 @@ class OpenAIRender:
             "role": "assistant",
             # vLLM leaves the content null when the budget ran out inside the reasoning.
             "content": plan.text if plan.text or not plan.thinking else None,
-            "tool_calls": [],
+            "tool_calls": _calls(plan),
         }
         if self.style in ("reasoning", "both"):
             message["reasoning"] = plan.thinking if plan.thinking else None
@@ -155,7 +167,7 @@ class OpenAIRender:
                     "index": 0,
                     "message": message,
                     "logprobs": None,
-                    "finish_reason": plan.done_reason,
+                    "finish_reason": _finish(plan),
                     "stop_reason": None,
                 }
             ],
@@ -180,6 +192,27 @@ class OpenAIRender:
         else:
             body = GARBLED
         return b"data: " + body + b"\n\n" if stream else body
+
+
+def _calls(plan: Plan) -> list[dict[str, Any]]:
+    """vLLM's shape: an id, type "function", arguments as JSON text (passed on as the model
+    wrote it, so a broken call stays broken)."""
+    out = []
+    for call in plan.tool_calls or []:
+        arguments = call.get("arguments")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        out.append(
+            {
+                "id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": text},
+            }
+        )
+    return out
+
+
+def _finish(plan: Plan) -> str:
+    return "tool_calls" if plan.tool_calls else plan.done_reason
 
 
 def _usage(t: Timings) -> dict[str, Any]:
@@ -212,6 +245,15 @@ def build_openai_app(engine: Engine, settings: OpenAISettings) -> web.Applicatio
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise FakeHTTPError(400, "messages: Field required", "BadRequestError", "messages")
+        tools = body.get("tools") or None
+        choice = body.get("tool_choice")
+        if tools and not settings.auto_tool_choice and choice in (None, "auto"):
+            raise FakeHTTPError(
+                400,
+                '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
+                "to be set",
+                "BadRequestError",
+            )
         schema, form = _structured(body, settings, engine)
         tokens_in = prompt_tokens(messages)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
@@ -230,7 +272,8 @@ def build_openai_app(engine: Engine, settings: OpenAISettings) -> web.Applicatio
             temperature=body.get("temperature"),
             top_p=body.get("top_p"),
             seed=body.get("seed"),
-            extra={"chat_template_kwargs": template_kwargs},
+            extra={"chat_template_kwargs": template_kwargs, "tool_choice": choice},
+            tools=tools,
         )
         call = CallRecord(
             api="openai",

@@ -23,7 +23,10 @@ from crawdad.data import Question
 from crawdad.errors import BackendError
 from crawdad.extract import extractor_schema, parse_reply
 from crawdad.prompts import PromptSet
-from crawdad.records import Answer, DebateRecord, Extraction, Role, Turn
+from crawdad.records import Answer, DebateRecord, Extraction, Role, ToolMode, Turn
+from crawdad.tools.calculator import Calculator
+from crawdad.tools.calculator import default as default_calculator
+from crawdad.tools.loop import ToolLoop, ToolTrace, is_refusal
 
 RUNAWAY = ("loop", "length", "timeout")
 CTX_STEP = 4096
@@ -84,6 +87,15 @@ class Participant:
 
     spec: AgentConfig | ExtractorConfig | JudgeConfig
     pool: ModelPool
+    # The tool mode in use once known ("auto" starts native and turns to text when the server
+    # refuses tools for this model).
+    tool_mode: ToolMode | None = None
+
+    def resolved_tool_mode(self) -> ToolMode:
+        if self.tool_mode is None:
+            mode = self.spec.tool_mode
+            self.tool_mode = "native" if mode == "auto" else mode
+        return self.tool_mode
 
     def request(
         self, prompt: str, seed: int | None, json_schema: dict | None = None
@@ -117,6 +129,7 @@ class DebateSetup:
     simulated: bool = False
     judge: Participant | None = None
     tokens: list[int] = field(default_factory=lambda: [0])  # completion tokens served, for progress
+    calculator: Calculator = field(default_factory=default_calculator)  # the tools' backend
 
     def occurrence(self, name: str) -> int:
         """How many agents before this one serve the same model: two agents on one model must
@@ -191,13 +204,47 @@ def _guard_factory(protocol: ProtocolConfig):  # type: ignore[no-untyped-def]
 
 
 async def generate(
-    setup: DebateSetup, who: Participant, prompt: str, seed: int, json_schema: dict | None = None
+    setup: DebateSetup,
+    who: Participant,
+    prompt: str,
+    seed: int,
+    json_schema: dict | None = None,
+    trace: ToolTrace | None = None,
 ) -> tuple[ChatResult, CallStats, ChatRequest]:
+    """One response; with tools, the whole tool loop of the turn (its calls go to `trace`)."""
     stats = CallStats()
     request = who.request(prompt, seed=seed, json_schema=json_schema)
-    result: ChatResult = await who.pool.chat(request, _guard_factory(setup.protocol), stats)
-    setup.tokens[0] += result.completion_tokens or 0
-    return result, stats, request
+
+    async def send(req: ChatRequest) -> ChatResult:
+        result: ChatResult = await who.pool.chat(req, _guard_factory(setup.protocol), stats)
+        setup.tokens[0] += result.completion_tokens or 0
+        return result
+
+    if not who.spec.tools:
+        return await send(request), stats, request
+    trace = trace if trace is not None else ToolTrace()
+    while True:
+        mode = who.resolved_tool_mode()
+        loop = ToolLoop(
+            base=request,
+            mode=mode,
+            tools=list(who.spec.tools),
+            limit=who.spec.max_tool_calls,
+            calculator=setup.calculator,
+            send=send,
+            trace=trace,
+            context=lambda text: context_size(who.spec, text),
+        )
+        try:
+            result, last = await loop.run()
+        except BackendError as e:
+            if mode == "native" and who.spec.tool_mode == "auto" and is_refusal(e):
+                who.tool_mode = "text"  # this server cannot take tools for this model
+                trace.calls.clear()
+                trace.generations = 0
+                continue
+            raise
+        return result, stats, last
 
 
 def make_turn(
@@ -259,7 +306,8 @@ async def ask(
     who = setup.agents[agent]
     started = datetime.now(UTC)
     seed = request_seed(setup.seed, question.question_id, round_, seed_index)
-    result, stats, request = await generate(setup, who, prompt, seed)
+    trace = ToolTrace()
+    result, stats, request = await generate(setup, who, prompt, seed, trace=trace)
     extraction, answer, confidence = await extract(setup, result)
     turn = make_turn(
         setup,
@@ -267,13 +315,15 @@ async def ask(
         agent=agent,
         who=who,
         role=role,
-        prompt=prompt,
+        prompt=trace.prompt or prompt,
         version=version,
         seen=seen,
         result=result,
         stats=stats,
         request=request,
         started=started,
+        tool_mode=trace.mode,
+        tool_calls=trace.calls,
         **fields,
     )
     turn.answer, turn.confidence, turn.extraction = answer, confidence, extraction

@@ -34,6 +34,7 @@ from crawdad.protocols.base import (
     speaking_order,
 )
 from crawdad.records import Answer, DebateRecord, Extraction, Turn
+from crawdad.tools.loop import ToolTrace
 
 
 class JudgeReply(BaseModel):
@@ -112,7 +113,10 @@ async def judge_turn(
     prompt = template.fill(question=question.block, history=block, round_instruction=instruction)
     started = datetime.now(UTC)
     seed = request_seed(setup.seed, question.question_id, len(record.turns))
-    result, stats, request = await generate(setup, setup.judge, prompt, seed, judge_schema(last))
+    trace = ToolTrace()
+    result, stats, request = await generate(
+        setup, setup.judge, prompt, seed, judge_schema(last), trace=trace
+    )
     turn = make_turn(
         setup,
         round_=round_,
@@ -126,6 +130,8 @@ async def judge_turn(
         stats=stats,
         request=request,
         started=started,
+        tool_mode=trace.mode,
+        tool_calls=trace.calls,
     )
     await read_verdict(setup, turn, result, last)
     return turn

@@ -1,0 +1,82 @@
+"""Tool use per model and rung: how often the calculator was offered and called, how many calls
+were malformed (counted apart, as paper 004 does) or refused by the calculator, and accuracy
+with and without the tool across an experiment's variants. Pure functions over records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pandas as pd
+
+from crawdad.records import DebateRecord
+
+COLUMNS = [
+    "model",
+    "rung",
+    "turns",  # turns that could call the tool
+    "calling_turns",  # of them, turns that called it at least once
+    "calls",
+    "malformed",  # calls that could not be read (not JSON, not of the schema)
+    "refused",  # readable calls the calculator answered with an error (missing numbers...)
+    "calls_per_turn",
+    "text_mode_turns",
+]
+
+
+def tool_use(records: Iterable[DebateRecord]) -> pd.DataFrame:
+    """One row per (model, rung) over the turns that had a tool."""
+    rows = []
+    for record in records:
+        for turn in record.turns:
+            if turn.tool_mode is None:
+                continue
+            calls = turn.tool_calls
+            rows.append(
+                {
+                    "model": turn.model,
+                    "rung": record.rung,
+                    "turns": 1,
+                    "calling_turns": int(bool(calls)),
+                    "calls": len(calls),
+                    "malformed": sum(c.malformed for c in calls),
+                    "refused": sum(bool(c.error) and not c.malformed for c in calls),
+                    "text_mode_turns": int(turn.tool_mode == "text"),
+                }
+            )
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    table = pd.DataFrame(rows).groupby(["model", "rung"], as_index=False).sum()
+    table["calls_per_turn"] = table["calls"] / table["turns"]
+    return table[COLUMNS]
+
+
+def accuracy_with_and_without(variants: Mapping[str, Iterable[DebateRecord]]) -> pd.DataFrame:
+    """Final accuracy per variant and rung, with whether the variant's debaters had the tool
+    and the share of its debates in which the tool was called."""
+    rows = []
+    for name, records in variants.items():
+        for r in records:
+            if not r.ok:
+                continue
+            rows.append(
+                {
+                    "variant": name,
+                    "rung": r.rung,
+                    "correct": r.final_answer == r.gold,
+                    "tool": any(t.tool_mode is not None for t in r.turns),
+                    "called": any(t.tool_calls for t in r.turns),
+                }
+            )
+    if not rows:
+        return pd.DataFrame(columns=["variant", "rung", "debates", "accuracy", "tool", "called"])
+    frame = pd.DataFrame(rows)
+    return (
+        frame.groupby(["variant", "rung"], as_index=False)
+        .agg(
+            debates=("correct", "size"),
+            accuracy=("correct", "mean"),
+            tool=("tool", "any"),
+            called=("called", "mean"),
+        )
+        .sort_values(["variant", "rung"], ignore_index=True)
+    )

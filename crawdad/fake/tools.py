@@ -1,0 +1,103 @@
+"""A fake model that calls the causal calculator, in either mode, then answers.
+
+Wraps any fake debater. Given `tools` in the request (native mode) it answers with a native
+tool call, which each fake server writes in its own wire format; given the text-mode
+instructions in the prompt it writes the call as JSON in its text. Once it has seen as many
+tool results as it means to call (`calls`), it answers as the wrapped model would answer the
+original prompt. `malformed` is the share of calls written broken (seeded by the request).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
+from crawdad.tools.causal import TOOL_NAME
+from crawdad.tools.loop import LAST_CALL
+
+CallMaker = Callable[[FakeRequest], dict[str, Any]]
+_RESULT_MARKS = (f"Result of {TOOL_NAME}:", f"Your {TOOL_NAME} call failed:")
+_LAST = LAST_CALL.split("{", 1)[0]
+
+
+def default_call(request: FakeRequest) -> dict[str, Any]:
+    """A correlation query with numbers drawn from the request (so each result differs)."""
+    rng = seeded_rng("fake-tool-call", request.digest)
+    a, b = round(rng.uniform(0.05, 0.95), 2), round(rng.uniform(0.05, 0.95), 2)
+    return {
+        "query": "correlation",
+        "edges": ["X->Y"],
+        "treatment": "X",
+        "outcome": "Y",
+        "probabilities": [
+            {"event": "P(Y=1|X=1)", "value": a},
+            {"event": "P(Y=1|X=0)", "value": b},
+        ],
+    }
+
+
+class ToolCallingModel(FakeModel):
+    def __init__(
+        self,
+        inner: FakeModel,
+        *,
+        call: CallMaker = default_call,
+        calls: int = 1,
+        malformed: float = 0.0,
+        supports_tools: bool = True,
+    ) -> None:
+        self.inner = inner
+        self.call = call
+        self.calls = calls
+        self.malformed = malformed
+        self.supports_tools = supports_tools
+        self.thinks = inner.thinks
+        self.family = inner.family
+        self.seen: list[FakeRequest] = []
+
+    def reply(self, request: FakeRequest) -> FakeReply:
+        self.seen.append(request)
+        first = request.messages[0] if request.messages else {}
+        prompt = str(first.get("content") or "")
+        text_mode = request.tools is None and f'"tool": "{TOOL_NAME}"' in prompt
+        results = sum(1 for m in request.messages if _is_result(m))
+        done = any(_LAST in str(m.get("content") or "") for m in request.messages[1:])
+        if (request.tools or text_mode) and results < self.calls and not done:
+            return self._call(request, text_mode)
+        original = dict(first, content=prompt.split("\n\nYou may use a causal calculator")[0])
+        return self.inner.reply(dataclasses.replace(request, messages=[original], tools=None))
+
+    def _call(self, request: FakeRequest, text_mode: bool) -> FakeReply:
+        arguments = self.call(request)
+        broken = seeded_rng("fake-tool-malformed", request.digest).random() < self.malformed
+        if text_mode:
+            body = json.dumps({"tool": TOOL_NAME, "arguments": arguments})
+            if broken:
+                body = body[: len(body) // 2] + "}"  # cut short: not JSON any more
+            return FakeReply(
+                thinking="I will check the numbers with the calculator.",
+                text=f"Let me use the calculator.\n```json\n{body}\n```",
+            )
+        if broken:  # native: arguments that do not fit the schema, or not JSON at all
+            args: Any = {"query": arguments.get("query")} if request.api == "ollama" else "{oops"
+            return FakeReply(
+                thinking="A quick call.", tool_calls=[{"name": TOOL_NAME, "arguments": args}]
+            )
+        return FakeReply(
+            thinking="I will check the numbers with the calculator.",
+            tool_calls=[{"name": TOOL_NAME, "arguments": arguments}],
+        )
+
+
+def _is_result(message: dict[str, Any]) -> bool:
+    if message.get("role") == "tool":
+        return True
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, str)
+        and content.startswith(_RESULT_MARKS)
+    )

@@ -1,0 +1,233 @@
+"""A turn with tools: generate; if the reply holds tool calls, run them and append their
+results to this agent's own conversation; generate again, up to `max_tool_calls` calls.
+
+Two modes. "native": the server's tool calling (the calls come as structured `tool_calls`,
+results go back as `tool` messages). "text": for servers or models without tool calling, the
+prompt describes the tool and the model writes a JSON call in its answer; crawdad answers in a
+follow-up user message (paper 004's protocol). The results enter only this conversation, never
+another agent's: the history of a debate shows final texts only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawdad.backends.base import ChatRequest, ChatResult, ToolCallOut
+from crawdad.errors import BackendError
+from crawdad.records import ToolCall, ToolMode
+from crawdad.tools.calculator import Calculator
+from crawdad.tools.causal import SCHEMA, TOOL_NAME, MalformedCall, ToolError, parse_arguments
+from crawdad.tools.causal import tool_spec as causal_spec
+
+TOOL_SPECS = {"causal": causal_spec}
+
+# What servers answer when a model or server cannot take `tools` (then "auto" goes to text):
+# Ollama: "... does not support tools"; vLLM without --enable-auto-tool-choice: "\"auto\" tool
+# choice requires --enable-auto-tool-choice and --tool-call-parser to be set".
+REFUSAL = re.compile(
+    r"does not support tools|tool choice requires|tool-call-parser|tools? (?:is|are) not supported",
+    re.IGNORECASE,
+)
+
+TEXT_INSTRUCTIONS = """
+
+You may use a causal calculator before you answer. To call it, write a JSON object of this form, alone in a ```json block, and stop:
+{{"tool": "{name}", "arguments": {{...}}}}
+The arguments follow this JSON schema:
+{schema}
+The result comes in the next message. You may call it again, {limit} calls at most. When you do not need it (any more), write your answer as asked above, without a call."""
+
+TEXT_RESULT = "Result of {name}: {result}\n\nCall the calculator again if you need to, or write your answer as asked."
+TEXT_ERROR = (
+    "Your {name} call failed: {error}\n\nFix the call and try again, or write your answer as asked."
+)
+LAST_CALL = "You have used all {limit} calculator calls. Write your answer now, without a call."
+
+
+def specs(tools: list[str]) -> list[dict[str, Any]]:
+    return [TOOL_SPECS[t]() for t in tools]
+
+
+def text_instructions(limit: int) -> str:
+    return TEXT_INSTRUCTIONS.format(name=TOOL_NAME, schema=json.dumps(SCHEMA), limit=limit)
+
+
+def is_refusal(e: BackendError) -> bool:
+    """The server refused `tools` (the model or the server cannot take them)."""
+    return not e.transient and bool(REFUSAL.search(str(e)))
+
+
+@dataclass
+class ToolTrace:
+    """What a turn with tools did: its mode, its calls, and the prompt it actually sent."""
+
+    mode: ToolMode | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    prompt: str | None = None
+    generations: int = 0
+
+
+Send = Callable[[ChatRequest], Awaitable[ChatResult]]
+
+
+@dataclass
+class ToolLoop:
+    """One turn's loop. `send` generates (retries included); `base` is the turn's request
+    without tools, as the agent would send it without them."""
+
+    base: ChatRequest
+    mode: ToolMode
+    tools: list[str]
+    limit: int
+    calculator: Calculator
+    send: Send
+    trace: ToolTrace
+    context: Callable[[str], int | None] = lambda text: None  # num_ctx for a conversation
+
+    async def run(self) -> tuple[ChatResult, ChatRequest]:
+        prompt = self.base.prompt + (text_instructions(self.limit) if self.mode == "text" else "")
+        self.trace.mode, self.trace.prompt = self.mode, prompt
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        results: list[ChatResult] = []
+        while True:
+            open_calls = len(self.trace.calls) < self.limit
+            request = self._request(prompt, messages, offer=open_calls)
+            result = await self.send(request)
+            results.append(result)
+            self.trace.generations += 1
+            calls = self._calls(result) if open_calls else []
+            if not calls:
+                return _combined(results), request
+            messages.append(self._assistant(result, calls))
+            for call in calls:
+                if len(self.trace.calls) >= self.limit:
+                    break
+                record = self._run(call)
+                self.trace.calls.append(record)
+                messages.append(self._answer(call, record))
+            if len(self.trace.calls) >= self.limit:
+                messages.append({"role": "user", "content": LAST_CALL.format(limit=self.limit)})
+
+    def _request(self, prompt: str, messages: list[dict[str, Any]], offer: bool) -> ChatRequest:
+        update: dict[str, Any] = {"prompt": prompt}
+        if len(messages) > 1:  # a first request is the prompt alone, as without tools
+            update["messages"] = [dict(m) for m in messages]
+        if self.mode == "native" and offer:
+            update["tools"] = specs(self.tools)
+        if self.mode == "text" and offer:
+            update["json_schema"] = None  # a schema would leave no room for a call
+        if self.base.num_ctx is not None:  # Ollama: room for the whole conversation
+            text = "".join(f"{m.get('content') or ''}{m.get('tool_calls') or ''}" for m in messages)
+            update["num_ctx"] = self.context(text)
+        return self.base.model_copy(update=update)
+
+    def _calls(self, result: ChatResult) -> list[ToolCallOut]:
+        if self.mode == "native":
+            return list(result.tool_calls)
+        found = find_text_call(result.text)
+        return [found] if found is not None else []
+
+    def _run(self, call: ToolCallOut) -> ToolCall:
+        start = time.monotonic()
+        raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        record = ToolCall(
+            name=call.name,
+            mode=self.mode,
+            id=call.id,
+            generation=self.trace.generations - 1,
+            raw=raw,
+        )
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+            record.arguments = parsed if isinstance(parsed, dict) else None
+        except json.JSONDecodeError:
+            pass
+        try:
+            if call.name != TOOL_NAME:
+                raise MalformedCall(f"there is no tool {call.name!r}; the tool is {TOOL_NAME!r}")
+            answer = self.calculator.compute(parse_arguments(call.arguments))
+            record.result = answer.value
+            record.error = answer.error
+        except MalformedCall as e:
+            record.error, record.malformed = str(e), True
+        except ToolError as e:
+            record.error = str(e)
+        record.seconds = time.monotonic() - start
+        return record
+
+    def _assistant(self, result: ChatResult, calls: list[ToolCallOut]) -> dict[str, Any]:
+        if self.mode == "text":
+            return {"role": "assistant", "content": result.text}
+        return {
+            "role": "assistant",
+            "content": result.text,
+            "tool_calls": [c.model_dump() for c in calls],
+        }
+
+    def _answer(self, call: ToolCallOut, record: ToolCall) -> dict[str, Any]:
+        body = (
+            json.dumps({"error": record.error})
+            if record.error
+            else json.dumps({"value": record.result})
+        )
+        if self.mode == "native":
+            return {"role": "tool", "content": body, "tool_call_id": call.id, "name": call.name}
+        text = (
+            TEXT_ERROR.format(name=TOOL_NAME, error=record.error)
+            if record.error
+            else TEXT_RESULT.format(name=TOOL_NAME, result=body)
+        )
+        return {"role": "user", "content": text}
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def find_text_call(text: str) -> ToolCallOut | None:
+    """The first JSON call of the tool written in a text, or a malformed call when the text
+    means to call it but holds no readable JSON (its raw text is then what lay between the
+    first '{' and the last '}', as paper 004 cut it); None when the text calls nothing."""
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and ("tool" in value or "arguments" in value):
+            name = str(value.get("tool") or value.get("name") or "")
+            arguments = value.get("arguments")
+            if not isinstance(arguments, dict):
+                return ToolCallOut(name=name or TOOL_NAME, arguments=json.dumps(arguments))
+            return ToolCallOut(name=name, arguments=arguments)
+    if TOOL_NAME in text and "{" in text:
+        first, last = text.index("{"), text.rfind("}")
+        return ToolCallOut(name=TOOL_NAME, arguments=text[first : last + 1] if last > first else "")
+    return None
+
+
+def _combined(results: list[ChatResult]) -> ChatResult:
+    """The turn's result: the last reply's text, every reply's thinking, tokens and time."""
+    last = results[-1]
+    if len(results) == 1:
+        return last
+
+    def total(name: str) -> int | None:
+        values = [getattr(r, name) for r in results]
+        return None if all(v is None for v in values) else sum(v or 0 for v in values)
+
+    return last.model_copy(
+        update={
+            "thinking": "\n\n".join(r.thinking for r in results if r.thinking),
+            "prompt_tokens": total("prompt_tokens"),
+            "completion_tokens": total("completion_tokens"),
+            "seconds": sum(r.seconds for r in results),
+            "server_seconds": sum(r.server_seconds or 0 for r in results) or None,
+            "shared": all(r.shared for r in results),
+            "tool_calls": [],
+        }
+    )
