@@ -306,5 +306,8 @@ class GivenNumbers:
 
 
 def default() -> Calculator:
-    """The calculator the tool uses. Swap in the engine-backed one here."""
-    return GivenNumbers()
+    """The calculator the tool uses: the exact engine over a whole model the caller gave, else
+    the identification formulas over the numbers given (`crawdad.tools.engine`)."""
+    from crawdad.tools.engine import EngineBacked
+
+    return EngineBacked()
