@@ -293,6 +293,35 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
 ]
 
 
+def _uses_tools(run: Run) -> bool:
+    config = run.manifest.config if run.manifest is not None else {}
+    specs = [*config.get("agents", []), config.get("judge") or {}]
+    return any(spec.get("tools") for spec in specs)
+
+
+def _tool_section(run: Run, w: _Writer) -> list[str]:
+    """Calls of the causal calculator per model and rung, malformed calls counted apart from
+    accuracy (paper 004); only for runs whose agents had the tool."""
+    if not _uses_tools(run):
+        return []
+    from analysis.tools import tool_use
+    from crawdad.store import RunStore
+
+    ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
+    records = (r for r in RunStore(run.path).records() if str(r.question_id) in ids)
+    md = w.table("tool_use", tool_use(records))
+    return [
+        "### Tool use (causal calculator)",
+        "",
+        "Per model and rung over the turns that had the tool: turns that called it, calls, "
+        "calls that could not be read (malformed: counted apart, never as answers) and calls "
+        "the calculator refused (missing or inconsistent numbers).",
+        "",
+        md,
+        "",
+    ]
+
+
 def _run_section(
     run: Run,
     all_tables: dict[str, pd.DataFrame],
@@ -324,6 +353,7 @@ def _run_section(
     for i, (heading, all_t, all_f) in enumerate(SECTIONS):
         if i == 1:
             out += RP.protocol_section(kind, t, colors, root, w.folder, jobs, COLLAPSE_ROWS)
+            out += _tool_section(run, w)
         tnames = [n for n in all_t if RP.applies(n, kind)]
         fnames = [n for n in all_f if RP.applies(n, kind)]
         skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]

@@ -256,6 +256,11 @@ class RunConfig(Strict):
     def prompt_source(self) -> str | Path:
         return self.prompts_dir if self.prompts_dir is not None else self.prompt_set
 
+    def tool_model_names(self) -> list[str]:
+        """The models of the debaters and judge that have a tool."""
+        specs = [*self.agents, *([self.judge] if self.judge else [])]
+        return list(dict.fromkeys(s.model for s in specs if s.tools))
+
     def model_names(self) -> list[str]:
         """Every model the debaters and the judge use (not the extractor)."""
         names = [a.model for a in self.agents] + ([self.judge.model] if self.judge else [])

@@ -75,7 +75,11 @@ def run_demo(
         dataset = select(dataset, SelectionConfig(limit=limit), seed)
     base = config or RunConfig(seed=seed)
     models = models_for(
-        base.model_names(), base.extractor.model, answer_key(dataset.questions), seed=seed
+        base.model_names(),
+        base.extractor.model,
+        answer_key(dataset.questions),
+        seed=seed,
+        tool_models=base.tool_model_names(),
     )
     with FakeServer("ollama", models, latency=demo_latency()) as server:
         print(f"simulated Ollama server at {server.url} ({', '.join(models)})")

@@ -153,7 +153,9 @@ async def test_summary_and_progress_line_never_count_lines_of_other_questions(
     mine = [r for r in records(out) if r["question_id"] >= 4]
     assert summary.correct == sum(r["final_answer"] == r["gold"] for r in mine)
     assert summary.consensus == sum(r["consensus"] for r in mine)
-    postfix = Progress([Job(setup, RunStore(out), [], summary)], enabled=False).postfix(time.monotonic())
+    postfix = Progress([Job(setup, RunStore(out), [], summary)], enabled=False).postfix(
+        time.monotonic()
+    )
     assert f"acc={summary.correct / 4:.3f}" in postfix
     assert f"cons={summary.consensus / 4:.2f}" in postfix
     for pool in {id(p.pool): p.pool for p in [*setup.agents.values(), setup.extractor]}.values():

@@ -41,9 +41,14 @@ def models_for(
     answer_key: AnswerKey | None = None,
     *,
     seed: int = 0,
+    tool_models: Iterable[str] = (),
 ) -> dict[str, FakeModel]:
     """The paper's fakes, plus a profile debater for every other model a config names (a
-    DeepSeek-like one for names with "deepseek", a Qwen3-like one otherwise)."""
+    DeepSeek-like one for names with "deepseek", a Qwen3-like one otherwise). Models in
+    `tool_models` call the causal calculator once a turn; the DeepSeek-like ones do not take
+    native tools (Ollama refuses them for the R1 distills), so crawdad talks to them in text."""
+    from crawdad.fake.tools import ToolCallingModel
+
     key = answer_key or AnswerKey()
     models = paper_models(key, seed=seed, extractor=extractor)
     for name in model_names:
@@ -51,6 +56,8 @@ def models_for(
             models[name] = ProfileModel(
                 key, "deepseek-r1" if "deepseek" in name else "qwen3", seed=seed
             )
+    for name in tool_models:
+        models[name] = ToolCallingModel(models[name], supports_tools="deepseek" not in name)
     return models
 
 
