@@ -25,6 +25,7 @@ from analysis import figures as F
 from analysis import metrics as M
 from analysis import narrative as N
 from analysis import report_protocols as RP
+from analysis.contamination import contamination_section
 from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
 from crawdad.errors import StoreError
@@ -520,6 +521,7 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     md += [RULES, ""]
     if len(runs) > 1:
         md += _compare_section(tables, runs, out)
+    md += contamination_section(debates, turns, out)  # runs over originals and fresh twins
     jobs: list[_Job] = []
     if len(runs) > 1:
         md += RP.compare_lines(tables, [r.label for r in runs], out, jobs)

@@ -30,6 +30,7 @@ from crawdad.data import load_cladder, read_raw
 from tests.conftest import SHARED_SAMPLE
 
 SAMPLE = Path(os.environ.get("CRAWDAD_SAMPLE", SHARED_SAMPLE))
+PAPER_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper-ollama.toml"
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +225,32 @@ def test_exact_fractions_render_like_floats():
     out = render_question(q, m)
     assert out["given_info"] == "For a, it is 25%. For b, it is 75%." and out["answer"] == "yes"
     assert out["meta"]["groundtruth"] == 0.5
+
+
+async def test_a_run_over_100_fresh_questions_and_their_originals_on_the_fakes(fresh_100):
+    """The fresh folder runs as it is; the analysis pairs each fresh question with its original."""
+    from analysis.contamination import contamination_table
+    from analysis.load import load_run
+    from crawdad.config import load_config
+    from crawdad.demo import answer_key
+    from crawdad.fake import FakeServer
+    from crawdad.fake.setups import paper_models
+    from crawdad.runner import run
+
+    _, out = fresh_100
+    dataset = load_cladder(out)
+    cfg = load_config(PAPER_CONFIG)
+    short = {"thinking_words": (20, 40), "debate_thinking_words": (10, 30)}  # a fast test
+    models = paper_models(answer_key(dataset.questions), **short)
+    async with FakeServer("ollama", models) as server:
+        cfg = cfg.serve_all_from(server.url, "ollama")
+        cfg.retry.initial_wait = cfg.retry.max_wait = 0
+        summary = await run(cfg, dataset, Path("out"), progress=False, simulated=True)
+    assert summary.done_total == 200 and summary.errored == 0
+    loaded = load_run(Path("out"))
+    fresh = loaded.debates["question_id"].str.startswith("fresh")
+    assert fresh.sum() == 100
+    table = contamination_table(loaded.debates, loaded.turns)
+    overall = table[(table["rung"] == "all") & (table["stage"] == "final")]
+    assert overall["n_pairs"].sum() == 100  # every fresh question met its original
+    assert set(table["stage"]) == {"independent", "final"}

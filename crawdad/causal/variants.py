@@ -208,8 +208,17 @@ def _zero(unit: list[dict[str, Any]]) -> bool:
     return all(isinstance(v, int | float) and abs(v) < 1e-9 for v in values)
 
 
+_FRESH_ID = re.compile(r"^fresh\d+-(.+)$")
+
+
 def _fresh_id(seed: int, original: Any) -> str:
     return f"fresh{seed}-{original}"
+
+
+def twin_of(question_id: Any) -> str | None:
+    """The original's id of a fresh question ("fresh7-12" -> "12"); None for any other id."""
+    m = _FRESH_ID.match(str(question_id))
+    return m.group(1) if m else None
 
 
 def _draw_unit(
