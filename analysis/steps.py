@@ -38,7 +38,8 @@ REPAIR_COLUMNS += ["n_right_before", "broken", "break_rate"]
 def _scored(turns: pd.DataFrame) -> pd.DataFrame:
     if turns.empty or "steps" not in turns:
         return pd.DataFrame()
-    t = turns[turns["steps"].notna()].copy()
+    shown = turns["steps"].map(lambda s: s is not None and any(x is not None for x in s[:4]))
+    t = turns[shown].copy()  # a response that shows no step is not scored
     if t.empty:
         return t
     for i, step in enumerate(STEPS):
@@ -117,6 +118,8 @@ def steps_section(turns: pd.DataFrame, out: Path) -> list[str]:
         "breaks one it got right (only where both responses show that step). "
         "[CSV](step_repairs.csv)",
         "",
-        to_markdown(repairs),
+        to_markdown(repairs)
+        if not repairs.empty
+        else "_No model showed a step in two of its responses to one question._",
         "",
     ]

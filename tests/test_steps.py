@@ -202,8 +202,9 @@ def test_repairs_and_breaks_are_counted():
         return dict(run="r", question_id="1", agent="m", rung=1, round=i, turn_index=i,
                     steps=(graph, True, True, value, first))  # fmt: skip
 
-    turns = pd.DataFrame([turn(0, False, True), turn(2, True, False), turn(4, True, None)])
-    errors = step_errors(turns)
+    nothing = dict(turn(6, None, None), steps=(None, None, None, None, None))
+    turns = pd.DataFrame([turn(0, False, True), turn(2, True, False), turn(4, True, None), nothing])
+    errors = step_errors(turns)  # the last response shows no step: not scored
     assert errors["n_scored"].tolist() == [1, 1, 1]
     assert errors["first_wrong_graph"].tolist() == [1, 0, 0]
     repairs = step_repairs(turns).set_index("error")
