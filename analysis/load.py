@@ -116,6 +116,8 @@ TURN_COLUMNS = [
     "extractor_prompt_tokens",
     "extractor_completion_tokens",
     "extractor_seconds",
+    # step scoring: (graph, query_type, numbers, value, first_wrong), None when not scored
+    "steps",
 ]
 
 
@@ -151,6 +153,13 @@ class Run:
 
 
 # --- one record -> rows -------------------------------------------------------------------------
+
+
+def _steps_cell(steps: Any) -> tuple[Any, ...] | None:
+    if steps is None or steps.scores is None:
+        return None
+    sc = steps.scores
+    return (sc.graph, sc.query_type, sc.numbers, sc.value, sc.first_wrong)
 
 
 def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any, ...], list[tuple]]:
@@ -197,6 +206,7 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
                 x.prompt_tokens if x is not None else None,
                 x.completion_tokens if x is not None else None,
                 x.seconds if x is not None else 0.0,
+                _steps_cell(t.steps),
             )
         )
     first = next((t for t in rec.turns if t.round == 0), None)

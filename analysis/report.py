@@ -26,8 +26,10 @@ from analysis import metrics as M
 from analysis import narrative as N
 from analysis import report_protocols as RP
 from analysis.experiment import is_experiment
+from analysis.contamination import contamination_section
 from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
+from analysis.steps import steps_section
 from crawdad.errors import StoreError
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
@@ -561,6 +563,8 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     md += [RULES, ""]
     if len(runs) > 1:
         md += _compare_section(tables, runs, out)
+    md += contamination_section(debates, turns, out)  # runs over originals and fresh twins
+    md += steps_section(turns, out)  # runs with [scoring] steps = true
     jobs: list[_Job] = []
     if len(runs) > 1:
         md += RP.compare_lines(tables, [r.label for r in runs], out, jobs)

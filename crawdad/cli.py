@@ -679,6 +679,34 @@ def data_audit(
             typer.echo(f"written: {path}")
 
 
+@data_app.command("variants")
+def data_variants(
+    data: Annotated[Path, typer.Argument(help="CLadder zip, folder or questions file.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the fresh dataset.")],
+    seed: Annotated[int, typer.Option(help="Seed of the new tables and of the choice.")] = 0,
+    n: Annotated[
+        int | None, typer.Option("--n", help="How many fresh questions (all eligible without).")
+    ] = None,
+    originals: Annotated[
+        bool, typer.Option(help="Write the originals beside their fresh twins.")
+    ] = True,
+) -> None:
+    """Fresh questions: the same stories, graphs and wordings with new probability tables."""
+    from crawdad.causal.variants import make_variants, write_variants
+
+    _check_out(out)
+    result = make_variants(data, seed=seed, n=n, originals=originals)
+    write_variants(result, out, data, seed)
+    typer.echo(
+        f"{result.n_fresh} fresh questions and {result.n_originals} originals written to {out}"
+        + (
+            f" ({sum(result.skipped.values())} questions not varied: see VARIANTS.md)"
+            if result.skipped
+            else ""
+        )
+    )
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     app()  # CrawdadGroup turns known errors into messages; typer reports usage errors (exit 2)

@@ -214,6 +214,12 @@ class JudgeConfig(ModelSpec):
     model: str = "qwen3:32b"
 
 
+class ScoringConfig(Strict):
+    # Step scoring: a second extractor call per debater response reads its CausalCoT steps
+    # (graph, query type, estimand, numbers read, result), scored against the causal engine.
+    steps: bool = False
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -229,6 +235,7 @@ class RunConfig(Strict):
     # A set under prompts/ ("paper", "no-confidence", "no-be-confident", "crawdad-v1") or a folder.
     prompt_set: str = "paper"
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight

@@ -35,8 +35,31 @@ from crawdad.records import Alignment, Answer, DatasetInfo
 RUNG_NAMES = {1: "association", 2: "intervention", 3: "counterfactual"}
 
 
+class CausalSource:
+    """What the causal engine needs of a question (step scoring): its raw `meta`, and the
+    structure, tables and variable names of its model (one dict shared by that model's
+    questions). Compared by content; hashed by identity (the dicts are not hashable)."""
+
+    __slots__ = ("meta", "model")
+
+    def __init__(self, meta: dict[str, Any], model: dict[str, Any]) -> None:
+        self.meta, self.model = meta, model
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CausalSource) and (self.meta, self.model) == (
+            other.meta,
+            other.model,
+        )
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+ENGINE_KEYS = ("model_id", "structure", "params", "variable_mapping")
+
+
 class Question(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     question_id: int | str
     desc_id: str | None
@@ -50,6 +73,7 @@ class Question(BaseModel):
     story_id: str | None
     graph_id: str | None
     model_id: int | str
+    causal: CausalSource | None = Field(default=None, exclude=True, repr=False)
 
     @property
     def block(self) -> str:
@@ -309,9 +333,12 @@ def _raise_problems(problems: list[str]) -> None:
     )
 
 
-def _question(q: RawQuestion, model: RawModel, raw_model: dict[str, Any]) -> Question:
+def _question(
+    q: RawQuestion, model: RawModel, raw_model: dict[str, Any], causal: CausalSource | None
+) -> Question:
     meta = q.meta
     return Question(
+        causal=causal,
         question_id=q.question_id,
         desc_id=q.desc_id,
         background=model.background,
@@ -351,7 +378,12 @@ def load_cladder(path: Path, questions_file: str | None = None) -> Dataset:
         _raise_problems(problems)
     if not items:
         raise DataError(f"{q_name} holds no questions")
-    questions = [_question(q, *by_id[str(q.meta.model_id)]) for q in rows.values()]
+    engine = {k: {f: m[f] for f in ENGINE_KEYS if f in m} for k, (_, m) in by_id.items()}
+    questions = []
+    for i, q in rows.items():
+        key = str(q.meta.model_id)
+        causal = CausalSource(items[i]["meta"], engine[key]) if "params" in engine[key] else None
+        questions.append(_question(q, *by_id[key], causal))
     info = DatasetInfo(
         source=str(path),
         questions_file=q_name,

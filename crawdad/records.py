@@ -68,6 +68,38 @@ class ToolCall(Record):
     # The call could not be read (not JSON, unknown tool, arguments not of the schema):
     # counted apart from calls the calculator refused (missing or inconsistent numbers).
     malformed: bool = False
+
+
+class StepNumber(Record):
+    event: str  # as the response wrote it, in the question's symbols: "P(Y=1 | X=0)"
+    value: float
+
+
+class StepScores(Record):
+    """A response's CausalCoT steps against the causal engine; None: the step was not shown."""
+
+    graph: bool | None = None  # the edges are the model's
+    query_type: bool | None = None
+    numbers: bool | None = None  # every number read is the question's (to its rounding)
+    value: bool | None = None  # the result is within 0.01 of the exact quantity
+    first_wrong: Literal["graph", "query_type", "numbers", "value"] | None = None
+
+
+class StepExtraction(Record):
+    """The second extraction of step scoring (`[scoring] steps = true`)."""
+
+    method: ExtractionMethod
+    model: str
+    raw: str = ""
+    reason: str | None = None
+    edges: list[str] = Field(default_factory=list)  # "X->V2"
+    query_type: str | None = None
+    estimand: str | None = None
+    numbers: list[StepNumber] = Field(default_factory=list)
+    result: float | None = None
+    scores: StepScores | None = None  # None: the question has no causal model to score against
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
     seconds: float = 0.0
 
 
@@ -93,6 +125,7 @@ class Turn(Record):
     answer: Answer | None = None
     confidence: float | None = None
     extraction: Extraction | None = None
+    steps: StepExtraction | None = None  # step scoring only
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float = 0.0  # wall time of the generation, as seen by crawdad

@@ -154,6 +154,7 @@ def build_setup(
         seed=config.seed,
         simulated=simulated,
         judge=participant(config.judge) if config.judge is not None else None,
+        steps=config.scoring.steps,
     )
     return setup, gate
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
 from crawdad.fake.parsing import last_stance, strip_think
+from crawdad.fake.steps import STEPS_MARKER, read_steps
 
 GarbageMode = Literal[
     "prose",  # no JSON at all
@@ -103,6 +104,8 @@ class FakeExtractor(FakeModel):
     def reply(self, request: FakeRequest) -> FakeReply:
         p = self.params
         rng = seeded_rng(p.seed, request.model, request.digest)
+        if STEPS_MARKER in request.last_user_text()[:200]:  # step scoring's second extraction
+            return FakeReply(text=json.dumps(read_steps(request.last_user_text())))
         value = self.extract(request.last_user_text())
         if value["answer"] is None:
             return FakeReply(text=json.dumps(rng.choice(_NOTHING)))

@@ -128,6 +128,7 @@ class DebateSetup:
     seed: int = 0
     simulated: bool = False
     judge: Participant | None = None
+    steps: bool = False  # step scoring: a second extraction of each debater response
     tokens: list[int] = field(default_factory=lambda: [0])  # completion tokens served, for progress
     calculator: Calculator = field(default_factory=default_calculator)  # the tools' backend
 
@@ -327,6 +328,10 @@ async def ask(
         **fields,
     )
     turn.answer, turn.confidence, turn.extraction = answer, confidence, extraction
+    if setup.steps:
+        from crawdad.steps import extract_steps
+
+        turn.steps = await extract_steps(setup, question, result)
     return turn
 
 
