@@ -25,8 +25,8 @@ from analysis import figures as F
 from analysis import metrics as M
 from analysis import narrative as N
 from analysis import report_protocols as RP
-from analysis.experiment import is_experiment
 from analysis.contamination import contamination_section
+from analysis.experiment import is_experiment
 from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
 from analysis.steps import steps_section
