@@ -297,8 +297,8 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
 
 def _uses_tools(run: Run) -> bool:
     config = run.manifest.config if run.manifest is not None else {}
-    specs = [*config.get("agents", []), config.get("judge") or {}]
-    return any(spec.get("tools") for spec in specs)
+    specs = [*(config.get("agents") or []), config.get("judge")]
+    return any(isinstance(spec, dict) and spec.get("tools") for spec in specs)
 
 
 def _tool_section(run: Run, w: _Writer) -> list[str]:
