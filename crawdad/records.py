@@ -68,6 +68,7 @@ class ToolCall(Record):
     # The call could not be read (not JSON, unknown tool, arguments not of the schema):
     # counted apart from calls the calculator refused (missing or inconsistent numbers).
     malformed: bool = False
+    seconds: float = 0.0
 
 
 class StepNumber(Record):

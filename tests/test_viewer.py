@@ -242,7 +242,7 @@ def test_analyze_html_is_one_self_contained_file(
     import analysis.report
     from crawdad.cli import app
 
-    def fake_report(run_dirs: list[Path], out: Path) -> Path:
+    def fake_report(run_dirs: list[Path], out: Path, **options: object) -> Path:
         (out / "run" / "figures").mkdir(parents=True)
         (out / "run" / "figures" / "fig2.png").write_bytes(PIXEL)
         md = out / "report.md"
