@@ -326,7 +326,7 @@ def experiment(
     alignments: AlignmentsOpt = [],  # noqa: B006
     questions_file: QuestionsFileOpt = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Debates in flight at once, over all variants.")
+        int | None, typer.Option(min=1, help="Debates in flight at once, per variant.")
     ] = None,
     force: Annotated[
         bool, typer.Option(help="Resume variants even if their settings changed.")

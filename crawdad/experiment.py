@@ -217,7 +217,7 @@ async def run_experiment(
             stores.append(store)
             jobs.append(make_job(setup, store, scan, dataset.questions, name))
         _write_manifest(out, manifest)
-        concurrency = max(c.concurrency for c in configs.values())
+        concurrency = max(c.concurrency for c in configs.values())  # per variant
         return await run_jobs(jobs, gate, progress, concurrency, on_summary, responses)
     finally:
         for store in stores:

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -216,16 +216,6 @@ def make_job(
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name)
-
-
-def _interleaved(jobs: list[Job]) -> Iterator[tuple[Job, Question]]:
-    """Every job's questions, taken in turn, so that all variants advance together (and the
-    requests they share are asked close together in time)."""
-    longest = max((len(j.todo) for j in jobs), default=0)
-    for i in range(longest):
-        for job in jobs:
-            if i < len(job.todo):
-                yield job, job.todo[i]
 
 
 class Progress:
@@ -441,9 +431,12 @@ async def run_jobs(
             summary.errors[(record.error or "error")[:160]] += 1
         bar.update(job)
 
-    # At most `concurrency` debates exist at once: a debate is started only when one finishes,
-    # and each advances as soon as its last request is back. Memory does not grow with the run.
-    slots = asyncio.Semaphore(concurrency)
+    # At most `concurrency` debates of each job exist at once: a debate is started only when one
+    # of its job finishes, and each advances as soon as its last request is back. Memory does not
+    # grow with the run. Each experiment variant has its own slots, so no variant waits for
+    # another, and debates waiting on a request another variant has in flight do not take the
+    # servers' share of the variants that sent it.
+    slots = {id(job): asyncio.Semaphore(concurrency) for job in jobs}
     tasks: set[asyncio.Task[None]] = set()
     crashed: list[BaseException] = []
     halted: list[RunStopped] = []
@@ -467,7 +460,7 @@ async def run_jobs(
         try:
             queue.put_nowait((job, await run_debate(job.setup, question)))
         finally:
-            slots.release()
+            slots[id(job)].release()
 
     def finished(task: asyncio.Task[None]) -> None:
         tasks.discard(task)
@@ -476,16 +469,21 @@ async def run_jobs(
             for other in list(tasks):  # a bug: stop the other debates too
                 other.cancel()
 
-    try:
-        for job, question in _interleaved(jobs):
-            await slots.acquire()
-            # A bug, a failed write, or servers that will not come back: stop.
-            if crashed or stuck.verdict or halted:
-                break
+    def stopping() -> bool:  # a bug, a failed write, or servers that will not come back
+        return bool(crashed or stuck.verdict or halted)
+
+    async def feed(job: Job) -> None:
+        for question in job.todo:
+            await slots[id(job)].acquire()
+            if stopping():
+                return
             task = asyncio.create_task(one(job, question))
             tasks.add(task)
             task.add_done_callback(finished)
-        if tasks:
+
+    try:
+        await asyncio.gather(*(feed(job) for job in jobs))
+        while tasks:
             await asyncio.wait(list(tasks))
         if crashed:
             raise crashed[0]
