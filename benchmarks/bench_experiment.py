@@ -88,16 +88,19 @@ def turns_in(out: Path, names: list[str]) -> int:
     return sum(len(r.turns) for n in names for r in RunStore(out / n).records())
 
 
-def server_bound(n: int, folder: Path) -> None:
+def server_bound(n: int, folder: Path, concurrency: int = 256) -> None:
     dataset = synthetic(n, folder)
     latency = LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
     bound = P / (L * (1 + SLOWDOWN * (P - 1)))
-    print(f"\n-- 1. server bound: P={P}, L={L} s; bound {bound:.0f} requests/s; {n} questions")
+    print(
+        f"\n-- 1. server bound: P={P}, L={L} s; bound {bound:.0f} requests/s; {n} questions; "
+        f"concurrency {concurrency} per variant"
+    )
     apart = 0
     for name in ("solo", "paper"):
         (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
         try:
-            base = config_for([server.url], kind="ollama", concurrency=256, models="one")
+            base = config_for([server.url], kind="ollama", concurrency=concurrency, models="one")
             m = measure(variants(base, [name])[name], dataset, folder / f"apart-{name}")
             served = requests_served(server.stats())
         finally:
@@ -106,7 +109,7 @@ def server_bound(n: int, folder: Path) -> None:
         print(f"{name} alone: {served} requests in {m.wall:.1f} s")
     (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
     try:
-        base = config_for([server.url], kind="ollama", concurrency=256, models="one")
+        base = config_for([server.url], kind="ollama", concurrency=concurrency, models="one")
         configs = variants(base, ["solo", "paper"])
         wall, cpu = run_variants(configs, dataset, folder / "exp")
         together = requests_served(server.stats())
@@ -162,11 +165,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="128 and 500 questions")
     parser.add_argument("--part", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--concurrency", type=int, default=256, help="per variant, part 1")
     args = parser.parse_args()
     header("experiments", args)
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-exp-"))
     if 1 in args.part:
-        server_bound(128 if args.quick else 512, folder / "one")
+        server_bound(128 if args.quick else 512, folder / "one", args.concurrency)
     if 2 in args.part:
         orchestrator_bound(500 if args.quick else 2500, folder / "two")
 
