@@ -254,8 +254,15 @@ class OpenAIBackend:
                         call = calls.setdefault(c.index, {"id": None, "name": "", "args": []})
                         call["id"] = c.id or call["id"]
                         if c.function is not None:
-                            call["name"] += c.function.name or ""
-                            call["args"].append(c.function.arguments or "")
+                            # OpenAI and vLLM send the name once and the arguments in pieces;
+                            # llama-cpp-python repeats the whole name (and the arguments so far)
+                            # in every chunk.
+                            call["name"] = c.function.name or call["name"]
+                            piece, so_far = c.function.arguments or "", "".join(call["args"])
+                            if so_far and piece.startswith(so_far):
+                                call["args"] = [piece]
+                            else:
+                                call["args"].append(piece)
                     content.append(delta_text)
                     thinking.append(delta_think)
                     finish = choice.finish_reason or finish

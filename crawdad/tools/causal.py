@@ -152,7 +152,7 @@ def _as_object(raw: str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(raw) if raw.strip() else {}
+        value = json.loads(raw, strict=False) if raw.strip() else {}
     except json.JSONDecodeError as e:
         raise MalformedCall(
             f"the arguments are not valid JSON ({e.msg} at character {e.pos})"

@@ -143,7 +143,7 @@ class ToolLoop:
             raw=raw,
         )
         try:
-            parsed = json.loads(raw) if raw.strip() else {}
+            parsed = json.loads(raw, strict=False) if raw.strip() else {}
             record.arguments = parsed if isinstance(parsed, dict) else None
         except json.JSONDecodeError:
             pass

@@ -117,7 +117,10 @@ def vllm() -> Iterator[RealServer]:
             _PRESTARTED["reasoning"] = _start(_reasoning_server(), wait=False)
         except Exception:  # the reasoning fixture will start it (and report) on its own
             _PRESTARTED.pop("reasoning", None)
-    server = _start(vllm_server(log_path=_log("vllm")))
+    # Tool calling on, so that the tool tests can force a tool choice (vLLM 0.32 refuses a named
+    # tool_choice without a tool parser); requests without tools are not affected.
+    tools = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    server = _start(vllm_server(log_path=_log("vllm"), extra_args=tools))
     yield server
     server.stop()
 
