@@ -20,6 +20,10 @@ COLUMNS = [
     "refused",  # readable calls the calculator answered with an error (missing numbers...)
     "calls_per_turn",
     "text_mode_turns",
+    # With step scoring on: calls scored, and of them those with the question's graph / numbers.
+    "scored_calls",
+    "right_graph",
+    "right_numbers",
 ]
 
 
@@ -41,6 +45,9 @@ def tool_use(records: Iterable[DebateRecord]) -> pd.DataFrame:
                     "malformed": sum(c.malformed for c in calls),
                     "refused": sum(bool(c.error) and not c.malformed for c in calls),
                     "text_mode_turns": int(turn.tool_mode == "text"),
+                    "scored_calls": sum(c.scores is not None for c in calls),
+                    "right_graph": sum(bool(c.scores and c.scores.graph) for c in calls),
+                    "right_numbers": sum(bool(c.scores and c.scores.numbers) for c in calls),
                 }
             )
     if not rows:

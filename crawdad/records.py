@@ -50,27 +50,6 @@ class Extraction(Record):
     shared: bool = False  # the extractor's reply came from an experiment's response store
 
 
-ToolMode = Literal["native", "text"]
-
-
-class ToolCall(Record):
-    """One call of a tool in a turn: what the model asked, what it got back, how long it took.
-    The result entered only the caller's own conversation, never another agent's."""
-
-    name: str  # the function the model named (possibly not a known tool: then malformed)
-    mode: ToolMode
-    id: str | None = None  # the server's call id (OpenAI-compatible servers)
-    generation: int = 0  # which request of the turn made the call (0: the first)
-    raw: str = ""  # the arguments as the model wrote them (JSON text)
-    arguments: dict[str, Any] | None = None  # parsed; None when they were not a JSON object
-    result: Any = None  # the calculator's value, when it computed one
-    error: str | None = None  # what the model was told instead of a result
-    # The call could not be read (not JSON, unknown tool, arguments not of the schema):
-    # counted apart from calls the calculator refused (missing or inconsistent numbers).
-    malformed: bool = False
-    seconds: float = 0.0
-
-
 class StepNumber(Record):
     event: str  # as the response wrote it, in the question's symbols: "P(Y=1 | X=0)"
     value: float
@@ -102,6 +81,30 @@ class StepExtraction(Record):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float = 0.0
+
+
+ToolMode = Literal["native", "text"]
+
+
+class ToolCall(Record):
+    """One call of a tool in a turn: what the model asked, what it got back, how long it took.
+    The result entered only the caller's own conversation, never another agent's."""
+
+    name: str  # the function the model named (possibly not a known tool: then malformed)
+    mode: ToolMode
+    id: str | None = None  # the server's call id (OpenAI-compatible servers)
+    generation: int = 0  # which request of the turn made the call (0: the first)
+    raw: str = ""  # the arguments as the model wrote them (JSON text)
+    arguments: dict[str, Any] | None = None  # parsed; None when they were not a JSON object
+    result: Any = None  # the calculator's value, when it computed one
+    error: str | None = None  # what the model was told instead of a result
+    # The call could not be read (not JSON, unknown tool, arguments not of the schema):
+    # counted apart from calls the calculator refused (missing or inconsistent numbers).
+    malformed: bool = False
+    seconds: float = 0.0
+    # With step scoring on: whether the call carried the question's graph and numbers (and a
+    # value within 0.01 of the exact one), scored by the causal engine as the steps are.
+    scores: StepScores | None = None
 
 
 class Turn(Record):

@@ -173,3 +173,20 @@ async def extract_steps(
         scores=score(source, {k: v for k, v in fields.items() if k != "estimand"}),
         **cost,
     )
+
+
+def score_call(source: CausalSource, arguments: dict[str, Any], value: Any) -> Any:
+    """A calculator call scored as the steps are: its graph, query, the numbers it passed, and
+    the value it got back (None when there is nothing to score)."""
+    fields = steps_from(
+        {
+            "edges": arguments.get("edges"),
+            "query_type": arguments.get("query"),
+            "numbers": arguments.get("probabilities"),
+            "result": value
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else None,
+        }
+    )
+    fields.pop("estimand", None)
+    return score(source, fields)

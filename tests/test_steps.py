@@ -212,3 +212,37 @@ def test_repairs_and_breaks_are_counted():
     assert repairs.loc["arithmetic", "broken"] == 1  # right at turn 0, wrong at turn 2
     assert repairs.loc["arithmetic", "n_right_before"] == 1  # turn 4 shows no result
     assert step_errors(pd.DataFrame({"steps": [None]})).empty
+
+
+def test_calculator_calls_are_scored_as_the_steps_are():
+    """With step scoring on, each call of the causal calculator is scored by the engine: did it
+    carry the question's graph and numbers, and did it get the exact value (ATE 0.59 here)."""
+    from analysis.tools import tool_use
+    from crawdad.records import DebateRecord, ToolCall, Turn
+    from crawdad.steps import score_call
+
+    right = {
+        "query": "ate",
+        "edges": ["X->V2", "X->Y", "V2->Y"],
+        "treatment": "X",
+        "outcome": "Y",
+        "probabilities": [
+            {"event": "P(Y=1|X=0)", "value": 0.22},
+            {"event": "P(Y=1|X=1)", "value": 0.81},
+        ],
+    }
+    good = score_call(SOURCE, right, 0.59)
+    assert good.graph and good.numbers and good.value and good.first_wrong is None
+    wrong = {**right, "edges": ["X->Y"], "probabilities": [{"event": "P(Y=1|X=0)", "value": 0.32}]}
+    bad = score_call(SOURCE, wrong, 0.49)
+    assert (bad.graph, bad.numbers, bad.value, bad.first_wrong) == (False, False, False, "graph")
+    calls = [
+        ToolCall(name="causal_calculator", mode="native", arguments=a, scores=s)
+        for a, s in ((right, good), (wrong, bad))
+    ]
+    turn = Turn(round=0, agent="a", model="m", role="initial", template="t", prompt_sha256="x",
+                tool_mode="native", tool_calls=calls)  # fmt: skip
+    record = DebateRecord(question_id=1, gold="yes", rung=2, query_type="ate",
+                          alignment="commonsense", agents={"a": "m"}, turns=[turn])  # fmt: skip
+    row = tool_use([record]).iloc[0]
+    assert (row["scored_calls"], row["right_graph"], row["right_numbers"]) == (2, 1, 1)

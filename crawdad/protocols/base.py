@@ -329,9 +329,13 @@ async def ask(
     )
     turn.answer, turn.confidence, turn.extraction = answer, confidence, extraction
     if setup.steps:
-        from crawdad.steps import extract_steps
+        from crawdad.steps import extract_steps, score_call
 
         turn.steps = await extract_steps(setup, question, result)
+        if question.causal is not None:
+            for call in turn.tool_calls:
+                if call.arguments:
+                    call.scores = score_call(question.causal, call.arguments, call.result)
     return turn
 
 
