@@ -25,7 +25,8 @@ from pydantic import ValidationError
 from analysis.load import DEBATES_FILE, Run, agent_label, load_run
 from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, ExperimentManifest, Turn
-from crawdad.store import read_selected_ids
+from crawdad.store import EXPERIMENT as EXPERIMENT_FILE
+from crawdad.store import is_experiment, read_experiment, read_selected_ids
 
 __all__ = [
     "EXPERIMENT_FILE",
@@ -37,7 +38,6 @@ __all__ = [
     "load_experiment",
 ]
 
-EXPERIMENT_FILE = "experiment.json"
 
 QUESTION_COLUMNS = [
     "variant",
@@ -72,11 +72,6 @@ SAMPLE_COLUMNS = [
     "confidence",
     "tokens",  # the sample's completion tokens plus its extraction's
 ]
-
-
-def is_experiment(path: Path | str) -> bool:
-    """True when the folder holds an `experiment.json` (an experiment, not a run)."""
-    return (Path(path) / EXPERIMENT_FILE).is_file()
 
 
 @dataclass
@@ -221,17 +216,10 @@ def frames(records: list[DebateRecord], variant: str) -> tuple[pd.DataFrame, pd.
 
 
 def read_experiment_manifest(folder: Path) -> ExperimentManifest:
-    path = folder / EXPERIMENT_FILE
-    try:
-        return ExperimentManifest.model_validate_json(path.read_bytes())
-    except OSError as e:
-        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
-    except ValidationError as e:
-        first: dict[str, Any] = dict(e.errors()[0]) if e.errors() else {}
-        raise StoreError(
-            f"{path} is not an experiment manifest ({first.get('msg', 'invalid')} at "
-            f"{first.get('loc', ())}); restore it, or run `crawdad experiment` again to rewrite it"
-        ) from None
+    manifest = read_experiment(folder)
+    if manifest is None:
+        raise StoreError(f"{folder / EXPERIMENT_FILE} not found: {folder} is not an experiment")
+    return manifest
 
 
 def _kept_records(path: Path, keep: set[str]) -> list[DebateRecord]:

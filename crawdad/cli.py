@@ -474,10 +474,10 @@ def analyze(
     """Write the paper's tables and figures (and more) for one or more runs."""
     if contradicted not in ("leave-out", "mark"):
         raise typer.BadParameter("use leave-out or mark", param_hint="--contradicted")
-    from crawdad.store import require_run_folder
+    from crawdad.store import is_experiment, require_run_folder
 
     for run_dir in run_dirs:
-        if not (run_dir / "experiment.json").exists():  # an experiment: its variants are runs
+        if not is_experiment(run_dir):  # an experiment: its variants are runs
             require_run_folder(run_dir)
     target = out or run_dirs[0] / "report"
     _check_out(target)

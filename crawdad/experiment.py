@@ -42,9 +42,8 @@ from crawdad.runner import (
     server_pools,
 )
 from crawdad.schedule import ModelGate
-from crawdad.store import RunStore
+from crawdad.store import EXPERIMENT, RunStore, read_experiment
 
-EXPERIMENT = "experiment.json"
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.=,+-]+$")
 
 
@@ -229,23 +228,13 @@ async def run_experiment(
 
 
 def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
+    try:  # keep when the experiment was first made
+        old = read_experiment(out)
+    except StoreError:  # a damaged one is written anew
+        old = None
+    if old is not None:
+        manifest = manifest.model_copy(update={"created_at": old.created_at})
     path = out / EXPERIMENT
-    if path.exists():  # keep when the experiment was first made
-        try:
-            old = ExperimentManifest.model_validate_json(path.read_text(encoding="utf-8"))
-            manifest = manifest.model_copy(update={"created_at": old.created_at})
-        except (OSError, ValidationError):
-            pass
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     os.replace(tmp, path)
-
-
-def read_manifest(out: Path) -> ExperimentManifest | None:
-    path = Path(out) / EXPERIMENT
-    if not path.exists():
-        return None
-    try:
-        return ExperimentManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as e:
-        raise StoreError(f"{path} cannot be read ({e}); it is damaged") from None

@@ -17,19 +17,20 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pydantic import ValidationError
 
 from crawdad.config import diff_settings, normalized_config, result_settings
 from crawdad.errors import StoreError, StoreWriteError
-from crawdad.records import DebateRecord, RunManifest
+from crawdad.records import DebateRecord, ExperimentManifest, RunManifest
 
 log = logging.getLogger("crawdad")
 
 MANIFEST = "manifest.json"
 DEBATES = "debates.jsonl"
 TORN = "debates.torn.jsonl"
+EXPERIMENT = "experiment.json"  # an experiment folder's manifest; its variants are run folders
 LOCK = ".lock"
 IDS = "selected-ids.txt"  # the run's selected question ids, one per line
 
@@ -443,3 +444,25 @@ def read_jsonl_ids(path: Path) -> list[str]:
             except (ValueError, KeyError):
                 continue
     return ids
+
+
+def is_experiment(folder: Path | str) -> bool:
+    """True when the folder holds an experiment.json (an experiment, not a run)."""
+    return (Path(folder) / EXPERIMENT).is_file()
+
+
+def read_experiment(folder: Path | str) -> ExperimentManifest | None:
+    """An experiment folder's manifest; None when the folder has none."""
+    path = Path(folder) / EXPERIMENT
+    if not path.is_file():
+        return None
+    try:
+        return ExperimentManifest.model_validate_json(path.read_bytes())
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValidationError as e:
+        first: dict[str, Any] = dict(e.errors()[0]) if e.errors() else {}
+        raise StoreError(
+            f"{path} is not an experiment manifest ({first.get('msg', 'invalid')} at "
+            f"{first.get('loc', ())}); restore it, or run `crawdad experiment` again to rewrite it"
+        ) from None

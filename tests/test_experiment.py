@@ -21,14 +21,13 @@ from crawdad.errors import StoreError
 from crawdad.experiment import (
     experiment_manifest,
     load_experiment,
-    read_manifest,
     run_experiment,
     variant_configs,
 )
 from crawdad.fake import FakeServer, LatencyModel, paper_models
 from crawdad.protocols import first_speaker
 from crawdad.runner import RunSummary
-from crawdad.store import RunStore, read_jsonl_ids
+from crawdad.store import RunStore, read_experiment, read_jsonl_ids
 from crawdad.synthetic import write_cladder
 
 EXTRACTOR = "granite3.3:2b"
@@ -105,7 +104,7 @@ async def test_solo_and_paper_share_round_0_and_send_no_request_twice(
             assert shared_pair == [False, False]
     # Each record is complete on its own.
     assert all(t.text and t.answer for r in solo.values() for t in r.turns)
-    manifest = read_manifest(out)
+    manifest = read_experiment(out)
     assert manifest is not None and manifest.baseline == "paper"
     assert list(manifest.variants) == ["solo-qwen3", "paper"]
     # The debaters' requests are those of the two variants run apart, less the shared round 0s.

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from crawdad.records import DebateRecord, ExperimentManifest
-from crawdad.store import DEBATES, MANIFEST, is_being_written, require_run_folder
+from crawdad.store import DEBATES, MANIFEST, is_being_written, read_experiment, require_run_folder
 
 OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error")
 
@@ -164,21 +164,6 @@ class Source:
     experiment: ExperimentManifest | None = None
 
 
-def _experiment(path: Path) -> ExperimentManifest | None:
-    file = path / "experiment.json"
-    if not file.is_file():
-        return None
-    from crawdad.errors import StoreError
-
-    try:
-        return ExperimentManifest.model_validate_json(file.read_text(encoding="utf-8"))
-    except ValueError:
-        raise StoreError(
-            f"{file} cannot be read: it is damaged or not a crawdad experiment manifest; "
-            "give the experiment's folder as `crawdad experiment` wrote it, or its variant folders"
-        ) from None
-
-
 def open_sources(paths: list[Path]) -> list[Source]:
     """Each folder as a Source (experiment folders: one run per variant present, in file order).
     Run labels are unique: a variant is labelled `variant`, or `folder/variant` when several
@@ -186,7 +171,7 @@ def open_sources(paths: list[Path]) -> list[Source]:
     sources: list[Source] = []
     for path in paths:
         path = Path(path)
-        exp = _experiment(path)
+        exp = read_experiment(path)
         if exp is None:
             require_run_folder(path)
             sources.append(Source(path, [RunIndex(path.name or str(path), path)]))
