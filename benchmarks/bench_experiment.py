@@ -4,7 +4,9 @@
    bench_server_bound.py): an experiment of [solo k = 1, paper] over 512 questions. Prints the
    fraction of the server's bound reached, and the requests sent against those of the two
    variants run one after the other (every paper round 0 is the solo sample of the same model:
-   the saving should be exactly those requests and their extractions).
+   the saving should be exactly those requests and their extractions). Run with no cap (the
+   server's queue decides the order) and with `max_in_flight` = P and 1.25 P (crawdad's queue
+   decides: the debate furthest behind first, so the debates end together).
 2. Orchestrator bound: 4 variants (paper, solo, judge, no-be-confident) over 2,500 questions each
    against an instant server. Prints wall time, CPU per turn and peak memory, beside a plain run
    of the paper's protocol over the same questions.
@@ -31,6 +33,7 @@ from common import (
     rss_mb,
     start_servers,
     synthetic,
+    warm_clients,
 )
 
 from crawdad.config import RunConfig
@@ -75,6 +78,8 @@ def run_variants(configs: dict[str, RunConfig], dataset: Dataset, out: Path) -> 
         file_sha256="",
         variants={n: {} for n in configs},
     )
+    for config in configs.values():
+        warm_clients(config)
     t0, c0 = time.monotonic(), time.process_time()
     asyncio.run(
         run_experiment(
@@ -88,7 +93,9 @@ def turns_in(out: Path, names: list[str]) -> int:
     return sum(len(r.turns) for n in names for r in RunStore(out / n).records())
 
 
-def server_bound(n: int, folder: Path, concurrency: int = 256) -> None:
+def server_bound(
+    n: int, folder: Path, concurrency: int = 256, caps: tuple[int, ...] = (0, P, P + P // 4)
+) -> None:
     dataset = synthetic(n, folder)
     latency = LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
     bound = P / (L * (1 + SLOWDOWN * (P - 1)))
@@ -107,29 +114,37 @@ def server_bound(n: int, folder: Path, concurrency: int = 256) -> None:
             server.stop()
         apart += served
         print(f"{name} alone: {served} requests in {m.wall:.1f} s")
-    (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
-    try:
-        base = config_for([server.url], kind="ollama", concurrency=concurrency, models="one")
-        configs = variants(base, ["solo", "paper"])
-        wall, cpu = run_variants(configs, dataset, folder / "exp")
-        together = requests_served(server.stats())
-    finally:
-        server.stop()
-    paper = RunStore(folder / "exp" / "paper").records()
-    shared_round0 = sum(r.turns[0].shared for r in paper) + sum(
-        r.turns[0].shared for r in RunStore(folder / "exp" / "solo").records()
-    )
-    rate = together / wall
-    print(
-        f"experiment [solo, paper]: {together} requests in {wall:.1f} s = {rate:.0f}/s = "
-        f"{rate / bound:.3f} of the bound; crawdad CPU {cpu:.1f} s"
-    )
-    saved = apart - together
-    print(
-        f"requests sent: {together} against {apart} apart: {saved} saved "
-        f"({100 * saved / apart:.1f}%); round-0 turns answered from the store: {shared_round0} "
-        f"of {n} (each saves its request and its extraction: {2 * shared_round0} requests)"
-    )
+    for cap in caps:
+        exp = folder / f"exp-cap{cap}"
+        (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
+        try:
+            base = config_for(
+                [server.url],
+                kind="ollama",
+                concurrency=concurrency,
+                models="one",
+                max_in_flight=cap or None,
+            )
+            wall, cpu = run_variants(variants(base, ["solo", "paper"]), dataset, exp)
+            together = requests_served(server.stats())
+        finally:
+            server.stop()
+        shared_round0 = sum(
+            r.turns[0].shared for v in ("paper", "solo") for r in RunStore(exp / v).records()
+        )
+        rate = together / wall
+        print(
+            f"experiment [solo, paper], max_in_flight {cap or 'none'}: {together} requests in "
+            f"{wall:.1f} s = {rate:.0f}/s = {rate / bound:.3f} of the bound (target >= 0.9); "
+            f"crawdad CPU {cpu:.1f} s"
+        )
+        saved = apart - together
+        print(
+            f"  requests sent: {together} against {apart} apart: {saved} saved "
+            f"({100 * saved / apart:.1f}%); round-0 turns answered from the store: "
+            f"{shared_round0} of {n} (each saves its request and its extraction: "
+            f"{2 * shared_round0} requests)"
+        )
 
 
 def orchestrator_bound(n: int, folder: Path) -> None:
@@ -166,11 +181,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="128 and 500 questions")
     parser.add_argument("--part", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--concurrency", type=int, default=256, help="per variant, part 1")
+    parser.add_argument(
+        "--cap",
+        type=int,
+        nargs="*",
+        default=[0, P, P + P // 4],
+        help="max_in_flight, part 1 (0: none)",
+    )
     args = parser.parse_args()
     header("experiments", args)
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-exp-"))
     if 1 in args.part:
-        server_bound(128 if args.quick else 512, folder / "one", args.concurrency)
+        server_bound(128 if args.quick else 512, folder / "one", args.concurrency, tuple(args.cap))
     if 2 in args.part:
         orchestrator_bound(500 if args.quick else 2500, folder / "two")
 

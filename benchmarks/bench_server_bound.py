@@ -6,12 +6,15 @@ same P slots. A request takes L seconds, slowed by `slowdown` for each other req
 the server's bound is therefore P / (L * (1 + slowdown * (P - 1))) requests per second.
 
 Prints the achieved request throughput as a fraction of that bound at a few concurrencies (with
-no cap, and with the endpoint capped at P), and the speed-up over one request at a time
+no cap, and with the endpoint capped at P and at 1.25 P), and the speed-up over one request at a time
 (concurrency 1), extrapolated from a serial run over the first `--serial` questions: serial time
 per request, times the requests of the full run.
 
 Short of the bound by the run's tail: each debate's requests go one after another, so the last
-debates finish their chains with the server part empty.
+debates finish their chains with the server part empty. With a cap, the requests beyond it wait
+in crawdad, the debate furthest behind first, and the debates end together: a shorter tail. A
+cap of exactly P leaves a slot empty for each request's trip back to crawdad and out again;
+1.25 P keeps a few queued at the server.
 
     .venv/bin/python benchmarks/bench_server_bound.py [--quick]
 """
@@ -48,7 +51,7 @@ def main() -> None:
         "--cap",
         type=int,
         nargs="*",
-        default=[0, P],
+        default=[0, P, P + P // 4],
         help="max_in_flight for the server (0: none); each is run at each concurrency",
     )
     parser.add_argument("--server", choices=["process", "thread"], default="process")

@@ -7,6 +7,7 @@ Not a test module: the benchmarks print figures and never assert on wall-clock t
 from __future__ import annotations
 
 import asyncio
+import importlib
 import multiprocessing as mp
 import os
 import platform
@@ -244,10 +245,22 @@ class Measured:
         return self.summary.finished + self.summary.errored
 
 
+def warm_clients(config: RunConfig) -> None:
+    """Import the client libraries the run uses: about a second, once per process, which is in
+    no run's wall time then (a real run lasts hours, a benchmark's runs seconds)."""
+    for spec in [*config.agents, config.extractor]:
+        importlib.import_module(
+            "crawdad.backends.ollama"
+            if spec.backend == "ollama"
+            else "crawdad.backends.openai_compat"
+        )
+
+
 def measure(
     config: RunConfig, dataset: Dataset, out: Path | None = None, *, progress: bool = False
 ) -> Measured:
     out = out or Path(tempfile.mkdtemp(prefix="crawdad-bench-run-")) / "run"
+    warm_clients(config)
     t0, c0 = time.monotonic(), time.process_time()
     summary = asyncio.run(
         run(config, dataset, out, progress=progress, simulated=True, check_servers=False)

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from crawdad.backends.base import ChatRequest, ChatResult
 from crawdad.records import Record
+from crawdad.schedule import CURRENT_DEBATE
 
 log = logging.getLogger("crawdad")
 
@@ -187,7 +188,11 @@ class SharedPool:
                 )
             except _Retry:
                 continue
-            return result.model_copy(update={"shared": True}) if shared else result
+            if not shared:
+                return result
+            if (debate := CURRENT_DEBATE.get()) is not None:
+                debate.steps += 1  # a step of its debate, as if the server had answered it
+            return result.model_copy(update={"shared": True})
 
     async def aclose(self) -> None:
         await self.pool.aclose()

@@ -480,6 +480,10 @@ async def run_jobs(
             task = asyncio.create_task(one(job, question))
             tasks.add(task)
             task.add_done_callback(finished)
+            # Let this debate's first request leave before the next debate starts: started
+            # all at once, hundreds of debates would render their prompts before any request
+            # reached a server, and the servers would wait on crawdad at the start of the run.
+            await asyncio.sleep(0)
 
     try:
         await asyncio.gather(*(feed(job) for job in jobs))

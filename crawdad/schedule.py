@@ -7,6 +7,9 @@ follow the protocol exactly: only the order in which ready turns reach the serve
 
 Models on different servers (pools whose base URLs differ) are grouped separately: a model on
 its own server never waits for another one.
+
+In every mode, requests that wait in crawdad for room on a server (`max_in_flight`) go in the
+order of `DebateProgress`: the debate that has made the fewest requests first.
 """
 
 from __future__ import annotations
@@ -15,7 +18,28 @@ import asyncio
 import contextlib
 from collections import Counter, deque
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+
+
+@dataclass
+class DebateProgress:
+    """Requests the current debate has made so far: sent to a server, or answered from an
+    experiment's response store (a step done all the same).
+
+    A debate is a chain of requests, each sent when the one before is answered. Served first
+    come first served, the debates started last are still at the start of their chains when
+    the rest are done, and the run ends with a tail of a few chains and the server nearly idle.
+    Serving the debate furthest behind first keeps the debates level, so they end together and
+    the server stays full to the end. No debate starves: the debates in flight are bounded by
+    `concurrency`, and each one behind it moves up.
+    """
+
+    steps: int = 0
+
+
+# Set by run_debate for the debate its task runs; read by ModelPool when a request must wait.
+CURRENT_DEBATE: ContextVar[DebateProgress | None] = ContextVar("crawdad_debate", default=None)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import pytest
 
 from crawdad.backends.base import ChatRequest, ChatResult
 from crawdad.responses import ResponseStore, SharedPool, request_key
+from crawdad.schedule import CURRENT_DEBATE, DebateProgress
 
 
 def request(**changes) -> ChatRequest:  # type: ignore[no-untyped-def]
@@ -102,4 +103,21 @@ def test_an_unreadable_line_is_skipped(tmp_path: Path, junk: bytes) -> None:
     path.write_bytes(junk)
     store = ResponseStore(path).open()
     assert len(store) == 0
+    store.close()
+
+
+async def test_an_answer_from_the_store_is_a_step_of_its_debate(tmp_path: Path) -> None:
+    """Requests waiting for a server go to the debate with the fewest steps first; a step
+    answered from the store counts, or a debate whose round 0 was shared would jump the queue."""
+    store = ResponseStore(tmp_path / "responses.jsonl").open()
+    shared = SharedPool(CountingPool(), store, "ollama", "")
+    await shared.chat(request())  # made by no debate (the pool itself counts those it sends)
+
+    async def in_debate() -> int:
+        debate = DebateProgress()
+        CURRENT_DEBATE.set(debate)
+        await shared.chat(request())
+        return debate.steps
+
+    assert await asyncio.create_task(in_debate()) == 1
     store.close()

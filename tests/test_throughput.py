@@ -19,7 +19,7 @@ from crawdad.demo import answer_key
 from crawdad.errors import BackendError, ServerUnavailable
 from crawdad.fake import FakeServer, LatencyModel, paper_models
 from crawdad.runner import run
-from crawdad.schedule import ModelGate
+from crawdad.schedule import CURRENT_DEBATE, DebateProgress, ModelGate
 from crawdad.synthetic import write_cladder
 
 MODELS = ("qwen3:32b", "deepseek-r1:32b", "granite3.3:2b")
@@ -280,3 +280,62 @@ async def test_gate_runs_one_model_at_a_time_and_switches_to_the_busiest() -> No
     await asyncio.gather(*tasks)
     assert log == ["a", "a", "c", "c", "b"]  # then the model with most waiting
     assert gate.switches == 2
+
+
+class Recording(Stub):
+    """A Stub that notes the prompt of each request in the order it was sent."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.sent: list[str] = []
+
+    async def chat(self, request: ChatRequest, guard: object = None) -> ChatResult:
+        self.sent.append(request.prompt)
+        return await super().chat(request, guard)
+
+
+async def test_waiting_requests_go_to_the_debate_furthest_behind_first() -> None:
+    spec = ModelSpec(model="m", base_urls=["http://s"], max_in_flight=1)
+    pool = ModelPool(spec, Recording, RetryConfig(attempts=1, initial_wait=0))
+    stub: Recording = pool.endpoints[0].backend  # type: ignore[assignment]
+
+    async def from_debate(sent: int, name: str) -> None:
+        debate = DebateProgress(steps=sent)
+        CURRENT_DEBATE.set(debate)  # this task's own context, as run_debate sets it
+        await pool.chat(request().model_copy(update={"prompt": name}))
+        assert debate.steps == sent + 1  # the request counts for its debate
+
+    tasks = [
+        asyncio.create_task(from_debate(s, n))
+        for s, n in [(5, "holds the slot"), (3, "3"), (0, "0 first"), (2, "2"), (0, "0 second")]
+    ]
+    await settle()
+    while stub.pending:
+        stub.finish()
+        await settle()
+    await asyncio.gather(*tasks)
+    assert stub.sent == ["holds the slot", "0 first", "0 second", "2", "3"]
+
+
+async def test_each_debate_counts_its_own_requests(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    ranks: dict[int, list[int]] = {}
+    debates: list[DebateProgress | None] = []  # kept alive, so that no two share an id
+    acquire = ModelPool._acquire
+
+    async def noting(self: ModelPool, rank: int = 0) -> object:
+        debates.append(CURRENT_DEBATE.get())
+        ranks.setdefault(id(debates[-1]), []).append(rank)
+        return await acquire(self, rank)
+
+    monkeypatch.setattr(ModelPool, "_acquire", noting)
+    ds = dataset(tmp_path, 8)
+    async with FakeServer("ollama", paper_models(answer_key(ds.questions)), latency=latency()) as s:
+        summary = await run(
+            config([s.url], 4), ds, tmp_path / "run", progress=False, simulated=True
+        )
+    assert summary.finished == 8
+    assert id(None) not in ranks  # every request was sent inside a debate
+    assert sorted(len(r) for r in ranks.values()) == sorted(
+        2 * len(r["turns"]) for r in records(tmp_path / "run")
+    )
+    assert all(r == list(range(len(r))) for r in ranks.values())

@@ -3,7 +3,8 @@
 Each endpoint has a cap on requests in flight (`max_in_flight`, none by default). A 503 or 429
 (a full queue) halves the endpoint's cap, at most once per round trip, and each success earns it
 back slowly (AIMD), so a busy server slows crawdad down instead of failing the run. Requests
-that find no room wait in crawdad, first come first served, not in the server's queue.
+that find no room wait in crawdad, not in the server's queue, the debate furthest behind first
+(`crawdad.schedule.DebateProgress`), first come first served among equals.
 
 An endpoint that cannot be reached is set aside for a while (`retry.down_wait`, 5 s, doubling up to 60 s). When it
 is due again it gets one request at a time until one succeeds, as long as another endpoint is
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import math
 import random
 import re
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,7 +28,7 @@ from crawdad.backends.base import Backend, ChatRequest, ChatResult
 from crawdad.backends.guard import StreamGuard
 from crawdad.config import ModelSpec, RetryConfig
 from crawdad.errors import BackendError, ServerUnavailable
-from crawdad.schedule import ModelGate
+from crawdad.schedule import CURRENT_DEBATE, ModelGate
 
 # "... answered 503: ..." (both backends word HTTP errors so); the URL may hold "503" too.
 _OVERLOAD = re.compile(r"\banswered (429|503)\b")
@@ -136,7 +138,9 @@ class ModelPool:
         self.gate = gate
         # Models on the same servers share a gate group; others do not wait for each other.
         self.server_key = " ".join(sorted(spec.base_urls))
-        self._waiters: deque[asyncio.Future[Endpoint]] = deque()
+        # Requests waiting for room: (requests their debate has made, arrival, future).
+        self._waiters: list[tuple[int, int, asyncio.Future[Endpoint]]] = []
+        self._arrivals = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -146,7 +150,7 @@ class ModelPool:
     @property
     def waiting(self) -> int:
         """Requests waiting in crawdad for room on an endpoint."""
-        return sum(not f.done() for f in self._waiters)
+        return sum(not f.done() for _, _, f in self._waiters)
 
     # --- choosing an endpoint ------------------------------------------------------------------
 
@@ -172,12 +176,12 @@ class ModelPool:
                 best, best_key = e, key
         return best
 
-    async def _acquire(self) -> Endpoint:
+    async def _acquire(self, rank: int = 0) -> Endpoint:
         if not self._waiters and (endpoint := self._pick()) is not None:
             self._take(endpoint)
             return endpoint
         future: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
+        heapq.heappush(self._waiters, (rank, next(self._arrivals), future))
         self._dispatch()
         try:
             return await future
@@ -196,16 +200,16 @@ class ModelPool:
             self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand free room to waiting requests, oldest first."""
+        """Hand free room to waiting requests, the debate furthest behind first."""
         while self._waiters:
-            future = self._waiters[0]
+            future = self._waiters[0][2]
             if future.done():  # cancelled while waiting
-                self._waiters.popleft()
+                heapq.heappop(self._waiters)
                 continue
             endpoint = self._pick()
             if endpoint is None:
                 break
-            self._waiters.popleft()
+            heapq.heappop(self._waiters)
             self._take(endpoint)
             future.set_result(endpoint)
         if self._waiters:
@@ -272,7 +276,10 @@ class ModelPool:
     async def _send(
         self, request: ChatRequest, guard_factory: Callable[[], StreamGuard | None]
     ) -> ChatResult:
-        endpoint = await self._acquire()
+        debate = CURRENT_DEBATE.get()
+        endpoint = await self._acquire(debate.steps if debate is not None else 0)
+        if debate is not None:
+            debate.steps += 1
         cuts = endpoint.cuts
         # Always a guard: its clock of the last chunk shows requests that stall.
         guard = guard_factory() or StreamGuard()

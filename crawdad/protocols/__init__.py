@@ -22,6 +22,7 @@ from crawdad.protocols.base import (
     speaking_order,
 )
 from crawdad.records import DebateRecord
+from crawdad.schedule import CURRENT_DEBATE, DebateProgress
 
 Play = Callable[[DebateSetup, Question, DebateRecord], Awaitable[None]]
 
@@ -37,12 +38,15 @@ async def run_debate(setup: DebateSetup, question: Question) -> DebateRecord:
     """One question under the setup's protocol -> its record (with the error, if it failed)."""
     record = new_record(setup, question)
     start = time.monotonic()
+    progress = CURRENT_DEBATE.set(DebateProgress())
     try:
         await KINDS[setup.protocol.kind](setup, question, record)
     except BackendError as e:
         record.error, record.error_kind = str(e), type(e).__name__
         record.end = "error"
         record.final_answer = record.final_confidence = None
+    finally:
+        CURRENT_DEBATE.reset(progress)
     record.seconds = time.monotonic() - start
     record.finished_at = datetime.now(UTC)
     return record
