@@ -24,14 +24,18 @@ from pathlib import Path
 
 from bench_orchestrator import RssSampler
 from common import (
+    BOUND,
+    L,
     LatencyModel,
+    P,
+    ServerHandle,
     ServerSpec,
     config_for,
     header,
     measure,
     requests_served,
     rss_mb,
-    start_servers,
+    server_bound_latency,
     synthetic,
     warm_clients,
 )
@@ -41,8 +45,6 @@ from crawdad.data import Dataset
 from crawdad.experiment import run_experiment
 from crawdad.records import ExperimentManifest
 from crawdad.store import RunStore
-
-P, L, SLOWDOWN = 64, 0.2, 0.002
 
 
 def variants(base: RunConfig, names: list[str]) -> dict[str, RunConfig]:
@@ -97,45 +99,44 @@ def server_bound(
     n: int, folder: Path, concurrency: int = 256, caps: tuple[int, ...] = (0, P, P + P // 4)
 ) -> None:
     dataset = synthetic(n, folder)
-    latency = LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
-    bound = P / (L * (1 + SLOWDOWN * (P - 1)))
     print(
-        f"\n-- 1. server bound: P={P}, L={L} s; bound {bound:.0f} requests/s; {n} questions; "
+        f"\n-- 1. server bound: P={P}, L={L} s; bound {BOUND:.0f} requests/s; {n} questions; "
         f"concurrency {concurrency} per variant"
     )
+
+    def one_model_server() -> ServerHandle:
+        return ServerHandle(
+            ServerSpec("ollama", server_bound_latency(), models="one"), folder / "data"
+        )
+
+    def config(url: str, cap: int = 0) -> RunConfig:
+        return config_for(
+            [url], kind="ollama", concurrency=concurrency, models="one", max_in_flight=cap or None
+        )
+
     apart = 0
     for name in ("solo", "paper"):
-        (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
-        try:
-            base = config_for([server.url], kind="ollama", concurrency=concurrency, models="one")
-            m = measure(variants(base, [name])[name], dataset, folder / f"apart-{name}")
+        with one_model_server() as server:
+            m = measure(
+                variants(config(server.url), [name])[name], dataset, folder / f"apart-{name}"
+            )
             served = requests_served(server.stats())
-        finally:
-            server.stop()
         apart += served
         print(f"{name} alone: {served} requests in {m.wall:.1f} s")
     for cap in caps:
         exp = folder / f"exp-cap{cap}"
-        (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
-        try:
-            base = config_for(
-                [server.url],
-                kind="ollama",
-                concurrency=concurrency,
-                models="one",
-                max_in_flight=cap or None,
+        with one_model_server() as server:
+            wall, cpu = run_variants(
+                variants(config(server.url, cap), ["solo", "paper"]), dataset, exp
             )
-            wall, cpu = run_variants(variants(base, ["solo", "paper"]), dataset, exp)
             together = requests_served(server.stats())
-        finally:
-            server.stop()
         shared_round0 = sum(
             r.turns[0].shared for v in ("paper", "solo") for r in RunStore(exp / v).records()
         )
         rate = together / wall
         print(
             f"experiment [solo, paper], max_in_flight {cap or 'none'}: {together} requests in "
-            f"{wall:.1f} s = {rate:.0f}/s = {rate / bound:.3f} of the bound (target >= 0.9); "
+            f"{wall:.1f} s = {rate:.0f}/s = {rate / BOUND:.3f} of the bound (target >= 0.9); "
             f"crawdad CPU {cpu:.1f} s"
         )
         saved = apart - together
@@ -152,8 +153,7 @@ def orchestrator_bound(n: int, folder: Path) -> None:
     latency = LatencyModel(base_seconds=0.0, capacity=100_000, max_queue=1_000_000)
     names = ["paper", "solo", "judge", "no-be-confident"]
     print(f"\n-- 2. orchestrator bound: {len(names)} variants x {n} questions, instant server")
-    (server,) = start_servers([ServerSpec("ollama", latency, models="one")], folder / "data")
-    try:
+    with ServerHandle(ServerSpec("ollama", latency, models="one"), folder / "data") as server:
         base = config_for([server.url], kind="ollama", concurrency=256, models="one")
         m = measure(base, dataset, folder / "plain")
         plain_turns = sum(len(r.turns) for r in RunStore(folder / "plain").records())
@@ -165,8 +165,6 @@ def orchestrator_bound(n: int, folder: Path) -> None:
         sampler.start()
         wall, cpu = run_variants(variants(base, names), dataset, folder / "exp")
         samples = sampler.stop()
-    finally:
-        server.stop()
     turns = turns_in(folder / "exp", names)
     quarters = [samples[int(len(samples) * f)][1] for f in (0.25, 0.5, 0.75)] if samples else []
     print(

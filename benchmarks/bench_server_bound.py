@@ -27,19 +27,21 @@ import tempfile
 from pathlib import Path
 
 from common import (
-    LatencyModel,
+    BOUND,
+    SLOWDOWN,
+    L,
+    P,
     ServerSpec,
     config_for,
     header,
     measure,
     requests_served,
+    server_bound_latency,
     start_servers,
     synthetic,
 )
 
 from crawdad.store import RunStore
-
-P, L, SLOWDOWN = 64, 0.2, 0.002
 
 
 def main() -> None:
@@ -63,11 +65,10 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-"))
     dataset = synthetic(n, folder)
-    latency = LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
-    bound = P / (L * (1 + SLOWDOWN * (P - 1)))
+    latency = server_bound_latency()
     print(
         f"setup: one fake Ollama server in a {args.server}, one model for every request; "
-        f"bound = {P} / ({L} s x {1 + SLOWDOWN * (P - 1):.3f}) = {bound:.0f} requests/s"
+        f"bound = {P} / ({L} s x {1 + SLOWDOWN * (P - 1):.3f}) = {BOUND:.0f} requests/s"
     )
 
     best = 0.0
@@ -93,12 +94,12 @@ def main() -> None:
             requests = requests_served(stats)
             full_requests = requests
             rate = requests / m.wall
-            best = max(best, rate / bound)
+            best = max(best, rate / BOUND)
             span = _serving_span(out)
             print(
                 f"cap {cap or 'none':>4} concurrency {concurrency:4d}: {requests} requests in "
-                f"{m.wall:.2f} s = {rate:.0f}/s = {rate / bound:.3f} of the bound "
-                f"({requests / span / bound:.3f} from the first request to the last answer, "
+                f"{m.wall:.2f} s = {rate:.0f}/s = {rate / BOUND:.3f} of the bound "
+                f"({requests / span / BOUND:.3f} from the first request to the last answer, "
                 f"{span:.2f} s); most in flight at the server "
                 f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
                 f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
@@ -117,7 +118,7 @@ def main() -> None:
         server.stop()
     per_request = serial.wall / serial_requests
     serial_total = per_request * full_requests
-    concurrent_wall = full_requests / (best * bound)
+    concurrent_wall = full_requests / (best * BOUND)
     print(
         f"serial (concurrency 1): {serial_requests} requests of the first {args.serial} questions "
         f"in {serial.wall:.1f} s = {1000 * per_request:.0f} ms each; x {full_requests} requests "

@@ -203,6 +203,16 @@ def start_servers(
     return [ServerHandle(s, dataset_folder, where).start() for s in specs]
 
 
+# --- the server-bound setup (bench_server_bound.py, bench_experiment.py) ----------------------
+
+P, L, SLOWDOWN = 64, 0.2, 0.002  # slots, seconds a request, slowdown per other request in flight
+BOUND = P / (L * (1 + SLOWDOWN * (P - 1)))  # requests per second the server can answer at most
+
+
+def server_bound_latency() -> LatencyModel:
+    return LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
+
+
 # --- configs and runs --------------------------------------------------------------------------
 
 
