@@ -5,6 +5,7 @@ rules, aggregation and ties."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -229,6 +230,36 @@ async def test_an_unreadable_verdict_is_read_by_the_extractor_or_left_null(
         assert verdict.answer == expected and record.final_answer == expected
         assert verdict.extraction is not None
         assert "not the schema's JSON" in (verdict.extraction.reason or "")
+
+
+async def test_a_judge_with_the_text_tool_protocol_records_the_prompt_it_sent(
+    question: Question,
+) -> None:
+    """In text mode the tool's instructions are appended to the prompt: the judge's turn keeps
+    (and hashes) the prompt as sent, as a debater's does."""
+    verdict = {"decision": "verdict", "answer": "yes", "confidence": 0.8, "question": ""}
+    models = {
+        "model-a": debater("a", lambda k: "yes"),
+        "model-b": debater("b", lambda k: "no"),
+        JUDGE: judge_model([verdict], []),
+        EXTRACTOR: FakeExtractor(),
+    }
+    async with FakeServer("ollama", models) as server:
+        cfg = config(server.url, "judge", TWO, rounds=1, store_prompts=True)
+        assert cfg.judge is not None
+        cfg.judge.tools, cfg.judge.tool_mode = ["causal"], "text"
+        setup, _ = build_setup(cfg)
+        try:
+            record = await run_debate(setup, question)
+        finally:
+            for p in [*setup.agents.values(), setup.extractor, setup.judge]:
+                await p.pool.aclose()  # type: ignore[union-attr]
+        sent = [prompt(b) for b in server.requests if b.get("model") == JUDGE]
+    judge_turn = record.turns[-1]
+    assert record.ok and judge_turn.agent == "judge" and judge_turn.tool_mode == "text"
+    assert len(sent) == 1 and "causal calculator" in sent[0]
+    assert judge_turn.prompt == sent[0]
+    assert judge_turn.prompt_sha256 == hashlib.sha256(sent[0].encode()).hexdigest()
 
 
 async def test_assigned_stances_alternate_and_reach_the_prompts(question: Question) -> None:

@@ -209,8 +209,8 @@ async def generate(
     who: Participant,
     prompt: str,
     seed: int,
-    json_schema: dict | None = None,
-    trace: ToolTrace | None = None,
+    json_schema: dict | None,
+    trace: ToolTrace,
 ) -> tuple[ChatResult, CallStats, ChatRequest]:
     """One response; with tools, the whole tool loop of the turn (its calls go to `trace`)."""
     stats = CallStats()
@@ -223,7 +223,6 @@ async def generate(
 
     if not who.spec.tools:
         return await send(request), stats, request
-    trace = trace if trace is not None else ToolTrace()
     while True:
         mode = who.resolved_tool_mode()
         loop = ToolLoop(
@@ -248,30 +247,35 @@ async def generate(
         return result, stats, last
 
 
-def make_turn(
+async def respond(
     setup: DebateSetup,
-    *,
-    round_: int,
-    agent: str,
     who: Participant,
+    *,
+    agent: str,
+    round_: int,
     role: Role,
     prompt: str,
     version: str,
     seen: list[int],
-    result: ChatResult,
-    stats: CallStats,
-    request: ChatRequest,
-    started: datetime,
+    seed: int,
+    json_schema: dict | None = None,
     **fields: Any,
-) -> Turn:
-    return Turn(
+) -> tuple[Turn, ChatResult]:
+    """One generation (with its tool loop) recorded as a turn: what the prompt showed, the
+    prompt as sent (with the text tool protocol's instructions, if they were added) and every
+    tool call. The answer is read by the caller."""
+    started = datetime.now(UTC)
+    trace = ToolTrace()
+    result, stats, request = await generate(setup, who, prompt, seed, json_schema, trace)
+    sent = trace.prompt or prompt
+    turn = Turn(
         round=round_,
         agent=agent,
         model=who.spec.model,
         role=role,
         template=version,
-        prompt_sha256=hashlib.sha256(prompt.encode()).hexdigest(),
-        prompt=prompt if setup.protocol.store_prompts else None,
+        prompt_sha256=hashlib.sha256(sent.encode()).hexdigest(),
+        prompt=sent if setup.protocol.store_prompts else None,
         seen=seen,
         endpoint=result.endpoint,
         thinking=result.thinking,
@@ -285,8 +289,11 @@ def make_turn(
         attempts=stats.attempts,
         shared=result.shared,
         started_at=started,
+        tool_mode=trace.mode,
+        tool_calls=trace.calls,
         **fields,
     )
+    return turn, result
 
 
 async def ask(
@@ -304,29 +311,20 @@ async def ask(
 ) -> Turn:
     """One debater's response: generate, extract the answer, record what it was shown.
     `round_` and `seed_index` pick the sampling seed (see `request_seed`)."""
-    who = setup.agents[agent]
-    started = datetime.now(UTC)
     seed = request_seed(setup.seed, question.question_id, round_, seed_index)
-    trace = ToolTrace()
-    result, stats, request = await generate(setup, who, prompt, seed, trace=trace)
-    extraction, answer, confidence = await extract(setup, result)
-    turn = make_turn(
+    turn, result = await respond(
         setup,
-        round_=round_,
+        setup.agents[agent],
         agent=agent,
-        who=who,
+        round_=round_,
         role=role,
-        prompt=trace.prompt or prompt,
+        prompt=prompt,
         version=version,
         seen=seen,
-        result=result,
-        stats=stats,
-        request=request,
-        started=started,
-        tool_mode=trace.mode,
-        tool_calls=trace.calls,
+        seed=seed,
         **fields,
     )
+    extraction, answer, confidence = await extract(setup, result)
     turn.answer, turn.confidence, turn.extraction = answer, confidence, extraction
     if setup.steps:
         from crawdad.steps import extract_steps, score_call

@@ -13,7 +13,6 @@ drawn per question: an affirmative debater argues "yes", a negative one "no" (MA
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -27,14 +26,12 @@ from crawdad.protocols.base import (
     check_runaway,
     draw,
     extract,
-    generate,
     history,
-    make_turn,
     request_seed,
+    respond,
     speaking_order,
 )
 from crawdad.records import Answer, DebateRecord, Extraction, Turn
-from crawdad.tools.loop import ToolTrace
 
 
 class JudgeReply(BaseModel):
@@ -111,27 +108,17 @@ async def judge_turn(
     template = prompts["judge"]
     instruction = prompts.fragments["judge_last_round" if last else "judge_more_rounds"]
     prompt = template.fill(question=question.block, history=block, round_instruction=instruction)
-    started = datetime.now(UTC)
-    seed = request_seed(setup.seed, question.question_id, len(record.turns))
-    trace = ToolTrace()
-    result, stats, request = await generate(
-        setup, setup.judge, prompt, seed, judge_schema(last), trace=trace
-    )
-    turn = make_turn(
+    turn, result = await respond(
         setup,
-        round_=round_,
+        setup.judge,
         agent="judge",
-        who=setup.judge,
+        round_=round_,
         role="verdict",
         prompt=prompt,
         version=f"{template.version}+{entry_version}",
         seen=seen,
-        result=result,
-        stats=stats,
-        request=request,
-        started=started,
-        tool_mode=trace.mode,
-        tool_calls=trace.calls,
+        seed=request_seed(setup.seed, question.question_id, len(record.turns)),
+        json_schema=judge_schema(last),
     )
     await read_verdict(setup, turn, result, last)
     return turn
