@@ -21,7 +21,7 @@ from analysis.figures.experiment import compute_figure
 from analysis.metrics import experiment as X
 from analysis.metrics import self_consistency as SC
 from analysis.render import fmt_p, to_markdown
-from crawdad.errors import StoreError
+from analysis.report import write_into
 
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
 
@@ -299,15 +299,7 @@ def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str])
 def write_experiment_report(folder: Path, out: Path) -> Path:
     """Analyse the experiment folder and write the report folder `out`; return report.md."""
     exp = load_experiment(folder)  # first: a wrong folder gets no report folder
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        return _write(exp, out)
-    except OSError as e:
-        raise StoreError(
-            f"writing the report to {out} failed: {e.strerror or e} "
-            f"({getattr(e, 'filename', None) or 'a report file'}); free space or choose another "
-            "--out folder"
-        ) from None
+    return write_into(out, lambda: _write(exp, out))
 
 
 def _write(exp: Experiment, out: Path) -> Path:

@@ -482,6 +482,20 @@ def _writable(out: Path) -> None:
         ) from None
 
 
+def write_into(out: Path, write: Callable[[], Path]) -> Path:
+    """`write()` the report into `out` once `out` is known to take files; a write that fails
+    on the way (a full disk) is a message naming the folder, not a traceback."""
+    _writable(out)
+    try:
+        return write()
+    except OSError as e:
+        raise StoreError(
+            f"writing the report to {out} failed: {e.strerror or e} "
+            f"({getattr(e, 'filename', None) or 'a report file'}); free space or choose another "
+            "--out folder"
+        ) from None
+
+
 def write_report(
     run_dirs: list[Path],
     out: Path,
@@ -517,15 +531,7 @@ def write_report(
         from analysis.audit import apply_audit
 
         runs = apply_audit(runs, audit, contradicted)  # type: ignore[arg-type]
-    _writable(out)
-    try:
-        return _write(runs, out, workers)
-    except OSError as e:
-        raise StoreError(
-            f"writing the report to {out} failed: {e.strerror or e} "
-            f"({getattr(e, 'filename', None) or 'a report file'}); free space or choose another "
-            "--out folder"
-        ) from None
+    return write_into(out, lambda: _write(runs, out, workers))
 
 
 def _write(runs: list[Run], out: Path, workers: int) -> Path:
