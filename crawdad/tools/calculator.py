@@ -224,14 +224,20 @@ class GivenNumbers:
         raise first
 
     def _ate(self, dag: DAG, q: CausalQuery) -> tuple[float, str]:
+        return self._effect(dag, q, on_treated=False)
+
+    def _effect(self, dag: DAG, q: CausalQuery, on_treated: bool) -> tuple[float, str]:
+        """The ATE, or the ETT `on_treated`: adjusted over a backdoor set when one is needed,
+        the adjustment weighted by P(z) or, on the treated, P(z|x=1)."""
         x, y = q.treatment, q.outcome
         if y not in dag.descendants(x):
             return 0.0, f"0: no directed path from {x} to {y}"
-        value, z = self._adjusted(dag, q, on_treated=False)
+        value, z = self._adjusted(dag, q, on_treated=on_treated)
         if not z:
             return value, f"P({y}=1|{x}=1) - P({y}=1|{x}=0)"
         zs = ",".join(z)
-        return value, f"sum_{zs} [P({y}=1|{x}=1,{zs}) - P({y}=1|{x}=0,{zs})] P({zs})"
+        weight = f"P({zs}|{x}=1)" if on_treated else f"P({zs})"
+        return value, f"sum_{zs} [P({y}=1|{x}=1,{zs}) - P({y}=1|{x}=0,{zs})] {weight}"
 
     def _collider_bias(self, dag: DAG, q: CausalQuery) -> tuple[float, str]:
         return self._ate(dag, q)
@@ -253,14 +259,7 @@ class GivenNumbers:
     # --- rung 3 ---------------------------------------------------------------------------
 
     def _ett(self, dag: DAG, q: CausalQuery) -> tuple[float, str]:
-        x, y = q.treatment, q.outcome
-        if y not in dag.descendants(x):
-            return 0.0, f"0: no directed path from {x} to {y}"
-        value, z = self._adjusted(dag, q, on_treated=True)
-        if not z:
-            return value, f"P({y}=1|{x}=1) - P({y}=1|{x}=0)"
-        zs = ",".join(z)
-        return value, f"sum_{zs} [P({y}=1|{x}=1,{zs}) - P({y}=1|{x}=0,{zs})] P({zs}|{x}=1)"
+        return self._effect(dag, q, on_treated=True)
 
     def _mediation(self, dag: DAG, q: CausalQuery) -> list[str]:
         x, y = q.treatment, q.outcome
