@@ -193,21 +193,6 @@ def test_data_fetch_without_network_explains(tmp_path: Path, http_folder) -> Non
     assert not list((tmp_path / "data").glob("*"))
 
 
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str):
-    """Run the command line in this process (as `crawdad ARGS` would): (exit code, out, err)."""
-    from crawdad.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["crawdad", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
-
-
 def _analyze_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     from analysis.synthetic import write_synthetic_run
 
@@ -237,27 +222,27 @@ def _analyze_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     }
 
 
-def test_analyze_failures_are_messages(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_analyze_failures_are_messages(tmp_path: Path, cli) -> None:
     for name, (args, message) in _analyze_cases(tmp_path).items():
-        code, _, err = cli(monkeypatch, capsys, "analyze", *args)
+        code, _, err = cli("analyze", *args)
         assert code == 1, name
         assert err.startswith("Error: ") and message in err, (name, err)
     assert not (tmp_path / "nope").exists()  # no report folder made for a wrong run folder
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write to read-only folders")
-def test_analyze_read_only_out(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_analyze_read_only_out(tmp_path: Path, cli) -> None:
     from analysis.synthetic import write_synthetic_run
 
     good = write_synthetic_run(tmp_path / "good", 2)
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
-    code, _, err = cli(monkeypatch, capsys, "analyze", str(good), "--out", str(ro))
+    code, _, err = cli("analyze", str(good), "--out", str(ro))
     assert code == 1 and "cannot write the report to" in err
 
 
-def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, cli) -> None:
     import analysis.report
     from analysis.synthetic import write_synthetic_run
 
@@ -265,23 +250,23 @@ def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, capsys) 
     run = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
     with (run / ".lock").open("w") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # as a `crawdad run` holds it
-        code, out, err = cli(monkeypatch, capsys, "analyze", str(run), "--out", str(tmp_path / "o"))
+        code, out, err = cli("analyze", str(run), "--out", str(tmp_path / "o"))
     assert code == 0 and "report written" in out
     said = "this run was still being written when analysed: 3 debates so far"
     assert f"warning: {said}" in err
     assert said in (tmp_path / "o" / "report.md").read_text()
 
 
-def test_show_on_a_folder_that_is_not_a_run(tmp_path: Path, monkeypatch, capsys) -> None:
-    code, _, err = cli(monkeypatch, capsys, "show", str(tmp_path / "nope"), "1")
+def test_show_on_a_folder_that_is_not_a_run(tmp_path: Path, cli) -> None:
+    code, _, err = cli("show", str(tmp_path / "nope"), "1")
     assert code == 1 and "nope does not exist" in err
     (tmp_path / "other").mkdir()
-    code, _, err = cli(monkeypatch, capsys, "show", str(tmp_path / "other"), "1")
+    code, _, err = cli("show", str(tmp_path / "other"), "1")
     assert code == 1 and "is empty: it is not a crawdad run folder" in err
 
 
 def test_run_refuses_records_without_manifest_until_force(
-    tiny_cladder: Path, tmp_path: Path, monkeypatch, capsys
+    tiny_cladder: Path, tmp_path: Path, cli
 ) -> None:
     questions = load_cladder(tiny_cladder).questions
     out = tmp_path / "run"
@@ -289,13 +274,13 @@ def test_run_refuses_records_without_manifest_until_force(
         cfg = toml_for(server.url, tmp_path / "c.toml")
         args = ["run", "--data", str(tiny_cladder), "--out", str(out), "--config", str(cfg)]
         args += ["--rung", "1", "--no-progress"]
-        assert cli(monkeypatch, capsys, *args)[0] == 0
+        assert cli(*args)[0] == 0
         (out / "manifest.json").unlink()
-        code, _, err = cli(monkeypatch, capsys, *args, "--seed", "5")
+        code, _, err = cli(*args, "--seed", "5")
         assert code == 1
         assert f"{out} has 2 debate line(s) in debates.jsonl but no manifest.json" in err
         assert "use another --out folder, or pass --force" in err
-        code, out_text, _ = cli(monkeypatch, capsys, *args, "--seed", "5", "--force")
+        code, out_text, _ = cli(*args, "--seed", "5", "--force")
     assert code == 0 and "2/2 selected debates finished" in out_text
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["seed"] == 5 and "was missing" in manifest["notes"][0]

@@ -55,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -500,29 +499,12 @@ def test_no_baseline_no_solo_variant_and_a_missing_variant(handmade: Path, tmp_p
     assert "| later" in text  # listed, with no numbers
 
 
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str):  # type: ignore[no-untyped-def]
-    """`crawdad ARGS` in this process: (exit code, out, err), as tests/test_cli.py runs it."""
-    from crawdad.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["crawdad", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
-
-
-def test_cli_analyze_an_experiment_folder(
-    handmade: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = cli(monkeypatch, capsys, "analyze", str(handmade))
+def test_cli_analyze_an_experiment_folder(handmade: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = cli("analyze", str(handmade))
     assert code == 0 and "report written" in out
     assert (handmade / "report" / "report.md").read_text().startswith("# crawdad experiment")
     (handmade / "experiment.json").write_text("{}")
-    code, _, err = cli(monkeypatch, capsys, "analyze", str(handmade))
+    code, _, err = cli("analyze", str(handmade))
     assert code == 1 and "experiment.json is not an experiment manifest" in err
 
 
