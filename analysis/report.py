@@ -31,6 +31,7 @@ from analysis.load import Run, concat, load_runs
 from analysis.render import details, fmt_p, table1_latex, table1_wide, to_markdown
 from analysis.steps import steps_section
 from crawdad.errors import StoreError
+from crawdad.store import make_writable_folder
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
 
@@ -472,10 +473,7 @@ def _default_workers() -> int:
 
 def _writable(out: Path) -> None:
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        make_writable_folder(out)
     except OSError as e:
         raise StoreError(
             f"cannot write the report to {out}: {e.strerror or e}; choose another --out folder"

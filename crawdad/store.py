@@ -64,6 +64,15 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def make_writable_folder(folder: Path) -> None:
+    """Make `folder` and write a file in it: a folder that cannot take files fails here (OSError),
+    before any work, not halfway through it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / ".write-test"
+    probe.write_text("ok")
+    probe.unlink()
+
+
 def manifest_differences(old: RunManifest, new: RunManifest) -> list[str]:
     old_config = normalized_config(old.config, old.schema_version)
     diffs = diff_settings(result_settings(old_config), result_settings(new.config), "config")
@@ -204,10 +213,7 @@ class RunStore:
 
     def _make_folder(self) -> None:
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            probe = self.path / ".write-test"
-            probe.write_text("ok")
-            probe.unlink()
+            make_writable_folder(self.path)
         except OSError as e:
             raise StoreError(
                 f"cannot write to the run folder {self.path}: {e.strerror}; choose another --out"
