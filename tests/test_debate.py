@@ -11,7 +11,7 @@ from crawdad.config import RunConfig
 from crawdad.data import Question, load_cladder
 from crawdad.fake import FakeExtractor, FakeReply, FakeServer, ScriptedModel
 from crawdad.protocols import first_speaker, run_debate
-from crawdad.runner import build_setup
+from crawdad.runner import build_setup, pools_of
 
 SECRET = "SECRET-TRACE-{}"
 
@@ -63,8 +63,8 @@ async def debate(
         try:
             record = await run_debate(setup, q)
         finally:
-            for p in [*setup.agents.values(), setup.extractor]:
-                await p.pool.aclose()
+            for pool in pools_of(setup):
+                await pool.aclose()
         return record, server, first
 
 

@@ -14,7 +14,7 @@ from crawdad.config import RunConfig
 from crawdad.data import load_cladder
 from crawdad.fake import FakeExtractor, FakeReply, FakeRequest, FakeServer, FunctionModel
 from crawdad.protocols import run_debate
-from crawdad.runner import build_setup
+from crawdad.runner import build_setup, pools_of
 
 GOLDEN = Path(__file__).parent / "golden" / "paper_requests_v1.json"
 DATA = Path(__file__).parent / "golden" / "v1-run" / "data"  # crawdad 0.1's example questions
@@ -76,8 +76,8 @@ async def requests_now(kind: str) -> list[dict[str, Any]]:
             for q in load_cladder(DATA).questions[:4]:
                 await run_debate(setup, q)
         finally:
-            for p in [*setup.agents.values(), setup.extractor]:
-                await p.pool.aclose()
+            for pool in pools_of(setup):
+                await pool.aclose()
         return server.requests
 
 

@@ -18,7 +18,7 @@ from crawdad.data import Question, load_cladder
 from crawdad.fake import FakeExtractor, FakeReply, FakeRequest, FakeServer, FunctionModel
 from crawdad.protocols import request_seed, run_debate, speaking_order
 from crawdad.records import DebateRecord
-from crawdad.runner import build_setup
+from crawdad.runner import build_setup, pools_of
 
 TRACE = "HIDDEN-TRACE"
 JUDGE = "judge-model"
@@ -70,12 +70,8 @@ async def play(
         try:
             record = await run_debate(setup, q)
         finally:
-            for pool in {
-                id(p.pool): p.pool for p in [*setup.agents.values(), setup.extractor]
-            }.values():
+            for pool in pools_of(setup):
                 await pool.aclose()
-            if setup.judge:
-                await setup.judge.pool.aclose()
         assert record.error is None, record.error
         return record, [r for r in server.requests if r.get("model") != EXTRACTOR]
 
@@ -252,8 +248,8 @@ async def test_a_judge_with_the_text_tool_protocol_records_the_prompt_it_sent(
         try:
             record = await run_debate(setup, question)
         finally:
-            for p in [*setup.agents.values(), setup.extractor, setup.judge]:
-                await p.pool.aclose()  # type: ignore[union-attr]
+            for pool in pools_of(setup):
+                await pool.aclose()
         sent = [prompt(b) for b in server.requests if b.get("model") == JUDGE]
     judge_turn = record.turns[-1]
     assert record.ok and judge_turn.agent == "judge" and judge_turn.tool_mode == "text"

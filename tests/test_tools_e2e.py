@@ -17,7 +17,7 @@ from crawdad.fake import FakeExtractor, FakeReply, FakeRequest, FakeServer, Func
 from crawdad.fake.tools import ToolCallingModel, default_call
 from crawdad.protocols import run_debate
 from crawdad.records import DebateRecord
-from crawdad.runner import build_setup
+from crawdad.runner import build_setup, pools_of
 from crawdad.tools.loop import LAST_CALL
 
 QWEN, R1, GRANITE = "qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"
@@ -50,8 +50,8 @@ async def debate(
         try:
             record = await run_debate(setup, question)
         finally:
-            for p in [*setup.agents.values(), setup.extractor]:
-                await p.pool.aclose()
+            for pool in pools_of(setup):
+                await pool.aclose()
     return record, server
 
 
@@ -195,8 +195,8 @@ async def test_vllm_without_tool_parser(question: Question) -> None:
             try:
                 record = await run_debate(setup, question)
             finally:
-                for p in [*setup.agents.values(), setup.extractor]:
-                    await p.pool.aclose()
+                for pool in pools_of(setup):
+                    await pool.aclose()
             assert record.ok is ok
             if ok:
                 assert {t.tool_mode for t in record.turns if t.agent == "qwen3"} == {"text"}
