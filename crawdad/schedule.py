@@ -9,7 +9,8 @@ Models on different servers (pools whose base URLs differ) are grouped separatel
 its own server never waits for another one.
 
 In every mode, requests that wait in crawdad for room on a server (`max_in_flight`) go in the
-order of `DebateProgress`: the debate that has made the fewest requests first.
+order of `DebateProgress`: each run (experiment variant) in turn, and within a run the debate
+that has made the fewest requests first.
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ class DebateProgress:
     come first served, the debates started last are still at the start of their chains when
     the rest are done, and the run ends with a tail of a few chains and the server nearly idle.
     Serving the debate furthest behind first keeps the debates level, so they end together and
-    the server stays full to the end. No debate starves: the debates in flight are bounded by
-    `concurrency`, and each one behind it moves up.
+    the server stays full to the end. Within a run no debate starves: its debates in flight are
+    bounded by `concurrency`, and new ones start only as others finish. Runs (the variants of an
+    experiment) take turns instead: a run of short debates (solo samples) would otherwise keep
+    a run of long ones (the paper's) waiting until it had no questions left.
     """
 
+    run: int = 0  # which run (experiment variant) the debate belongs to
     steps: int = 0
 
 

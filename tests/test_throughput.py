@@ -322,10 +322,10 @@ async def test_each_debate_counts_its_own_requests(tmp_path: Path, monkeypatch) 
     debates: list[DebateProgress | None] = []  # kept alive, so that no two share an id
     acquire = ModelPool._acquire
 
-    async def noting(self: ModelPool, rank: int = 0) -> object:
+    async def noting(self: ModelPool, rank: int = 0, run: int = 0) -> object:
         debates.append(CURRENT_DEBATE.get())
         ranks.setdefault(id(debates[-1]), []).append(rank)
-        return await acquire(self, rank)
+        return await acquire(self, rank, run)
 
     monkeypatch.setattr(ModelPool, "_acquire", noting)
     ds = dataset(tmp_path, 8)
@@ -339,3 +339,29 @@ async def test_each_debate_counts_its_own_requests(tmp_path: Path, monkeypatch) 
         2 * len(r["turns"]) for r in records(tmp_path / "run")
     )
     assert all(r == list(range(len(r))) for r in ranks.values())
+
+
+async def test_runs_take_turns_so_short_debates_do_not_hold_up_long_ones() -> None:
+    """Two runs on one capped server (an experiment's variants): one run's many requests of
+    debates at their start do not keep the other run's later requests waiting until they
+    are all served."""
+    spec = ModelSpec(model="m", base_urls=["http://s"], max_in_flight=1)
+    pool = ModelPool(spec, Recording, RetryConfig(attempts=1, initial_wait=0))
+    stub: Recording = pool.endpoints[0].backend  # type: ignore[assignment]
+
+    async def from_debate(run: int, steps: int, name: str) -> None:
+        CURRENT_DEBATE.set(DebateProgress(run=run, steps=steps))
+        await pool.chat(request().model_copy(update={"prompt": name}))
+
+    waiting = [(1, 0, "holds the slot")] + [(1, 0, f"short {i}") for i in range(4)]
+    waiting += [(2, 3, "long a"), (2, 5, "long b")]
+    tasks = [asyncio.create_task(from_debate(*w)) for w in waiting]
+    await settle()
+    while stub.pending:
+        stub.finish()
+        await settle()
+    await asyncio.gather(*tasks)
+    assert stub.sent == [
+        "holds the slot",
+        *("short 0", "long a", "short 1", "long b", "short 2", "short 3"),
+    ]

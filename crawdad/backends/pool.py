@@ -3,8 +3,9 @@
 Each endpoint has a cap on requests in flight (`max_in_flight`, none by default). A 503 or 429
 (a full queue) halves the endpoint's cap, at most once per round trip, and each success earns it
 back slowly (AIMD), so a busy server slows crawdad down instead of failing the run. Requests
-that find no room wait in crawdad, not in the server's queue, the debate furthest behind first
-(`crawdad.schedule.DebateProgress`), first come first served among equals.
+that find no room wait in crawdad, not in the server's queue: runs (experiment variants) take
+turns, and within a run the debate furthest behind goes first (`crawdad.schedule.DebateProgress`),
+first come first served among equals.
 
 An endpoint that cannot be reached is set aside for a while (`retry.down_wait`, 5 s, doubling up to 60 s). When it
 is due again it gets one request at a time until one succeeds, as long as another endpoint is
@@ -21,6 +22,7 @@ import math
 import random
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -138,8 +140,10 @@ class ModelPool:
         self.gate = gate
         # Models on the same servers share a gate group; others do not wait for each other.
         self.server_key = " ".join(sorted(spec.base_urls))
-        # Requests waiting for room: (requests their debate has made, arrival, future).
-        self._waiters: list[tuple[int, int, asyncio.Future[Endpoint]]] = []
+        # Requests waiting for room, per run: heaps of (requests their debate has made, arrival,
+        # future); `_turns` holds the runs with requests waiting, the next one to be served first.
+        self._waiters: dict[int, list[tuple[int, int, asyncio.Future[Endpoint]]]] = {}
+        self._turns: deque[int] = deque()
         self._arrivals = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -150,7 +154,7 @@ class ModelPool:
     @property
     def waiting(self) -> int:
         """Requests waiting in crawdad for room on an endpoint."""
-        return sum(not f.done() for _, _, f in self._waiters)
+        return sum(not f.done() for heap in self._waiters.values() for _, _, f in heap)
 
     # --- choosing an endpoint ------------------------------------------------------------------
 
@@ -176,12 +180,15 @@ class ModelPool:
                 best, best_key = e, key
         return best
 
-    async def _acquire(self, rank: int = 0) -> Endpoint:
-        if not self._waiters and (endpoint := self._pick()) is not None:
+    async def _acquire(self, rank: int = 0, run: int = 0) -> Endpoint:
+        if not self._turns and (endpoint := self._pick()) is not None:
             self._take(endpoint)
             return endpoint
         future: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (rank, next(self._arrivals), future))
+        if run not in self._waiters:
+            self._waiters[run] = []
+            self._turns.append(run)
+        heapq.heappush(self._waiters[run], (rank, next(self._arrivals), future))
         self._dispatch()
         try:
             return await future
@@ -196,23 +203,29 @@ class ModelPool:
 
     def _release(self, endpoint: Endpoint) -> None:
         endpoint.in_flight -= 1
-        if self._waiters:
+        if self._turns:
             self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand free room to waiting requests, the debate furthest behind first."""
-        while self._waiters:
-            future = self._waiters[0][2]
-            if future.done():  # cancelled while waiting
-                heapq.heappop(self._waiters)
+        """Hand free room to waiting requests: each run in turn, and in a run the debate
+        furthest behind first."""
+        while self._turns:
+            run = self._turns[0]
+            heap = self._waiters[run]
+            while heap and heap[0][2].done():  # cancelled while waiting
+                heapq.heappop(heap)
+            if not heap:
+                self._turns.popleft()
+                del self._waiters[run]
                 continue
             endpoint = self._pick()
             if endpoint is None:
                 break
-            heapq.heappop(self._waiters)
+            future = heapq.heappop(heap)[2]
+            self._turns.rotate(-1)  # the next run's turn
             self._take(endpoint)
             future.set_result(endpoint)
-        if self._waiters:
+        if self._turns:
             self._wake_when_due()
 
     def _wake_when_due(self) -> None:
@@ -277,7 +290,7 @@ class ModelPool:
         self, request: ChatRequest, guard_factory: Callable[[], StreamGuard | None]
     ) -> ChatResult:
         debate = CURRENT_DEBATE.get()
-        endpoint = await self._acquire(debate.steps if debate is not None else 0)
+        endpoint = await (self._acquire(debate.steps, debate.run) if debate else self._acquire())
         if debate is not None:
             debate.steps += 1
         cuts = endpoint.cuts

@@ -38,7 +38,7 @@ async def run_debate(setup: DebateSetup, question: Question) -> DebateRecord:
     """One question under the setup's protocol -> its record (with the error, if it failed)."""
     record = new_record(setup, question)
     start = time.monotonic()
-    progress = CURRENT_DEBATE.set(DebateProgress())
+    progress = CURRENT_DEBATE.set(DebateProgress(run=id(setup)))  # a setup per run
     try:
         await KINDS[setup.protocol.kind](setup, question, record)
     except BackendError as e:
