@@ -162,6 +162,13 @@ def _steps_cell(steps: Any) -> tuple[Any, ...] | None:
     return (sc.graph, sc.query_type, sc.numbers, sc.value, sc.first_wrong)
 
 
+NO_RUNG = 0  # the rung column of an item that has none (another task than CLadder's questions)
+
+
+def _rung(rec: DebateRecord) -> int:
+    return rec.rung if rec.rung is not None else NO_RUNG
+
+
 def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any, ...], list[tuple]]:
     """(debate row, turn rows) of one record, without the `run` column."""
 
@@ -192,7 +199,7 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
                 t.stop_reason,
                 t.extraction.method if t.extraction is not None else None,
                 t.error is not None,
-                rec.rung,
+                _rung(rec),
                 rec.gold,
                 rec.protocol,
                 i,
@@ -213,7 +220,7 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
     last = rec.turns[-1] if rec.turns else None
     debate = (
         qid,
-        rec.rung,
+        _rung(rec),
         rec.query_type,
         rec.alignment,
         rec.gold,

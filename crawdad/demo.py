@@ -10,30 +10,36 @@ import asyncio
 import errno
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from crawdad.config import RunConfig, SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
-from crawdad.data.questions import Question, load_cladder, select
+from crawdad.data.questions import load_cladder
 from crawdad.errors import CrawdadError
 from crawdad.fake import AnswerKey, FakeServer, FaultPlan, LatencyModel, models_for, paper_models
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
+from crawdad.tasks import Task, task_named
 
 # A run folder's note on what its simulated models imitate; the report quotes it.
 SIMULATION_NOTE = "simulation.txt"
 
 
-def answer_key(questions: list[Question]) -> AnswerKey:
+def answer_key(items: Sequence[Any], task: Task | None = None) -> AnswerKey:
+    """The gold answers the fake debaters need, keyed by the items as `task` shows them
+    (CLadder's questions by default)."""
+    task = task or task_named("cladder")
     key = AnswerKey()
-    for q in questions:
-        key.add(
-            q.given_info or q.background,
-            q.question,
-            q.answer,
-            rung=q.rung,
-            question_id=q.question_id,
-            alignment=q.alignment,
+    for item in items:
+        fields = task.record_fields(item)
+        key.add_block(
+            task.show(item),
+            fields["gold"],
+            rung=fields.get("rung"),
+            question_id=item.question_id,
+            alignment=fields.get("alignment"),
         )
     return key
 
@@ -70,14 +76,15 @@ def run_demo(
 ) -> RunSummary:
     """The example questions on simulated servers; with `config`, under its protocol, prompt
     set and models (every model it names is simulated)."""
-    dataset = load_cladder(EXAMPLES)
-    if limit:
-        dataset = select(dataset, SelectionConfig(limit=limit), seed)
     base = config or RunConfig(seed=seed)
+    task = task_named(base.task)
+    dataset = task.load(EXAMPLES)
+    if limit:
+        dataset = task.select(dataset, SelectionConfig(limit=limit), seed)
     models = models_for(
         base.model_names(),
         base.extractor.model,
-        answer_key(dataset.questions),
+        answer_key(dataset.questions, task),
         seed=seed,
         tool_models=base.tool_model_names(),
     )

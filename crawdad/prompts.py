@@ -91,6 +91,7 @@ class PromptSet:
     confidence: bool = True
     description: str = ""
     folder: Path | None = None
+    task: str = "cladder"  # the task kind its prompts are written for (crawdad.tasks)
 
     def __getitem__(self, name: str) -> PromptTemplate:
         try:
@@ -193,4 +194,5 @@ def load_prompts(name_or_path: str | Path | None = None) -> PromptSet:
         confidence=bool(settings.get("confidence", True)),
         description=str(settings.get("description", "")),
         folder=folder,
+        task=str(settings.get("task", "cladder")),
     )

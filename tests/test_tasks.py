@@ -51,6 +51,7 @@ class Things:
 class ColourTask:
     name = "colours"
     answers = COLOURS
+    prompt_set = "colours"
 
     def load(self, path: Path, questions_file: str | None = None) -> Things:
         raise NotImplementedError
@@ -98,14 +99,25 @@ def reads_colours(request: FakeRequest) -> str:
     return json.dumps({"colour": colour, "confidence": float(conf)})
 
 
+def colour_prompts(folder: Path) -> Path:
+    """The paper's prompts, declared as written for the colours task."""
+    folder.mkdir()
+    (folder / "set.toml").write_text('inherit = "paper"\ntask = "colours"\n')
+    return folder
+
+
 async def play(
-    monkeypatch: pytest.MonkeyPatch, models: dict[str, FunctionModel], **protocol: Any
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    models: dict[str, FunctionModel],
+    **protocol: Any,
 ) -> tuple[DebateRecord, list[dict[str, Any]]]:
     monkeypatch.setitem(TASKS, "colours", ColourTask())
     thing = Thing("sky-1", "the sky", "blue")
     async with FakeServer("ollama", {**models, EXTRACTOR: FunctionModel(reads_colours)}) as server:
         cfg = RunConfig(
             task="colours",
+            prompt_set=str(colour_prompts(tmp_path / "colours")),
             seed=1,
             agents=[AgentConfig(name=n, model=n) for n in models],
             protocol=protocol,
@@ -120,10 +132,12 @@ async def play(
     return record, server.requests
 
 
-async def test_a_new_task_runs_under_the_papers_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_new_task_runs_under_the_papers_protocol(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # Whoever speaks first says red then blue; the other says blue: they agree at round 2.
     models = {"a": says([("red", 0.6), ("blue", 0.9)]), "b": says([("blue", 0.8)])}
-    record, requests = await play(monkeypatch, models, kind="crawdad")
+    record, requests = await play(monkeypatch, tmp_path, models, kind="crawdad")
 
     assert record.task == "colours" and record.gold == "blue"
     assert record.item == {"thing": "the sky"} and record.rung is None
@@ -138,10 +152,12 @@ async def test_a_new_task_runs_under_the_papers_protocol(monkeypatch: pytest.Mon
     assert DebateRecord.model_validate_json(record.model_dump_json()) == record
 
 
-async def test_a_new_tasks_answers_are_voted_on_as_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_new_tasks_answers_are_voted_on_as_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # Three labels, one vote each: the tie goes to the largest summed confidence (green).
     models = {"a": says([("red", 0.5), ("green", 0.9), ("blue", 0.7)])}
-    record, _ = await play(monkeypatch, models, kind="solo", samples=3)
+    record, _ = await play(monkeypatch, tmp_path, models, kind="solo", samples=3)
     assert sorted(t.answer for t in record.turns) == ["blue", "green", "red"]
     assert record.tie and record.final_answer == "green" and not record.consensus
 
@@ -153,5 +169,13 @@ async def test_cladder_records_say_their_task(tiny_cladder: Path) -> None:
 
 
 def test_an_unknown_task_is_named_with_the_choices() -> None:
-    with pytest.raises(ConfigError, match="no task 'graphs'; the tasks are cladder"):
+    with pytest.raises(
+        ConfigError, match="no task 'graphs'; the tasks are cladder, discovery-pairs"
+    ):
         task_named("graphs")
+
+
+def test_a_prompt_set_written_for_another_task_is_refused() -> None:
+    config = RunConfig(task="discovery-pairs")  # with the paper's CLadder prompts
+    with pytest.raises(ConfigError, match="prompt_set 'paper' is written for the cladder task"):
+        build_setup(config)

@@ -31,7 +31,12 @@ __all__ = [
 ]
 
 ALL = "all"  # group / agent value for "all of them"
-RUNG_LABELS = {1: "Rung 1 (association)", 2: "Rung 2 (intervention)", 3: "Rung 3 (counterfactual)"}
+RUNG_LABELS = {
+    0: "No rung",
+    1: "Rung 1 (association)",
+    2: "Rung 2 (intervention)",
+    3: "Rung 3 (counterfactual)",
+}
 ALIGNMENT_LABELS = {"commonsense": "Comm.", "nonsense": "Nonsens.", "anticommonsense": "Anti-C."}
 STAGES = ("initial", "final")
 

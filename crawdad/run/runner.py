@@ -22,7 +22,7 @@ from crawdad.backends.schedule import ModelGate
 from crawdad.config import ModelSpec, RunConfig, public_dump
 from crawdad.data.questions import Dataset, Question
 from crawdad.doctor import diagnose, require_ready
-from crawdad.errors import CrawdadError, StoreWriteError
+from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
@@ -137,6 +137,14 @@ def build_setup(
     """The participants of a run. An experiment passes the pools all its variants share, and
     its response store, through which every request of this variant goes."""
     gate = None
+    task = task_named(config.task)
+    prompts = load_prompts(config.prompt_source)
+    if prompts.task != task.name:
+        raise ConfigError(
+            f"prompt_set {prompts.name!r} is written for the {prompts.task} task, not for "
+            f"{task.name}: use prompt_set = {task.prompt_set!r}, or a set whose set.toml says "
+            f'task = "{task.name}"'
+        )
     if pools is None:
         gate = ModelGate() if config.schedule == "grouped" else None
         pools = server_pools([config], gate)
@@ -150,13 +158,13 @@ def build_setup(
     setup = DebateSetup(
         agents={a.name: participant(a) for a in config.agents},
         extractor=participant(config.extractor),
-        prompts=load_prompts(config.prompt_source),
+        prompts=prompts,
         protocol=config.protocol,
         seed=config.seed,
         simulated=simulated,
         judge=participant(config.judge) if config.judge is not None else None,
         steps=config.scoring.steps,
-        task=task_named(config.task),
+        task=task,
     )
     return setup, gate
 

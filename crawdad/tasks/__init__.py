@@ -6,8 +6,9 @@ from __future__ import annotations
 from crawdad.errors import ConfigError
 from crawdad.tasks.base import Task
 from crawdad.tasks.cladder import CladderTask
+from crawdad.tasks.discovery import DiscoveryPairsTask
 
-TASKS: dict[str, Task] = {"cladder": CladderTask()}
+TASKS: dict[str, Task] = {"cladder": CladderTask(), "discovery-pairs": DiscoveryPairsTask()}
 
 
 def task_named(name: str) -> Task:

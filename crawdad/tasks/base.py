@@ -60,6 +60,8 @@ class Task(Protocol):
     # The answers an agent may give, when they are a fixed set (a judge's verdict schema and the
     # stances of a judge debate need one); None when answers are open (a graph).
     answers: tuple[str, ...] | None
+    # The prompt set written for it (`prompts/<set>/`, whose set.toml names this task).
+    prompt_set: str
 
     def load(self, path: Path, questions_file: str | None = None) -> Items:
         """A dataset file or folder -> validated items; a DataError naming what to fix."""

@@ -24,6 +24,7 @@ from crawdad.tasks.base import Ask, Reading, same_answer
 class CladderTask:
     name = "cladder"
     answers = ("yes", "no")
+    prompt_set = "paper"
 
     def load(self, path: Path, questions_file: str | None = None) -> Dataset:
         return load_cladder(path, questions_file)

@@ -1,0 +1,172 @@
+"""Causal discovery one ordered variable pair at a time (MAC's Meta Agents Model): "is there a
+direct causal relationship from A to B?", answered yes or no, for every ordered pair of a graph's
+variables. The graph an agent (or a protocol) implies is assembled back from its pairs' answers
+by the analysis and scored against the true graph (`crawdad.causal.structure`).
+
+Every protocol runs on it unchanged: the answers are labels, so agreement, votes, the judge's
+verdict and the stances of a judge debate (affirmative: yes, negative: no) work as for CLadder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crawdad.backends.base import ChatResult
+from crawdad.config import SelectionConfig
+from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet, load_cladder_graphs
+from crawdad.data.questions import parse_ranges
+from crawdad.errors import DataError
+from crawdad.records import DatasetInfo, Turn
+from crawdad.scoring.extract import extractor_schema, parse_reply
+from crawdad.tasks.base import Ask, Reading, same_answer
+
+
+@dataclass(frozen=True)
+class PairItem:
+    """One ordered pair of one graph's variables."""
+
+    graph: DiscoveryGraph
+    cause: str
+    effect: str
+
+    @property
+    def question_id(self) -> str:
+        return f"{self.graph.graph_id}:{self._key(self.cause)}->{self._key(self.effect)}"
+
+    def _key(self, name: str) -> str:
+        """CLadder's symbol (X, V2) where there is one: short, and free of spaces."""
+        if self.graph.symbols:
+            return self.graph.symbols[self.graph.names.index(name)]
+        return name
+
+    @property
+    def gold(self) -> str:
+        assert self.graph.truth is not None
+        return "yes" if (self.cause, self.effect) in self.graph.truth.edges else "no"
+
+
+@dataclass(frozen=True)
+class PairDataset:
+    questions: list[PairItem]
+    graphs: list[DiscoveryGraph]
+    info: DatasetInfo
+
+
+def pairs_of(graph: DiscoveryGraph) -> list[PairItem]:
+    return [PairItem(graph, a, b) for a, b in itertools.permutations(graph.names, 2)]
+
+
+def _dataset(graphs: list[DiscoveryGraph], info: DatasetInfo) -> PairDataset:
+    pairs = [p for g in graphs for p in pairs_of(g)]
+    return PairDataset(
+        pairs,
+        graphs,
+        info.model_copy(
+            update={"n_selected": len(pairs), "selected_ids": [p.question_id for p in pairs]}
+        ),
+    )
+
+
+class DiscoveryPairsTask:
+    name = "discovery-pairs"
+    answers = ("yes", "no")
+    prompt_set = "mac-pairs"
+
+    def load(self, path: Path, questions_file: str | None = None) -> PairDataset:
+        found = load_cladder_graphs(Path(path), questions_file)
+        return _dataset(_with_truth(found), _info(found, questions_file))
+
+    def select(self, dataset: PairDataset, selection: SelectionConfig, seed: int) -> PairDataset:
+        """Whole graphs: `ranges` index the graphs, `alignments` filter them, `sample` draws N
+        graphs (seeded), `limit` keeps the first N; every ordered pair of each is an item."""
+        if selection.rungs or selection.query_types:
+            raise DataError(
+                "selection: rungs and query_types are CLadder questions' descriptors; a discovery "
+                "run selects graphs with ranges, alignments, sample and limit"
+            )
+        graphs = dataset.graphs
+        if selection.ranges:
+            graphs = [graphs[i] for i in parse_ranges(selection.ranges, len(graphs))]
+        if selection.alignments:
+            graphs = [g for g in graphs if g.alignment in selection.alignments]
+        if selection.sample and selection.sample < len(graphs):
+            chosen = set(
+                random.Random(f"sample:{seed}").sample(range(len(graphs)), selection.sample)
+            )
+            graphs = [g for i, g in enumerate(graphs) if i in chosen]
+        if selection.limit:
+            graphs = graphs[: selection.limit]
+        if not graphs:
+            raise DataError(
+                f"the selection {selection.model_dump(exclude_defaults=True)} leaves no graphs "
+                f"out of {len(dataset.graphs)}; loosen the filters"
+            )
+        info = dataset.info.model_copy(
+            update={"selection": selection.model_dump(exclude_defaults=True)}
+        )
+        return _dataset(graphs, info)
+
+    def show(self, item: PairItem) -> str:
+        graph = item.graph
+        listed = "\n".join(f"- {v.name}: {v.description}" for v in graph.variables)
+        return (
+            f"{graph.context}\n\nThe variables:\n{listed}\n\n"
+            f"Question: Is there a direct causal relationship from {item.cause} to {item.effect}?"
+        )
+
+    def record_fields(self, item: PairItem) -> dict[str, Any]:
+        graph = item.graph
+        return {
+            "gold": item.gold,
+            "alignment": graph.alignment,
+            "story_id": graph.story_id,
+            "graph_id": graph.structure,
+            "item": {
+                "graph": graph.graph_id,
+                "source": graph.source,
+                "cause": item.cause,
+                "effect": item.effect,
+                "variables": list(graph.names),
+            },
+        }
+
+    def extractor_schema(self, confidence: bool) -> dict[str, Any]:
+        return extractor_schema(confidence)
+
+    def read(self, reply: str, confidence: bool) -> Reading:
+        parsed = parse_reply(reply, confidence=confidence)
+        return Reading(parsed.answer, parsed.confidence, parsed.method, parsed.reason)
+
+    def agree(self, answers: Sequence[str | None]) -> bool:
+        return same_answer(answers)
+
+    async def score_turn(
+        self, ask: Ask, model: str, item: PairItem, turn: Turn, result: ChatResult
+    ) -> None:
+        return None
+
+
+def _with_truth(found: GraphSet) -> list[DiscoveryGraph]:
+    missing = [g.graph_id for g in found.graphs if g.truth is None]
+    if missing:
+        raise DataError(
+            f"{found.source}: {len(missing)} graph(s) have no known true graph "
+            f"({', '.join(missing[:3])}); pairwise answers cannot be scored without one"
+        )
+    return found.graphs
+
+
+def _info(found: GraphSet, questions_file: str | None) -> DatasetInfo:
+    return DatasetInfo(
+        source=found.source,
+        questions_file=questions_file or "",
+        models_file=found.source,
+        sha256=found.sha256,
+        n_total=sum(len(g.names) * (len(g.names) - 1) for g in found.graphs),
+        n_selected=0,
+    )
