@@ -157,6 +157,7 @@ def build_setup(
         judge=participant(config.judge) if config.judge is not None else None,
         steps=config.scoring.steps,
         task=task_named(config.task),
+        tool_limits=config.tool_limits,
     )
     return setup, gate
 

@@ -172,7 +172,7 @@ class DAG:
         while True:
             parent = min(self.parents[walk[-1]] & left)
             if parent in at:
-                loop = walk[at[parent] :] + [parent]
+                loop = [*walk[at[parent] :], parent]
                 return loop[::-1]  # walked against the edges
             at[parent] = len(walk)
             walk.append(parent)
