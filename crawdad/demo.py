@@ -16,7 +16,15 @@ from crawdad.config import RunConfig, SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.data.questions import Question, load_cladder, select
 from crawdad.errors import CrawdadError
-from crawdad.fake import AnswerKey, FakeServer, FaultPlan, LatencyModel, models_for, paper_models
+from crawdad.fake import (
+    AnswerKey,
+    FakeModel,
+    FakeServer,
+    FaultPlan,
+    LatencyModel,
+    models_for,
+    paper_models,
+)
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
 
@@ -108,7 +116,12 @@ def _start(server: FakeServer) -> None:
         raise CrawdadError(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}") from None
 
 
-def server_banner(server: FakeServer, faults: FaultPlan | None, latency: LatencyModel) -> str:
+def server_banner(
+    server: FakeServer,
+    faults: FaultPlan | None,
+    latency: LatencyModel,
+    tool_models: list[str] | None = None,
+) -> str:
     """What the fake server serves, and how to point crawdad at it."""
     models = list(server.models)
     lines = [
@@ -116,6 +129,13 @@ def server_banner(server: FakeServer, faults: FaultPlan | None, latency: Latency
         f"  models: {', '.join(models)}",
         f"  latency: {latency.base_seconds:g} s a request, {latency.capacity} at once per model",
     ]
+    if tool_models:
+        lines.append(
+            f"  tools: {', '.join(tool_models)} call the causal calculator once a turn when "
+            "offered it (DeepSeek-like models only in text mode)"
+        )
+    else:
+        lines.append("  tools: no model calls tools (add --tools, or --config with a tools config)")
     if faults is not None and faults.rate > 0:
         only = f" to {', '.join(faults.models)}" if faults.models else ""
         lines.append(
@@ -145,6 +165,22 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def served_models(
+    seed: int = 0, tools: bool = False, config: RunConfig | None = None
+) -> tuple[dict[str, FakeModel], list[str]]:
+    """What `crawdad fake-server` serves: the paper's three models, or a config's (its
+    debaters, judge and extractor), and which of them call the causal calculator: every
+    debater with `tools`, else those the config gives tools."""
+    key = answer_key(load_cladder(EXAMPLES).questions)
+    base = config or RunConfig(seed=seed)
+    names = base.model_names()
+    calling = names if tools else base.tool_model_names()
+    if config is None and not tools:
+        return paper_models(key, seed=seed), []
+    models = models_for(names, base.extractor.model, key, seed=seed, tool_models=calling)
+    return models, calling
+
+
 def serve_forever(
     kind: str,
     port: int,
@@ -152,11 +188,13 @@ def serve_forever(
     capacity: int,
     faults: FaultPlan | None = None,
     seed: int = 0,
+    tools: bool = False,
+    config: RunConfig | None = None,
 ) -> None:
-    """`crawdad fake-server`: the paper's three models on 127.0.0.1 until Ctrl-C."""
-    questions = load_cladder(EXAMPLES).questions
+    """`crawdad fake-server`: the paper's three models (or a config's) on 127.0.0.1 until
+    Ctrl-C; with `tools`, or those a config gives tools, calling the causal calculator."""
     model = LatencyModel(base_seconds=latency, capacity=capacity)
-    models = paper_models(answer_key(questions), seed=seed)
+    models, calling = served_models(seed, tools, config)
     unknown = sorted(set(faults.models or []) - set(models)) if faults else []
     if unknown:
         raise CrawdadError(
@@ -166,7 +204,7 @@ def serve_forever(
     _start(server)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
     try:
-        print(server_banner(server, faults, model), flush=True)
+        print(server_banner(server, faults, model, calling), flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

@@ -209,7 +209,10 @@ def read_arguments(text: str, limits: ToolLimits) -> dict[str, Any]:
         raise MalformedCall(f"the arguments are not valid JSON ({_short(str(e), 200)})") from None
     if not isinstance(value, dict):
         raise MalformedCall("the arguments must be a JSON object")
-    return value
+    # A "\ud800" escape decodes to a lone surrogate, which no UTF-8 record can hold.
+    written = json.dumps(value, ensure_ascii=False)
+    valid = _valid_unicode(written)
+    return value if valid is written else json.loads(valid)
 
 
 def echo_safe(raw: Any, limits: ToolLimits) -> bool:
