@@ -75,7 +75,7 @@ class DAG:
         return seen
 
     def require(self, *names: str) -> None:
-        missing = [n for n in names if n not in self.parents]
+        missing = list(dict.fromkeys(n for n in names if n not in self.parents))
         if missing:
             raise GraphError(
                 f"{', '.join(missing)} not in the graph (its variables: {', '.join(self.variables)})"
