@@ -24,7 +24,7 @@ from crawdad.tools.loop import ToolLoop, ToolTrace
 LIMITS = ToolLimits(seconds=2.0)
 BOUND = LIMITS.seconds + 10  # the compute bound, plus reading, a worker's start and a busy box
 SETTINGS = settings(
-    max_examples=120,
+    max_examples=200,
     deadline=None,
     database=None,
     suppress_health_check=[

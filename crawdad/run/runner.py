@@ -122,7 +122,7 @@ def _id_order(question_id: str) -> tuple[int, int | str]:
 def _few(ids: list[str], shown: int = 5) -> str:
     ordered = sorted(ids, key=_id_order)
     text = ", ".join(ordered[:shown])
-    return text + (f", … ({len(ordered) - shown} more)" if len(ordered) > shown else "")
+    return text + (f" and {len(ordered) - shown} more" if len(ordered) > shown else "")
 
 
 ServerKey = tuple[str, str, tuple[str, ...]]
