@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -232,8 +233,15 @@ class ToolLimits(Strict):
     # The exact engine enumerates 2^n states: it takes whole models up to this many variables.
     max_exact_variables: int = Field(16, ge=2, le=24)
     seconds: float = Field(10.0, gt=0)  # compute of one call, in a worker process killed past it
-    memory_mb: int | None = Field(2048, ge=256)  # address space of a worker; None: no bound
+    memory_mb: int = Field(2048, ge=0)  # address space of a worker; 0: no bound
     workers: int = Field(2, ge=1, le=64)  # worker processes computing calls at once
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _room_to_start(cls, value: int) -> int:
+        if 0 < value < 256:
+            raise ValueError("a worker needs at least 256 MB to start; 0 sets no bound")
+        return value
 
 
 def _default_agents() -> list[AgentConfig]:

@@ -258,3 +258,22 @@ async def test_a_debate_with_hostile_calls_finishes_and_records_them_as_tool_err
         error = json.dumps(turn.tool_calls[0].error)[1:-1]
         holders = {b.get("model") for b in server.requests if error in json.dumps(b)}
         assert holders == {turn.model}
+
+
+def test_a_whole_model_past_the_engines_limit_says_so_when_the_formulas_cannot_answer() -> None:
+    names = [f"V{i}" for i in range(20)]
+    edges = [f"{a}->{b}" for a, b in zip(names, names[1:], strict=False)]
+    tables = [{"event": f"P({names[0]}=1)", "value": 0.5}] + [
+        {"event": f"P({b}=1|{a}={k})", "value": 0.3 + 0.4 * k}
+        for a, b in zip(names, names[1:], strict=False)
+        for k in (0, 1)
+    ]
+    args = {"query": "exp_away", "edges": edges, "treatment": "V0", "outcome": "V19"}
+    out = call({**args, "conditioning": ["V10"], "probabilities": tables})
+    assert "tool_limits.max_exact_variables; this one has 20" in (out.error or "")
+    # Let the engine take it: 2^20 states run past a call's seconds, and the worker is killed.
+    slow = call(
+        {**args, "conditioning": ["V10"], "probabilities": tables},
+        ToolLimits(max_exact_variables=20, seconds=1),
+    )
+    assert "did not finish this call within 1 s" in (slow.error or "")

@@ -113,7 +113,7 @@ async def call(tools: Mapping[str, Tool], name: str, raw: str | Any, limits: Too
 
 
 async def _compute(tool: Tool, arguments: dict[str, Any], limits: ToolLimits) -> tuple[str, Any]:
-    workers = pool(limits.workers, limits.memory_mb)
+    workers = pool(limits.workers, limits.memory_mb or None)
     try:
         return await workers.run(
             work, tool.parse, tool.compute, arguments, limits, seconds=limits.seconds

@@ -88,7 +88,14 @@ class EngineBacked:
             return CalcResult(
                 query=query.kind, value=value, estimand=f"{estimand} (exact, over the given model)"
             )
-        return self.fallback.compute(query, limits)
+        result = self.fallback.compute(query, limits)
+        if result.error and query.kind in ENGINE_KINDS and whole_model(query) is not None:
+            n = len({v for edge in query.edges for v in edge} | {query.treatment, query.outcome})
+            result.error += (
+                f" (the exact engine takes whole models of at most {exact} variables, "
+                f"tool_limits.max_exact_variables; this one has {n})"
+            )
+        return result
 
 
 def default() -> Calculator:

@@ -72,6 +72,7 @@ def _serve(conn: Connection, memory_mb: int | None) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
         except (ImportError, ValueError, OSError):
             pass  # no such bound on this system
+    conn.send(("ready",))
     while True:
         try:
             fn, args = conn.recv()
@@ -80,6 +81,7 @@ def _serve(conn: Connection, memory_mb: int | None) -> None:
         except BaseException as e:  # the work could not be unpickled here
             conn.send(("raised", type(e).__name__, str(e)[:500]))
             continue
+        conn.send(("started",))  # its modules are imported: the call's seconds start now
         try:
             answer: tuple[Any, ...] = ("ok", fn(*args))
         except BaseException as e:
@@ -90,16 +92,46 @@ def _serve(conn: Connection, memory_mb: int | None) -> None:
             conn.send(("raised", type(e).__name__, str(e)[:500]))
 
 
+STARTUP_SECONDS = 60.0  # for a worker to start and say it is ready (not counted in a call)
+
+
 class _Worker:
     def __init__(self, ctx: Any, memory_mb: int | None) -> None:
+        """Start a worker and wait until it is ready (blocking: call it in a thread)."""
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_serve, args=(child, memory_mb), daemon=True, name="crawdad-tool-worker"
         )
         self.process.start()
         child.close()
+        try:
+            ready = self.conn.poll(STARTUP_SECONDS) and self.conn.recv() == ("ready",)
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self.kill()
+            raise WorkerDied(self.process.exitcode)
 
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...], seconds: float) -> Any:
+        try:
+            self.conn.send((fn, args))
+        except (BrokenPipeError, ConnectionError, EOFError):
+            raise self._died() from None
+        # Loading the work (importing its modules) is not the call's compute: timed apart.
+        first = await self._answer(STARTUP_SECONDS)
+        if first is None:
+            raise WorkTimeout(STARTUP_SECONDS)
+        if first[0] != "started":
+            raise WorkFailed(first[1], first[2])
+        answer = await self._answer(seconds)
+        if answer is None:
+            raise WorkTimeout(seconds)
+        if answer[0] == "ok":
+            return answer[1]
+        raise WorkFailed(answer[1], answer[2])
+
+    async def _answer(self, seconds: float) -> tuple[Any, ...] | None:
+        """The worker's next message, or None when none came within `seconds`."""
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         fd = self.conn.fileno()
@@ -108,26 +140,22 @@ class _Worker:
             if not ready.done():
                 ready.set_result(None)
 
-        try:
-            self.conn.send((fn, args))
-        except (BrokenPipeError, ConnectionError, EOFError):
-            self.process.join(1.0)
-            raise WorkerDied(self.process.exitcode) from None
         loop.add_reader(fd, readable)
         try:
             await asyncio.wait_for(ready, seconds)
         except TimeoutError:
-            raise WorkTimeout(seconds) from None
+            return None
         finally:
             loop.remove_reader(fd)
         try:
-            answer = self.conn.recv()
+            message: tuple[Any, ...] = self.conn.recv()
         except (EOFError, OSError):
-            self.process.join(1.0)
-            raise WorkerDied(self.process.exitcode) from None
-        if answer[0] == "ok":
-            return answer[1]
-        raise WorkFailed(answer[1], answer[2])
+            raise self._died() from None
+        return message
+
+    def _died(self) -> WorkerDied:
+        self.process.join(1.0)
+        return WorkerDied(self.process.exitcode)
 
     def kill(self) -> None:
         if self.process.is_alive():
