@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -193,6 +194,8 @@ async def test_a_crash_a_killed_worker_memory_and_a_non_json_value_are_tool_erro
     assert "tool_limits.memory_mb" in (hoarded.error or "")
     nan = await boundary.call(tool(not_json), "slow", {}, limits)
     assert "not a JSON value" in (nan.error or "")
+    unpicklable = await boundary.call(tool(lambda s, limits: s), "slow", {}, limits)
+    assert "cannot go to a worker" in (unpicklable.error or "")
     fine = await boundary.call(tool(stuck_in_c), "slow", {"seconds": 0}, limits)
     assert fine.value == "woke"
 
@@ -262,10 +265,10 @@ async def test_a_debate_with_hostile_calls_finishes_and_records_them_as_tool_err
 
 def test_a_whole_model_past_the_engines_limit_says_so_when_the_formulas_cannot_answer() -> None:
     names = [f"V{i}" for i in range(20)]
-    edges = [f"{a}->{b}" for a, b in zip(names, names[1:], strict=False)]
+    edges = [f"{a}->{b}" for a, b in pairwise(names)]
     tables = [{"event": f"P({names[0]}=1)", "value": 0.5}] + [
         {"event": f"P({b}=1|{a}={k})", "value": 0.3 + 0.4 * k}
-        for a, b in zip(names, names[1:], strict=False)
+        for a, b in pairwise(names)
         for k in (0, 1)
     ]
     args = {"query": "exp_away", "edges": edges, "treatment": "V0", "outcome": "V19"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import multiprocessing
+import pickle
 import threading
 import weakref
 from collections.abc import Callable
@@ -117,6 +118,8 @@ class _Worker:
             self.conn.send((fn, args))
         except (BrokenPipeError, ConnectionError, EOFError):
             raise self._died() from None
+        except (pickle.PicklingError, TypeError, AttributeError) as e:  # nothing was sent
+            raise WorkFailed(type(e).__name__, f"the work cannot go to a worker: {e}") from None
         # Loading the work (importing its modules) is not the call's compute: timed apart.
         first = await self._answer(STARTUP_SECONDS)
         if first is None:
@@ -206,17 +209,31 @@ class WorkerPool:
         """fn(*args) in a worker, within `seconds` of compute (waiting for a free worker and
         starting one are not counted). Raises WorkTimeout, WorkerDied or WorkFailed."""
         async with self._gate():
-            worker = self._take() or await asyncio.to_thread(self._start)
+            worker = self._take() or await self._started()
             try:
                 value = await worker.call(fn, args, seconds)
             except WorkFailed:
                 self._give_back(worker)
                 raise
-            except BaseException:
-                await asyncio.to_thread(worker.kill)
+            except BaseException:  # timed out, died, or cancelled mid-call: never reused
+                worker.kill()
                 raise
             self._give_back(worker)
             return value
+
+    async def _started(self) -> _Worker:
+        """A new worker, started in a thread; if the caller is cancelled meanwhile, the
+        worker joins the idle ones once it is up."""
+        starting = asyncio.ensure_future(asyncio.to_thread(self._start))
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            starting.add_done_callback(self._keep)
+            raise
+
+    def _keep(self, started: asyncio.Future[_Worker]) -> None:
+        if not started.cancelled() and started.exception() is None:
+            self._give_back(started.result())
 
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:
