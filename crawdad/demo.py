@@ -129,13 +129,6 @@ def server_banner(
         f"  models: {', '.join(models)}",
         f"  latency: {latency.base_seconds:g} s a request, {latency.capacity} at once per model",
     ]
-    if tool_models:
-        lines.append(
-            f"  tools: {', '.join(tool_models)} call the causal calculator once a turn when "
-            "offered it (DeepSeek-like models only in text mode)"
-        )
-    else:
-        lines.append("  tools: no model calls tools (add --tools, or --config with a tools config)")
     if faults is not None and faults.rate > 0:
         only = f" to {', '.join(faults.models)}" if faults.models else ""
         lines.append(
@@ -144,6 +137,13 @@ def server_banner(
         )
     else:
         lines.append("  faults: none (add some with --fail-rate and --faults)")
+    if tool_models:
+        lines.append(
+            f"  tools: {', '.join(tool_models)} call the causal calculator once a turn when "
+            "offered it (DeepSeek-like models only in text mode)"
+        )
+    else:
+        lines.append("  tools: no model calls tools (add --tools, or --config with a tools config)")
     url = server.url
     sets = [f"--set 'agents.{i}.base_urls=[\"{url}\"]'" for i in (0, 1)]
     sets.append(f"--set 'extractor.base_urls=[\"{url}\"]'")
