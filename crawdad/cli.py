@@ -610,6 +610,18 @@ def fake_server(
         list[str], typer.Option("--fail-model", help="Only requests to this model fail.")
     ] = [],  # noqa: B006
     seed: Annotated[int, typer.Option(help="Seed of the simulated answers and faults.")] = 0,
+    tools: Annotated[
+        bool, typer.Option("--tools", help="The debaters call the causal calculator each turn.")
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Serve a config's models; those it gives tools call them (configs/ablations/"
+            "tools.toml).",
+        ),
+    ] = None,
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
     from crawdad.demo import serve_forever
@@ -617,7 +629,8 @@ def fake_server(
     if kind not in ("ollama", "openai"):
         raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
-    serve_forever(kind, port, latency, capacity, faults=plan, seed=seed)
+    base = load_config(config) if config else None
+    serve_forever(kind, port, latency, capacity, faults=plan, seed=seed, tools=tools, config=base)
 
 
 @data_app.command("fetch")

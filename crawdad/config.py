@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -220,6 +221,29 @@ class ScoringConfig(Strict):
     steps: bool = False
 
 
+class ToolLimits(Strict):
+    """Bounds on one tool call (crawdad/tools/boundary.py). A call's arguments are written by
+    the model; a call past a bound is answered with a tool error naming it, and the turn goes on."""
+
+    max_argument_chars: int = Field(100_000, ge=1_000)  # the arguments as JSON text
+    max_nesting: int = Field(32, ge=4, le=500)  # brackets deep in the arguments
+    max_variables: int = Field(64, ge=2)  # distinct variable names in a call
+    max_edges: int = Field(256, ge=1)
+    max_probabilities: int = Field(1024, ge=1)  # also bounds the terms of an adjustment sum
+    # The exact engine enumerates 2^n states: it takes whole models up to this many variables.
+    max_exact_variables: int = Field(16, ge=2, le=24)
+    seconds: float = Field(10.0, gt=0)  # compute of one call, in a worker process killed past it
+    memory_mb: int = Field(2048, ge=0)  # address space of a worker; 0: no bound
+    workers: int = Field(2, ge=1, le=64)  # worker processes computing calls at once
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _room_to_start(cls, value: int) -> int:
+        if 0 < value < 256:
+            raise ValueError("a worker needs at least 256 MB to start; 0 sets no bound")
+        return value
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -238,6 +262,7 @@ class RunConfig(Strict):
     prompt_set: str = "paper"
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+    tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
@@ -302,6 +327,7 @@ OPERATIONAL = {
     "concurrency",
     "schedule",
     "prompts_dir",
+    "workers",
 }
 
 

@@ -18,7 +18,15 @@ from crawdad.config import RunConfig, SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.data.questions import load_cladder
 from crawdad.errors import CrawdadError
-from crawdad.fake import AnswerKey, FakeServer, FaultPlan, LatencyModel, models_for, paper_models
+from crawdad.fake import (
+    AnswerKey,
+    FakeModel,
+    FakeServer,
+    FaultPlan,
+    LatencyModel,
+    models_for,
+    paper_models,
+)
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
 from crawdad.tasks import Task, task_named
@@ -115,7 +123,12 @@ def _start(server: FakeServer) -> None:
         raise CrawdadError(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}") from None
 
 
-def server_banner(server: FakeServer, faults: FaultPlan | None, latency: LatencyModel) -> str:
+def server_banner(
+    server: FakeServer,
+    faults: FaultPlan | None,
+    latency: LatencyModel,
+    tool_models: list[str] | None = None,
+) -> str:
     """What the fake server serves, and how to point crawdad at it."""
     models = list(server.models)
     lines = [
@@ -131,6 +144,13 @@ def server_banner(server: FakeServer, faults: FaultPlan | None, latency: Latency
         )
     else:
         lines.append("  faults: none (add some with --fail-rate and --faults)")
+    if tool_models:
+        lines.append(
+            f"  tools: {', '.join(tool_models)} call the causal calculator once a turn when "
+            "offered it (DeepSeek-like models only in text mode)"
+        )
+    else:
+        lines.append("  tools: no model calls tools (add --tools, or --config with a tools config)")
     url = server.url
     sets = [f"--set 'agents.{i}.base_urls=[\"{url}\"]'" for i in (0, 1)]
     sets.append(f"--set 'extractor.base_urls=[\"{url}\"]'")
@@ -152,6 +172,22 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def served_models(
+    seed: int = 0, tools: bool = False, config: RunConfig | None = None
+) -> tuple[dict[str, FakeModel], list[str]]:
+    """What `crawdad fake-server` serves: the paper's three models, or a config's (its
+    debaters, judge and extractor), and which of them call the causal calculator: every
+    debater with `tools`, else those the config gives tools."""
+    key = answer_key(load_cladder(EXAMPLES).questions)
+    base = config or RunConfig(seed=seed)
+    names = base.model_names()
+    calling = names if tools else base.tool_model_names()
+    if config is None and not tools:
+        return paper_models(key, seed=seed), []
+    models = models_for(names, base.extractor.model, key, seed=seed, tool_models=calling)
+    return models, calling
+
+
 def serve_forever(
     kind: str,
     port: int,
@@ -159,11 +195,13 @@ def serve_forever(
     capacity: int,
     faults: FaultPlan | None = None,
     seed: int = 0,
+    tools: bool = False,
+    config: RunConfig | None = None,
 ) -> None:
-    """`crawdad fake-server`: the paper's three models on 127.0.0.1 until Ctrl-C."""
-    questions = load_cladder(EXAMPLES).questions
+    """`crawdad fake-server`: the paper's three models (or a config's) on 127.0.0.1 until
+    Ctrl-C; with `tools`, or those a config gives tools, calling the causal calculator."""
     model = LatencyModel(base_seconds=latency, capacity=capacity)
-    models = paper_models(answer_key(questions), seed=seed)
+    models, calling = served_models(seed, tools, config)
     unknown = sorted(set(faults.models or []) - set(models)) if faults else []
     if unknown:
         raise CrawdadError(
@@ -173,7 +211,7 @@ def serve_forever(
     _start(server)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
     try:
-        print(server_banner(server, faults, model), flush=True)
+        print(server_banner(server, faults, model, calling), flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

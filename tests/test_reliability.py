@@ -134,7 +134,10 @@ def test_resume_with_a_smaller_selection_counts_only_that_selection(
     cons = sum(r["consensus"] for r in first) / 4
     assert "4/4 selected debates finished" in out
     assert f"final accuracy over these 4: {acc:.3f}, consensus rate {cons:.3f}" in out
-    assert "6 debates in the folder are for questions outside this selection; not counted" in out
+    assert (
+        "6 debates in the folder are for questions outside this selection "
+        "(ids 4, 5, 6, 7, 8 and 1 more); not counted"
+    ) in out
 
 
 async def test_summary_and_progress_line_never_count_lines_of_other_questions(

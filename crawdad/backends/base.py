@@ -101,13 +101,15 @@ def stop_reason_of(raw: str | None) -> StopReason:
 
 # What the client libraries raise on a 200 whose body is not what the API sends: JSON and UTF-8
 # decoding errors and pydantic's ValidationError (all ValueErrors), and the Attribute-, Type-,
-# Index- and KeyErrors of reading fields that are missing or of the wrong type.
+# Index- and KeyErrors of reading fields that are missing or of the wrong type, and the
+# RecursionError of JSON nested deeper than the decoder goes (a model's tool call, say).
 GARBAGE_ERRORS: tuple[type[Exception], ...] = (
     ValueError,
     KeyError,
     AttributeError,
     TypeError,
     IndexError,
+    RecursionError,
 )
 
 

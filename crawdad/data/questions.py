@@ -90,6 +90,15 @@ class Question(BaseModel):
 class Dataset:
     questions: list[Question]
     info: DatasetInfo
+    # Every question id of the file a selection was taken from; None: `questions` is all of it.
+    universe: frozenset[str] | None = None
+
+    @property
+    def known_ids(self) -> frozenset[str]:
+        """The ids of every question of the dataset, selected or not."""
+        if self.universe is not None:
+            return self.universe
+        return frozenset(str(q.question_id) for q in self.questions)
 
 
 # --- finding the files -------------------------------------------------------------------------
@@ -484,7 +493,7 @@ def select(dataset: Dataset, sel: SelectionConfig, seed: int) -> Dataset:
             "selected_ids": [str(q.question_id) for q in qs],
         }
     )
-    return Dataset(questions=qs, info=info)
+    return Dataset(questions=qs, info=info, universe=dataset.known_ids)
 
 
 def summary(questions: Sequence[Question]) -> dict[str, dict[str, int]]:

@@ -80,7 +80,7 @@ def _calls(plan: Plan) -> list[dict[str, Any]]:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, or deeper than Python reads
                 arguments = {}
         out.append(
             {

@@ -5,6 +5,8 @@ tool call, which each fake server writes in its own wire format; given the text-
 instructions in the prompt it writes the call as JSON in its text. Once it has seen as many
 tool results as it means to call (`calls`), it answers as the wrapped model would answer the
 original prompt. `malformed` is the share of calls written broken (seeded by the request).
+A call maker may return the arguments as JSON text instead of an object: the text is written
+as it is (a hostile model's call: nested thousands deep, megabytes long), in both modes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
 from crawdad.tools.causal import TOOL_NAME
 from crawdad.tools.loop import LAST_CALL
 
-CallMaker = Callable[[FakeRequest], dict[str, Any]]
+CallMaker = Callable[[FakeRequest], dict[str, Any] | str]
 _RESULT_MARKS = (f"Result of {TOOL_NAME}:", f"Your {TOOL_NAME} call failed:")
 _LAST = LAST_CALL.split("{", 1)[0]
 
@@ -74,7 +76,11 @@ class ToolCallingModel(FakeModel):
         arguments = self.call(request)
         broken = seeded_rng("fake-tool-malformed", request.digest).random() < self.malformed
         if text_mode:
-            body = json.dumps({"tool": TOOL_NAME, "arguments": arguments})
+            body = (
+                f'{{"tool": "{TOOL_NAME}", "arguments": {arguments}}}'
+                if isinstance(arguments, str)
+                else json.dumps({"tool": TOOL_NAME, "arguments": arguments})
+            )
             if broken:
                 body = body[: len(body) // 2] + "}"  # cut short: not JSON any more
             return FakeReply(
@@ -82,7 +88,8 @@ class ToolCallingModel(FakeModel):
                 text=f"Let me use the calculator.\n```json\n{body}\n```",
             )
         if broken:  # native: arguments that do not fit the schema, or not JSON at all
-            args: Any = {"query": arguments.get("query")} if request.api == "ollama" else "{oops"
+            query = arguments.get("query") if isinstance(arguments, dict) else None
+            args: Any = {"query": query} if request.api == "ollama" else "{oops"
             return FakeReply(
                 thinking="A quick call.", tool_calls=[{"name": TOOL_NAME, "arguments": args}]
             )

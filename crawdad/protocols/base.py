@@ -18,7 +18,14 @@ from typing import Any
 from crawdad.backends.base import ChatRequest, ChatResult
 from crawdad.backends.guard import LoopDetector, StreamGuard
 from crawdad.backends.pool import CallStats, ModelPool
-from crawdad.config import AgentConfig, ExtractorConfig, JudgeConfig, ModelSpec, ProtocolConfig
+from crawdad.config import (
+    AgentConfig,
+    ExtractorConfig,
+    JudgeConfig,
+    ModelSpec,
+    ProtocolConfig,
+    ToolLimits,
+)
 from crawdad.errors import BackendError
 from crawdad.prompts import PromptSet
 from crawdad.records import Answer, DebateRecord, Extraction, Role, ToolMode, Turn
@@ -136,6 +143,7 @@ class DebateSetup:
     steps: bool = False  # step scoring: a second extraction of each debater response
     tokens: list[int] = field(default_factory=lambda: [0])  # completion tokens served, for progress
     calculator: Calculator = field(default_factory=default_calculator)  # the tools' backend
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)  # what one tool call may take
     task: Task = field(default_factory=CladderTask)  # what an item is and how it is scored
 
     def occurrence(self, name: str) -> int:
@@ -230,6 +238,7 @@ async def generate(
             tools=list(who.spec.tools),
             limit=who.spec.max_tool_calls,
             calculator=setup.calculator,
+            limits=setup.tool_limits,
             send=send,
             trace=trace,
             context=lambda text: context_size(who.spec, text),

@@ -5,7 +5,8 @@ debater text and the judge's follow-up questions (final texts only). Then the ju
 debaters' final texts, never their traces, and replies through a JSON schema with a verdict
 (answer and confidence) or a follow-up question that the next round's prompts carry. In the last
 round the schema allows only a verdict. The final answer is the judge's. A judge reply that is not
-the schema's JSON is read by the extractor; an unreadable verdict is a null answer with its reason.
+the schema's JSON (a null `question` aside: read as none asked) is read by the extractor; an
+unreadable verdict is a null answer with its reason.
 
 With `stances = true`, debaters are assigned sides in speaking order, alternating from a side
 drawn per question: an affirmative debater argues "yes", a negative one "no" (MAC).
@@ -13,6 +14,7 @@ drawn per question: an affirmative debater argues "yes", a negative one "no" (MA
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,7 +31,7 @@ from crawdad.protocols.base import (
     respond,
     speaking_order,
 )
-from crawdad.records import Answer, DebateRecord, Extraction, Turn
+from crawdad.records import Answer, DebateRecord, Extraction, ExtractionMethod, Turn
 from crawdad.tasks.base import Item
 
 
@@ -40,6 +42,23 @@ class JudgeReply(BaseModel):
     answer: Literal["yes", "no"]
     confidence: float = Field(ge=0.0, le=1.0)
     question: str = ""
+
+
+def parse_reply(text: str) -> tuple[JudgeReply, str | None]:
+    """The judge's reply as the schema's JSON, and a note when it was read leniently: a null
+    `question` (as some models write an empty field) is read as no question, its verdict
+    being plain. Anything else off the schema raises ValidationError."""
+    try:
+        return JudgeReply.model_validate_json(text), None
+    except ValidationError:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            data = None
+        if not (isinstance(data, dict) and "question" in data and data["question"] is None):
+            raise
+    reply = JudgeReply.model_validate_json(json.dumps({**data, "question": ""}))
+    return reply, "`question` was null; read as no question"
 
 
 def judge_schema(last_round: bool) -> dict[str, Any]:
@@ -132,7 +151,7 @@ async def read_verdict(setup: DebateSetup, turn: Turn, result: ChatResult, last:
     found an answer)."""
     model = setup.judge.spec.model if setup.judge else ""
     try:
-        reply = JudgeReply.model_validate_json(turn.text.strip())
+        reply, note = parse_reply(turn.text.strip())
     except ValidationError:
         extraction, answer, confidence = await extract(setup, result)
         extraction.reason = "the judge's reply is not the schema's JSON; read by the extractor" + (
@@ -141,7 +160,10 @@ async def read_verdict(setup: DebateSetup, turn: Turn, result: ChatResult, last:
         turn.extraction, turn.answer, turn.confidence = extraction, answer, confidence
         return
     turn.answer, turn.confidence = reply.answer, reply.confidence
-    turn.extraction = Extraction(method="strict", model=model, raw=turn.text)
+    method: ExtractionMethod = (
+        "strict" if note is None else "tolerant"
+    )  # tolerant: read past a null `question`
+    turn.extraction = Extraction(method=method, model=model, raw=turn.text)
     if reply.decision == "question" and not last and reply.question.strip():
         turn.followup = reply.question.strip()
 

@@ -214,7 +214,11 @@ async def run_experiment(
             except StoreError as e:
                 raise StoreError(f"variant {name!r}: {e}") from None
             stores.append(store)
-            jobs.append(make_job(setup, store, scan, dataset.questions, name))
+            jobs.append(
+                make_job(
+                    setup, store, scan, dataset.questions, name, getattr(dataset, "known_ids", None)
+                )
+            )
         _write_manifest(out, manifest)
         concurrency = max(c.concurrency for c in configs.values())  # per variant
         return await run_jobs(jobs, gate, progress, concurrency, on_summary, responses)

@@ -48,6 +48,10 @@ class RunSummary:
     consensus: int = 0
     done_total: int = 0
     outside: int = 0  # questions with lines in the folder that are not in this selection
+    outside_ids: list[str] = field(default_factory=list)  # those questions' ids
+    unknown_ids: list[str] = field(default_factory=list)  # of those, the ones in no dataset
+    tool_agents: list[str] = field(default_factory=list)  # the agents (and judge) given tools
+    tool_calls: int = 0  # calls made in this session's debates
     errors: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     interrupted: bool = False
@@ -67,10 +71,14 @@ class RunSummary:
             if done
             else "no debate of this selection is finished yet: no accuracy to report",
         ]
-        if self.outside:
+        out += self._outside_lines()
+        if self.tool_agents and self.finished and not self.tool_calls:
+            one = len(self.tool_agents) == 1
             out.append(
-                f"{self.outside} debates in the folder are for questions outside this "
-                "selection; not counted"
+                f"{', '.join(self.tool_agents)} {'has' if one else 'have'} tools, but no tool "
+                f"call was made in the {self.finished} debates of this session. Against "
+                "`crawdad fake-server`, start it with --tools (or --config FILE) so its models "
+                "call them; with a real server, `crawdad doctor` says each agent's tool mode"
             )
         if self.errored:
             out.append(
@@ -80,6 +88,41 @@ class RunSummary:
         if self.interrupted or self.remaining:
             out.append(f"{self.remaining} questions left: run the same command again to resume.")
         return out
+
+    def _outside_lines(self) -> list[str]:
+        """The folder's lines for other questions: outside this selection, or in no question
+        of the dataset (another dataset's, or the file changed), a few ids of each named."""
+        unknown = set(self.unknown_ids)
+        others = [i for i in self.outside_ids if i not in unknown]
+        groups = [
+            (self.outside - len(unknown), others, "outside this selection"),
+            (len(unknown), sorted(unknown, key=_id_order), "the dataset does not have"),
+        ]
+        lines = []
+        for n, ids, where in groups:
+            if n <= 0:
+                continue
+            one = n == 1
+            named = f" ({'id' if len(ids) == 1 else 'ids'} {_few(ids)})" if ids else ""
+            lines.append(
+                f"{n} {'debate' if one else 'debates'} in the folder {'is' if one else 'are'} "
+                f"for {'a question' if one else 'questions'} {where}{named}; not counted"
+            )
+        return lines
+
+
+def _roles(setup: DebateSetup) -> dict[str, Any]:
+    return {**setup.agents, **({"judge": setup.judge} if setup.judge is not None else {})}
+
+
+def _id_order(question_id: str) -> tuple[int, int | str]:
+    return (0, int(question_id)) if question_id.isdigit() else (1, question_id)
+
+
+def _few(ids: list[str], shown: int = 5) -> str:
+    ordered = sorted(ids, key=_id_order)
+    text = ", ".join(ordered[:shown])
+    return text + (f" and {len(ordered) - shown} more" if len(ordered) > shown else "")
 
 
 ServerKey = tuple[str, str, tuple[str, ...]]
@@ -165,6 +208,7 @@ def build_setup(
         judge=participant(config.judge) if config.judge is not None else None,
         steps=config.scoring.steps,
         task=task,
+        tool_limits=config.tool_limits,
     )
     return setup, gate
 
@@ -211,10 +255,18 @@ class Job:
 
 
 def make_job(
-    setup: DebateSetup, store: RunStore, scan: Scan, questions: list[Question], name: str = ""
+    setup: DebateSetup,
+    store: RunStore,
+    scan: Scan,
+    questions: list[Question],
+    name: str = "",
+    known: frozenset[str] | None = None,
 ) -> Job:
+    """`known`: every question id of the dataset, to tell the folder's lines for questions
+    outside the selection from those for questions the dataset does not have."""
     selected_ids = {str(q.question_id) for q in questions}
     done_here = scan.finished & selected_ids
+    outside = scan.questions() - selected_ids
     summary = RunSummary(
         out=store.path,
         selected=len(questions),
@@ -222,7 +274,10 @@ def make_job(
         done_total=len(done_here),
         correct=len(scan.correct_ids & selected_ids),
         consensus=len(scan.consensus_ids & selected_ids),
-        outside=len(scan.questions() - selected_ids),
+        tool_agents=[n for n, p in _roles(setup).items() if p.spec.tools],
+        outside=len(outside),
+        outside_ids=sorted(outside, key=_id_order),
+        unknown_ids=sorted(outside - known, key=_id_order) if known is not None else [],
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name)
@@ -393,7 +448,9 @@ async def run(
         store = RunStore(out)
         scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
         try:
-            job = make_job(setup, store, scan, dataset.questions)
+            job = make_job(
+                setup, store, scan, dataset.questions, known=getattr(dataset, "known_ids", None)
+            )
 
             def report(summaries: list[RunSummary]) -> None:
                 if on_summary is not None:
@@ -436,6 +493,7 @@ async def run_jobs(
             summary.done_total += 1
             summary.correct += record.final_answer == record.gold
             summary.consensus += record.consensus
+            summary.tool_calls += sum(len(t.tool_calls) for t in record.turns)
         else:
             summary.errored += 1
             summary.errors[(record.error or "error")[:160]] += 1

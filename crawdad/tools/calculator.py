@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from crawdad.tools.causal import Assignment, CausalQuery, ToolError, show_event
+from crawdad.config import ToolLimits
+from crawdad.tools.causal import Assignment, CausalQuery, LimitExceeded, ToolError, show_event
 from crawdad.tools.graph import DAG, GraphError
 
 CONSISTENCY_TOLERANCE = 0.02  # numbers read from a question are rounded to whole percents
@@ -34,7 +35,7 @@ class CalcResult(BaseModel):
 
 
 class Calculator(Protocol):
-    def compute(self, query: CausalQuery) -> CalcResult: ...
+    def compute(self, query: CausalQuery, limits: ToolLimits | None = None) -> CalcResult: ...
 
 
 class Missing(ToolError):
@@ -131,7 +132,16 @@ class Numbers:
                     )
 
 
-def _values(names: Sequence[str]) -> list[dict[str, int]]:
+def _values(names: Sequence[str], limits: ToolLimits) -> list[dict[str, int]]:
+    """Every assignment of the names: a sum over them has 2^n terms, each needing given numbers,
+    so n is bounded by the probabilities a call may give."""
+    if 2 ** len(names) > limits.max_probabilities:
+        raise LimitExceeded(
+            f"a sum over {', '.join(names)} has 2^{len(names)} terms, each needing probabilities",
+            limits.max_probabilities,
+            "max_probabilities",
+            "use a smaller adjustment set or fewer mediators",
+        )
     return [dict(zip(names, combo, strict=True)) for combo in product((0, 1), repeat=len(names))]
 
 
@@ -142,7 +152,12 @@ class GivenNumbers:
     that need a full model (det_counterfactual, front-door and IV graphs) answer "not yet
     supported"."""
 
-    def compute(self, query: CausalQuery) -> CalcResult:
+    def __init__(self, limits: ToolLimits | None = None) -> None:
+        self.limits = limits or ToolLimits()
+
+    def compute(self, query: CausalQuery, limits: ToolLimits | None = None) -> CalcResult:
+        if limits is not None and limits != self.limits:
+            return GivenNumbers(limits).compute(query)
         try:
             dag = DAG.from_edges(query.edges)
             dag.require(query.treatment, query.outcome, *query.conditioning, *query.mediators)
@@ -212,7 +227,7 @@ class GivenNumbers:
             value = sum(
                 (n.p({y: 1}, {x: 1, **zz}) - n.p({y: 1}, {x: 0, **zz}))
                 * ((n.p(zz, {x: 1}) if on_treated else n.p(zz)) if z else 1.0)
-                for zz in _values(z)
+                for zz in _values(z, self.limits)
             )
             try:
                 n.done()
@@ -283,7 +298,7 @@ class GivenNumbers:
         n = Numbers(q.probabilities)
         value = sum(
             n.p(m, {x: 0}) * (n.p({y: 1}, {x: 1, **m}) - n.p({y: 1}, {x: 0, **m}))
-            for m in _values(meds)
+            for m in _values(meds, self.limits)
         )
         n.done()
         ms = ",".join(meds)
@@ -297,7 +312,8 @@ class GivenNumbers:
             return value, f"{estimand} (no direct edge: the whole effect is indirect)"
         n = Numbers(q.probabilities)
         value = sum(
-            n.p({y: 1}, {x: 0, **m}) * (n.p(m, {x: 1}) - n.p(m, {x: 0})) for m in _values(meds)
+            n.p({y: 1}, {x: 0, **m}) * (n.p(m, {x: 1}) - n.p(m, {x: 0}))
+            for m in _values(meds, self.limits)
         )
         n.done()
         ms = ",".join(meds)

@@ -8,11 +8,13 @@ uses exactly those and nothing else (it never sees the dataset's model). Every f
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from crawdad.config import ToolLimits
+from crawdad.tools.boundary import LimitExceeded, MalformedCall, ToolError, read_arguments
 
 TOOL_NAME = "causal_calculator"
 
@@ -89,13 +91,7 @@ def tool_spec() -> dict[str, Any]:
     }
 
 
-class ToolError(ValueError):
-    """A call that cannot be answered; the message tells the model what to fix."""
-
-
-class MalformedCall(ToolError):
-    """The call's arguments are not JSON or do not fit the schema (counted apart)."""
-
+__all__ = ["LimitExceeded", "MalformedCall", "ToolError"]  # the boundary's, used here
 
 Assignment = frozenset[tuple[str, int]]
 
@@ -117,27 +113,31 @@ class CausalQuery(BaseModel):
 
 _EDGE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*(?:->|→)\s*([A-Za-z_][\w]*)\s*$")
 _EVENT = re.compile(r"^\s*[Pp]\s*\((.*)\)\s*$", re.DOTALL)
+_NAME = re.compile(r"^\s*[A-Za-z_]\w*\s*$")
 _TERM = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:=\s*([01]))?\s*$")
 
 
-def parse_arguments(raw: str | dict[str, Any]) -> CausalQuery:
-    """A call's arguments (JSON text or an object) -> CausalQuery, or MalformedCall / ToolError."""
-    args = _as_object(raw)
+def parse_arguments(raw: str | dict[str, Any], limits: ToolLimits | None = None) -> CausalQuery:
+    """A call's arguments (JSON text or an object) -> CausalQuery, or MalformedCall / ToolError
+    (LimitExceeded past one of `limits`)."""
+    limits = limits or ToolLimits()
+    args = _as_object(raw, limits)
     missing = [k for k in SCHEMA["required"] if k not in args or args[k] in (None, "")]
     if missing:
         raise MalformedCall(f"missing argument(s): {', '.join(missing)}")
-    unknown = sorted(set(args) - set(SCHEMA["properties"]))
+    unknown = sorted(str(k) for k in set(args) - set(SCHEMA["properties"]))
     if unknown:
         raise MalformedCall(
             f"unknown argument(s): {', '.join(unknown)}; known: {', '.join(SCHEMA['properties'])}"
         )
     kind = args["query"]
-    if kind not in QUERY_KINDS:
+    if not isinstance(kind, str) or kind not in QUERY_KINDS:
         raise MalformedCall(f"query {kind!r} is not one of: {', '.join(QUERY_KINDS)}")
     for name in ("treatment", "outcome"):
         if not isinstance(args[name], str) or not _TERM.match(args[name]):
             raise MalformedCall(f"{name} must be a variable name such as X, got {args[name]!r}")
-    return CausalQuery(
+    _check_sizes(args, limits)
+    query = CausalQuery(
         kind=kind,
         edges=tuple(_edge(e) for e in _list(args, "edges")),
         treatment=args["treatment"].strip(),
@@ -146,20 +146,43 @@ def parse_arguments(raw: str | dict[str, Any]) -> CausalQuery:
         mediators=tuple(_names(args, "mediators")),
         probabilities=_probabilities(_list(args, "probabilities")),
     )
+    names = {v for edge in query.edges for v in edge} | {query.treatment, query.outcome}
+    names |= set(query.conditioning) | set(query.mediators)
+    names |= {v for t, g in query.probabilities for v, _ in t | g}
+    if len(names) > limits.max_variables:
+        raise LimitExceeded(
+            f"the call names {len(names):,} variables",
+            limits.max_variables,
+            "max_variables",
+            "give the question's graph only",
+        )
+    return query
 
 
-def _as_object(raw: str | dict[str, Any]) -> dict[str, Any]:
+def _check_sizes(args: dict[str, Any], limits: ToolLimits) -> None:
+    """The lists within the limits, before any of them is read."""
+    for key, limit, setting in (
+        ("edges", limits.max_edges, "max_edges"),
+        ("probabilities", limits.max_probabilities, "max_probabilities"),
+        ("conditioning", limits.max_variables, "max_variables"),
+        ("mediators", limits.max_variables, "max_variables"),
+    ):
+        value = args.get(key)
+        if isinstance(value, list) and len(value) > limit:
+            raise LimitExceeded(
+                f"{key} has {len(value):,} entries",
+                limit,
+                setting,
+                f"give the question's {key} only",
+            )
+
+
+def _as_object(raw: str | dict[str, Any], limits: ToolLimits) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
-    try:
-        value = json.loads(raw, strict=False) if raw.strip() else {}
-    except json.JSONDecodeError as e:
-        raise MalformedCall(
-            f"the arguments are not valid JSON ({e.msg} at character {e.pos})"
-        ) from None
-    if not isinstance(value, dict):
+    if not isinstance(raw, str):
         raise MalformedCall("the arguments must be a JSON object")
-    return value
+    return read_arguments(raw, limits)
 
 
 def _list(args: dict[str, Any], key: str) -> list[Any]:
@@ -179,7 +202,11 @@ def _names(args: dict[str, Any], key: str) -> list[str]:
 
 
 def _edge(e: Any) -> tuple[str, str]:
-    if isinstance(e, list | tuple) and len(e) == 2 and all(isinstance(v, str) for v in e):
+    if (
+        isinstance(e, list | tuple)
+        and len(e) == 2
+        and all(isinstance(v, str) and _NAME.match(v) for v in e)
+    ):
         return (e[0].strip(), e[1].strip())
     if isinstance(e, str) and (m := _EDGE.match(e)):
         return (m.group(1), m.group(2))

@@ -14,8 +14,11 @@ from typing import Any
 
 from crawdad.causal import queries
 from crawdad.causal.model import BinaryModel
+from crawdad.config import ToolLimits
+from crawdad.errors import DataError
 from crawdad.tools.calculator import CalcResult, Calculator, GivenNumbers
 from crawdad.tools.causal import CausalQuery
+from crawdad.tools.graph import DAG, GraphError
 
 # The tool's query kinds the engine computes over a whole model, and how each is written.
 ENGINE_KINDS = {
@@ -29,9 +32,12 @@ ENGINE_KINDS = {
 }
 
 
-def whole_model(q: CausalQuery) -> BinaryModel | None:
-    """The model the caller's numbers make, if they give every table of its graph."""
+def whole_model(q: CausalQuery, max_variables: int | None = None) -> BinaryModel | None:
+    """The model the caller's numbers make, if they give every table of its graph (and it has
+    at most `max_variables`: the engine enumerates every joint state)."""
     nodes = {v for edge in q.edges for v in edge} | {q.treatment, q.outcome}
+    if max_variables is not None and len(nodes) > max_variables:
+        return None
     parents = {v: tuple(sorted(a for a, b in q.edges if b == v)) for v in nodes}
     tables: dict[str, dict[tuple[int, ...], float]] = {}
     for v, ps in parents.items():
@@ -53,8 +59,16 @@ class EngineBacked:
     def __init__(self, fallback: Any = None) -> None:
         self.fallback = fallback or GivenNumbers()
 
-    def compute(self, query: CausalQuery) -> CalcResult:
-        if query.kind in ENGINE_KINDS and (model := whole_model(query)) is not None:
+    def compute(self, query: CausalQuery, limits: ToolLimits | None = None) -> CalcResult:
+        """Over a whole model of at most `max_exact_variables` (the engine enumerates 2^n
+        states), else by the fallback's formulas."""
+        limits = limits or ToolLimits()
+        exact = limits.max_exact_variables
+        try:
+            DAG.from_edges(query.edges)
+        except GraphError as e:
+            return CalcResult(query=query.kind, error=str(e))
+        if query.kind in ENGINE_KINDS and (model := whole_model(query, exact)) is not None:
             fn, estimand = ENGINE_KINDS[query.kind]
             meta: dict[str, Any] = {"treatment": query.treatment, "outcome": query.outcome}
             if query.mediators:
@@ -69,12 +83,19 @@ class EngineBacked:
                 meta["collider"] = query.conditioning[0]
             try:
                 value = float(fn(model, meta))
-            except (ValueError, ZeroDivisionError, KeyError) as e:
+            except (ValueError, ZeroDivisionError, KeyError, DataError) as e:
                 return CalcResult(query=query.kind, error=f"cannot compute: {e}")
             return CalcResult(
                 query=query.kind, value=value, estimand=f"{estimand} (exact, over the given model)"
             )
-        return self.fallback.compute(query)
+        result = self.fallback.compute(query, limits)
+        if result.error and query.kind in ENGINE_KINDS and whole_model(query) is not None:
+            n = len({v for edge in query.edges for v in edge} | {query.treatment, query.outcome})
+            result.error += (
+                f" (the exact engine takes whole models of at most {exact} variables, "
+                f"tool_limits.max_exact_variables; this one has {n})"
+            )
+        return result
 
 
 def default() -> Calculator:

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crawdad.backends.base import ChatRequest, ChatResult, ToolCallOut
+from crawdad.config import ToolLimits
 from crawdad.errors import BackendError
 from crawdad.records import ToolCall, ToolMode
+from crawdad.tools import boundary
 from crawdad.tools.calculator import Calculator
-from crawdad.tools.causal import SCHEMA, TOOL_NAME, MalformedCall, ToolError, parse_arguments
-from crawdad.tools.causal import tool_spec as causal_spec
-
-TOOL_SPECS = {"causal": causal_spec}
+from crawdad.tools.causal import SCHEMA, TOOL_NAME
+from crawdad.tools.registry import FACTORIES, tools_for
 
 # What servers answer when a model or server cannot take `tools` (then "auto" goes to text):
 # Ollama: "... does not support tools"; vLLM without --enable-auto-tool-choice: "\"auto\" tool
@@ -50,7 +50,7 @@ LAST_CALL = "You have used all {limit} calculator calls. Write your answer now, 
 
 
 def specs(tools: list[str]) -> list[dict[str, Any]]:
-    return [TOOL_SPECS[t]() for t in tools]
+    return [FACTORIES[t](None).spec() for t in tools]
 
 
 def text_instructions(limit: int) -> str:
@@ -88,6 +88,7 @@ class ToolLoop:
     send: Send
     trace: ToolTrace
     context: Callable[[str], int | None] = lambda text: None  # num_ctx for a conversation
+    limits: ToolLimits = field(default_factory=ToolLimits)  # what one call may take
 
     async def run(self) -> tuple[ChatResult, ChatRequest]:
         prompt = self.base.prompt + (text_instructions(self.limit) if self.mode == "text" else "")
@@ -107,7 +108,7 @@ class ToolLoop:
             for call in calls:
                 if len(self.trace.calls) >= self.limit:
                     break
-                record = self._run(call)
+                record = await self._run(call)
                 self.trace.calls.append(record)
                 messages.append(self._answer(call, record))
             if len(self.trace.calls) >= self.limit:
@@ -132,41 +133,41 @@ class ToolLoop:
         found = find_text_call(result.text)
         return [found] if found is not None else []
 
-    def _run(self, call: ToolCallOut) -> ToolCall:
+    async def _run(self, call: ToolCallOut) -> ToolCall:
+        """The call through the tools' boundary: a value, or an error the model is told and the
+        record keeps, whatever the arguments hold."""
         start = time.monotonic()
-        raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-        record = ToolCall(
+        outcome = await boundary.call(
+            tools_for(self.tools, self.calculator), call.name, call.arguments, self.limits
+        )
+        return ToolCall(
             name=call.name,
             mode=self.mode,
             id=call.id,
             generation=self.trace.generations - 1,
-            raw=raw,
+            raw=outcome.raw,
+            arguments=outcome.arguments,
+            result=outcome.value,
+            error=outcome.error,
+            malformed=outcome.malformed,
+            seconds=time.monotonic() - start,
         )
-        try:
-            parsed = json.loads(raw, strict=False) if raw.strip() else {}
-            record.arguments = parsed if isinstance(parsed, dict) else None
-        except json.JSONDecodeError:
-            pass
-        try:
-            if call.name != TOOL_NAME:
-                raise MalformedCall(f"there is no tool {call.name!r}; the tool is {TOOL_NAME!r}")
-            answer = self.calculator.compute(parse_arguments(call.arguments))
-            record.result = answer.value
-            record.error = answer.error
-        except MalformedCall as e:
-            record.error, record.malformed = str(e), True
-        except ToolError as e:
-            record.error = str(e)
-        record.seconds = time.monotonic() - start
-        return record
 
     def _assistant(self, result: ChatResult, calls: list[ToolCallOut]) -> dict[str, Any]:
+        """The model's reply as it goes back to its server: native calls whose arguments are
+        past the limits go back without them (they would not survive being sent)."""
         if self.mode == "text":
             return {"role": "assistant", "content": result.text}
+        echoed = [
+            c
+            if boundary.echo_safe(c.arguments, self.limits)
+            else c.model_copy(update={"arguments": {} if isinstance(c.arguments, dict) else ""})
+            for c in calls
+        ]
         return {
             "role": "assistant",
             "content": result.text,
-            "tool_calls": [c.model_dump() for c in calls],
+            "tool_calls": [c.model_dump() for c in echoed],
         }
 
     def _answer(self, call: ToolCallOut, record: ToolCall) -> dict[str, Any]:
@@ -196,13 +197,17 @@ def find_text_call(text: str) -> ToolCallOut | None:
     for start in (m.start() for m in re.finditer(r"\{", text)):
         try:
             value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON here, or nested too deep to read
             continue
         if isinstance(value, dict) and ("tool" in value or "arguments" in value):
             name = str(value.get("tool") or value.get("name") or "")
             arguments = value.get("arguments")
             if not isinstance(arguments, dict):
-                return ToolCallOut(name=name or TOOL_NAME, arguments=json.dumps(arguments))
+                try:
+                    raw = json.dumps(arguments)
+                except (ValueError, RecursionError):
+                    raw = text[start:]  # the boundary says what is wrong with it
+                return ToolCallOut(name=name or TOOL_NAME, arguments=raw)
             return ToolCallOut(name=name, arguments=arguments)
     if TOOL_NAME in text and "{" in text:
         first, last = text.index("{"), text.rfind("}")
