@@ -25,6 +25,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,7 @@ class Counts:
     def n(self) -> int:
         return int(self.cells.sum())
 
+    @cached_property
     def _bits(self) -> np.ndarray:
         k = len(self.columns)
         i = np.arange(2**k)
@@ -86,14 +88,14 @@ class Counts:
         if unknown := [v for v in assignment if v not in self.columns]:
             raise DataError(f"{', '.join(unknown)} not among the columns {list(self.columns)}")
         mask = np.ones(len(self.cells), dtype=bool)
-        bits = self._bits()
+        bits = self._bits
         for v, x in assignment.items():
             mask &= bits[:, self.columns.index(v)] == int(x)
         return int(self.cells[mask].sum())
 
     def rows(self) -> list[list[int]]:
         """[bit, bit, ..., count] per combination, in cell order (the compact table)."""
-        return [[*map(int, b), int(c)] for b, c in zip(self._bits(), self.cells, strict=True)]
+        return [[*map(int, b), int(c)] for b, c in zip(self._bits, self.cells, strict=True)]
 
 
 def _show(assignment: Mapping[str, int]) -> str:

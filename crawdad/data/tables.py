@@ -150,9 +150,15 @@ def draw_table(
             continue
         name = re.sub(r"[^\w.-]", "_", mid)
         return ModelTable(
-            mid, columns, sorted(hidden), rows, counts, sample_seed, attempt,
+            mid,
+            columns,
+            sorted(hidden),
+            rows,
+            counts,
+            sample_seed,
+            attempt,
             f"{TABLES_DIR}/model-{name}.csv",
-        )  # fmt: skip
+        )
     raise EmptyCell(
         f"causal model {mid}: {problem} in {MAX_ATTEMPTS} samples of {n_rows} rows; "
         "draw more rows (--rows)"
@@ -224,7 +230,7 @@ def data_question(
             "note": note,
             "agrees": perfect_v.answer == exact_v.answer,
         },
-    }  # fmt: skip
+    }
     return out
 
 
