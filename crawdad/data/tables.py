@@ -200,7 +200,7 @@ def data_question(
         raise DataError("its label is not the engine's exact answer")
     if qt in DATA_ONLY:
         perfect, perfect_v = exact, exact_v
-        note = "answered from the graph: the data does not change it"
+        note: str | None = "answered from the graph: the data does not change it"
     else:
         fitted = observed_model(model, set(table.hidden), table.counts, qt, meta)
         perfect = QUANTITY[qt](fitted, meta)
@@ -259,7 +259,7 @@ def make_tables(
 ) -> TablesResult:
     """Data-backed twins of the selected questions of the CLadder dataset at `path`."""
     dataset = load_cladder(path)  # validates every field the loader reads
-    chosen = select(dataset, selection or SelectionConfig(), seed)
+    chosen = select(dataset, selection or SelectionConfig.model_validate({}), seed)
     keep = {str(q.question_id) for q in chosen.questions}
     questions, model_list, _ = read_raw(path)
     raw_models = {str(m["model_id"]): m for m in model_list}

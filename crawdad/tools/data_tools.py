@@ -302,14 +302,15 @@ def parse_call(tool: str, args: Any, limits: Any = None) -> Call:
             given=_values(a, "given"),
             by=_names(a, "by") or (),
         )
-    common = {"treatment": _name(a, "treatment"), "outcome": _name(a, "outcome")}
+    x, y = _name(a, "treatment"), _name(a, "outcome")
     if tool == "identify_effect":
         return Call(
             tool,
             edges=_edges(a),
             adjustment=_names(a, "adjustment"),
             mediators=_names(a, "mediators"),
-            **common,
+            treatment=x,
+            outcome=y,
         )
     effect, method = a.get("effect"), a.get("method", "auto")
     if effect not in EFFECTS:
@@ -328,7 +329,8 @@ def parse_call(tool: str, args: Any, limits: Any = None) -> Call:
         mediators=_names(a, "mediators"),
         given=condition,
         group=_bit(a, "group", 1),
-        **common,
+        treatment=x,
+        outcome=y,
     )
 
 
@@ -501,11 +503,11 @@ def _plan(table: Table, call: Call) -> tuple[str, list[str], list[str]]:
             raise ToolError(f"no mediator between {x} and {y} in this graph")
     if call.method != "frontdoor":
         if call.adjustment is not None:
-            z = set(adjust) | set(call.given)
-            if not dag.backdoor_valid(x, y, z):
+            given_set = set(adjust) | set(call.given)
+            if not dag.backdoor_valid(x, y, given_set):
                 valid = [s for s in dag.backdoor_sets(x, y) if set(s) <= observed]
                 raise ToolError(
-                    f"{{{', '.join(sorted(z))}}} is not a valid backdoor adjustment set for "
+                    f"{{{', '.join(sorted(given_set))}}} is not a valid backdoor adjustment set for "
                     f"{x} -> {y} in this graph; valid minimal sets the table allows: "
                     f"{valid or 'none'}"
                 )
@@ -513,8 +515,8 @@ def _plan(table: Table, call: Call) -> tuple[str, list[str], list[str]]:
         usable = [s for s in dag.backdoor_sets(x, y) if set(s) <= observed]
         for s in usable:
             if dag.backdoor_valid(x, y, set(s) | set(call.given)):
-                z = [v for v in s if v not in call.given]
-                return "backdoor", _mediation_checked(dag, call, z, meds), meds
+                found = [v for v in s if v not in call.given]
+                return "backdoor", _mediation_checked(dag, call, found, meds), meds
         if call.method == "backdoor":
             raise ToolError(
                 f"no backdoor set of observed columns identifies the effect of {x} on {y} "
