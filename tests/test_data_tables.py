@@ -385,3 +385,19 @@ async def test_a_run_over_data_backed_questions_on_the_fakes(tables):
         cfg.retry.initial_wait = cfg.retry.max_wait = 0
         summary = await run(cfg, dataset, Path("out"), progress=False, simulated=True)
     assert summary.done_total == 20 and summary.errored == 0
+
+
+def test_the_table_in_context_prompt_set_shows_the_counts(tables):
+    """prompts/data-context: the paper's prompts, step 4 reading the counts; the question block
+    of a data-backed question carries its table."""
+    from crawdad.prompts import load_prompts
+
+    _, out, questions, _ = tables
+    item = load_cladder(out).questions[0]
+    prompts = load_prompts("data-context")
+    text = prompts["initial"].fill(question=item.block)
+    assert "Estimate from the counts in the data" in text
+    counts_line = " ".join(questions[0]["meta"]["data"]["columns"]) + " count"
+    assert counts_line in text and "Question: " in text
+    assert "the data decide it" in text
+    assert "the data decide it" in prompts["critique"].text  # the shared fragment, everywhere
