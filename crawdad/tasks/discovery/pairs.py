@@ -18,7 +18,8 @@ from typing import Any
 
 from crawdad.backends.base import ChatResult
 from crawdad.config import SelectionConfig
-from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet, load_cladder_graphs
+from crawdad.data.discovery_public import load_graphs
+from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet
 from crawdad.data.questions import parse_ranges
 from crawdad.errors import DataError
 from crawdad.records import DatasetInfo, Turn
@@ -78,7 +79,7 @@ class DiscoveryPairsTask:
     prompt_set = "mac-pairs"
 
     def load(self, path: Path, questions_file: str | None = None) -> PairDataset:
-        found = load_cladder_graphs(Path(path), questions_file)
+        found = load_graphs(path, questions_file)
         return _dataset(_with_truth(found), _info(found, questions_file))
 
     def select(self, dataset: PairDataset, selection: SelectionConfig, seed: int) -> PairDataset:
