@@ -145,6 +145,11 @@ def build_setup(
             f"{task.name}: use prompt_set = {task.prompt_set!r}, or a set whose set.toml says "
             f'task = "{task.name}"'
         )
+    if config.protocol.kind == "judge" and task.answers is None:
+        raise ConfigError(
+            f"the judge protocol gives a yes/no verdict, and the {task.name} task's answers are "
+            "open: use the crawdad, simultaneous or solo protocol"
+        )
     if pools is None:
         gate = ModelGate() if config.schedule == "grouped" else None
         pools = server_pools([config], gate)

@@ -127,17 +127,7 @@ def run_algorithm(
 ) -> AlgorithmRun:
     """Run one allow-listed algorithm on a numeric table (columns are the variables)."""
     limits = limits or AlgorithmLimits()
-    name = algorithm_named(algorithm)
-    names, data = _matrix(table, limits)
-    if name == "exact" and len(names) > limits.max_exact_variables:
-        raise ToolError(
-            f"exact search takes at most {limits.max_exact_variables} variables (it is "
-            f"exponential in them); this table has {len(names)}: use pc or ges"
-        )
-    if params is not None and not isinstance(params, dict):
-        raise ToolError(f"params: give an object of parameter values, not {params!r}")
-    discrete = _discrete(data, limits.max_levels)
-    checked = _PARAMS[name](dict(params or {}), discrete, names, data, limits)
+    name, names, data, checked = _checked(table, algorithm, params, limits)
     start = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -157,6 +147,33 @@ def run_algorithm(
         seconds=time.monotonic() - start,
         notes=tuple(dict.fromkeys(str(w.message) for w in caught))[:5],
     )
+
+
+def check_params(
+    table: pd.DataFrame,
+    algorithm: str,
+    params: dict[str, Any] | None = None,
+    limits: AlgorithmLimits | None = None,
+) -> dict[str, Any]:
+    """What `run_algorithm` checks before any work, without running: the parameters as they
+    would run (defaults filled in), or the ToolError it would raise."""
+    return _checked(table, algorithm, params, limits or AlgorithmLimits())[3]
+
+
+def _checked(
+    table: pd.DataFrame, algorithm: str, params: dict[str, Any] | None, limits: AlgorithmLimits
+) -> tuple[str, list[str], np.ndarray, dict[str, Any]]:
+    name = algorithm_named(algorithm)
+    names, data = _matrix(table, limits)
+    if name == "exact" and len(names) > limits.max_exact_variables:
+        raise ToolError(
+            f"exact search takes at most {limits.max_exact_variables} variables (it is "
+            f"exponential in them); this table has {len(names)}: use pc or ges"
+        )
+    if params is not None and not isinstance(params, dict):
+        raise ToolError(f"params: give an object of parameter values, not {params!r}")
+    discrete = _discrete(data, limits.max_levels)
+    return name, names, data, _PARAMS[name](dict(params or {}), discrete, names, data, limits)
 
 
 # --- the table -----------------------------------------------------------------------------
