@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # 3: tasks (`task`, the item's own descriptors in `item`; answers are the task's: CLadder's yes/no,
 #    a pair's yes/no, a graph's edge list; CLadder's descriptors optional for other tasks).
 # 4: records that no model made: protocol "algorithm" (a statistical discovery baseline, the
-#    algorithm and its parameters in `item`), ending "computed".
+#    algorithm and its parameters in `item`), ending "computed"; protocol "coding" (MAC's coding
+#    agents: each turn's plan run by an algorithm, its tool call "run_algorithm").
 # Version 1, 2 and 3 lines still load: every field added since has a default that means what they did.
 SCHEMA_VERSION = 4
 
@@ -27,7 +28,7 @@ Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
 # revision: a later simultaneous round; sample: one independent answer of a solo run.
 Role = Literal["initial", "critique", "defence", "argument", "verdict", "revision", "sample"]
 # algorithm: no model speaks; a causal discovery algorithm's graph (crawdad.run.baseline).
-Protocol = Literal["crawdad", "judge", "simultaneous", "solo", "algorithm"]
+Protocol = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "algorithm"]
 # "stop": the model ended its answer; "length": the token budget ran out; "loop": crawdad stopped a
 # response that repeated itself; "timeout": the time budget ran out; "error": the request failed.
 StopReason = Literal["stop", "length", "loop", "timeout", "error"]

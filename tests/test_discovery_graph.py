@@ -256,3 +256,83 @@ def test_baselines_on_cladder_graphs_use_seeded_sampled_rows(cli, tmp_path: Path
         "discover-baseline", str(SHARED_SAMPLE), "--param", "alpha", "--out", str(out)
     )
     assert code == 2 and re.search("write name=value", printed + _)
+
+
+# --- MAC's coding agents ----------------------------------------------------------------------
+
+
+def planner(plans: list[str]) -> FunctionModel:
+    """A debater whose k-th response ends with the k-th plan of its list (raw text)."""
+    asked = {"n": 0}
+
+    def reply(request: FakeRequest) -> FakeReply:
+        plan = plans[min(asked["n"], len(plans) - 1)]
+        asked["n"] += 1
+        return FakeReply(text=f"The data are continuous and skewed.\n```json\n{plan}\n```")
+
+    return FunctionModel(reply)
+
+
+async def coding_debate(
+    tmp_path: Path, models: dict[str, FunctionModel], max_turns: int = 4
+) -> tuple[DebateRecord, list[dict]]:
+    item = TASK.load(sachs_like(tmp_path / "sachs")).questions[0]
+    async with FakeServer("ollama", {**models, EXTRACTOR: FunctionModel(reads_graph)}) as server:
+        config = RunConfig(
+            task="discovery-graph",
+            prompt_set="mac-coding",
+            seed=1,
+            agents=[AgentConfig(name=n, model=n) for n in models],
+            protocol={"kind": "coding", "max_turns": max_turns},
+        ).serve_all_from(server.url)
+        setup, _ = build_setup(config)
+        try:
+            record = await run_debate(setup, item)
+        finally:
+            for pool in pools_of(setup):
+                await pool.aclose()
+    assert record.error is None, record.error
+    return record, server.requests
+
+
+async def test_coding_agents_debate_plans_and_each_plan_is_run(tmp_path: Path) -> None:
+    lingam = '{"algorithm": "DirectLiNGAM", "params": {"threshold": 0.5}}'
+    models = {
+        "a": planner(['{"algorithm": "pc", "params": {"indep_test": "chisq"}}', lingam]),
+        "b": planner([lingam]),
+    }
+    record, requests = await coding_debate(tmp_path, models)
+    assert record.protocol == "coding" and record.consensus and record.end == "consensus"
+    refused = next(t for t in record.turns if t.answer is None)
+    assert refused.extraction is not None and "chisq needs discrete data" in (
+        refused.extraction.reason or ""
+    )
+    ran = [t for t in record.turns if t.answer is not None]
+    (call,) = ran[-1].tool_calls
+    assert call.name == "run_algorithm" and call.arguments == json.loads(lingam)
+    assert call.result["algorithm"] == "direct-lingam" and call.error is None
+    truth, _ = graph_from_text(record.gold, record.item["variables"])
+    predicted, _ = graph_from_text(record.final_answer or "", record.item["variables"])
+    assert score_graph(predicted, truth).shd == 0
+    assert not [r for r in requests if r["model"] == EXTRACTOR]  # plans are read, not extracted
+    first = requests[0]["messages"][0]["content"]
+    assert "300 rows, 11 columns." in first and "- direct-lingam:" in first
+    later = [r["messages"][0]["content"] for r in requests[1:]]
+    assert later and all('"adjacency"' not in p for p in later)  # no executed graph is shown
+
+
+async def test_a_response_without_a_plan_is_a_null_answer(tmp_path: Path) -> None:
+    models = {"a": planner(["no plan here"]), "b": planner(['{"algorithm": "ges"}'])}
+    record, _ = await coding_debate(tmp_path, models, max_turns=2)
+    empty = next(t for t in record.turns if t.agent == "a")
+    assert empty.answer is None and empty.tool_calls == []
+    assert "gives no plan" in (empty.extraction.reason or "")  # type: ignore[union-attr]
+    assert record.end == "cap" and record.final_answer is not None  # b's plan ran
+
+
+def test_the_coding_protocol_needs_the_graph_task() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r'coding protocol runs discovery algorithms .* use task = "discovery-graph"',
+    ):
+        build_setup(RunConfig(task="cladder", protocol={"kind": "coding"}))

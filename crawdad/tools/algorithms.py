@@ -56,6 +56,26 @@ INDEP_TESTS = ("fisherz", *DISCRETE_TESTS)
 SCORES = {"bic": "local_score_BIC", "bdeu": "local_score_BDeu"}
 
 
+# What a planner is told of the algorithms: when each fits, and its parameters (MAC's plan
+# debaters are "pre-prompted with 3-5 statistical causal algorithms", appendix A.3.2).
+ALGORITHM_GUIDE = """\
+- pc: constraint-based (conditional independence tests); returns an equivalence class, so some
+  edges may stay undirected. Parameters: alpha, the test's significance level (0 < alpha <= 0.5,
+  default 0.05); indep_test: "fisherz" (continuous, roughly linear-Gaussian data), "chisq" or
+  "gsq" (discrete data); default fisherz for continuous data, chisq for discrete; stable (true);
+  uc_rule 0-2 (0); uc_priority -1-4 (2); max_depth, the largest conditioning set (none).
+- ges: score-based greedy equivalence search; returns an equivalence class. Parameters: score,
+  "bic" (continuous, linear-Gaussian) or "bdeu" (discrete); max_parents (none).
+- direct-lingam: linear non-Gaussian acyclic model; returns a DAG with every edge oriented, if
+  the data are continuous, linear and non-Gaussian. Parameters: threshold, the smallest
+  coefficient magnitude that counts as an edge (0).
+- ica-lingam: the ICA-based LiNGAM; the same assumptions. Parameters: random_state (0), max_iter
+  (1000), threshold (0).
+- exact: exact score-based search (BIC, linear-Gaussian) for the best-scoring DAG; small graphs
+  only. Parameters: search_method "astar" or "dp" ("astar"); max_parents (none).\
+"""
+
+
 class AlgorithmLimits(BaseModel):
     """How big a table an algorithm may be given. `max_seconds` is enforced by the caller (the
     tool boundary's worker process); the sizes are checked before any work."""
