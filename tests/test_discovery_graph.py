@@ -336,3 +336,12 @@ def test_the_coding_protocol_needs_the_graph_task() -> None:
         match=r'coding protocol runs discovery algorithms .* use task = "discovery-graph"',
     ):
         build_setup(RunConfig(task="cladder", protocol={"kind": "coding"}))
+
+
+def test_the_demo_says_it_cannot_simulate_open_answers(cli, tmp_path: Path) -> None:
+    config = tmp_path / "g.toml"
+    config.write_text('task = "discovery-graph"\nprompt_set = "mac-graph"\n')
+    code, out, err = cli(
+        "demo", "--config", str(config), "--limit", "1", "--out", str(tmp_path / "r")
+    )
+    assert code == 1 and "simulated models answer yes/no items" in out + err
