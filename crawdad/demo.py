@@ -86,6 +86,11 @@ def run_demo(
     set and models (every model it names is simulated)."""
     base = config or RunConfig(seed=seed)
     task = task_named(base.task)
+    if task.answers is None:
+        raise CrawdadError(
+            f"the demo's simulated models answer yes/no items, and the {task.name} task's "
+            "answers are open (a graph): run it on real models, or try `crawdad discover-baseline`"
+        )
     dataset = task.load(EXAMPLES)
     if limit:
         dataset = task.select(dataset, SelectionConfig(limit=limit), seed)

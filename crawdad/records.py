@@ -14,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # 2: protocols (kind, prompt set, what each turn saw, judge/sample/revision turns).
 # 3: tasks (`task`, the item's own descriptors in `item`; answers are the task's: CLadder's yes/no,
 #    a pair's yes/no, a graph's edge list; CLadder's descriptors optional for other tasks).
-# Version 1 and 2 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 3
+# 4: records that no model made: protocol "algorithm" (a statistical discovery baseline, the
+#    algorithm and its parameters in `item`), ending "computed"; protocol "coding" (MAC's coding
+#    agents: each turn's plan run by an algorithm, its tool call "run_algorithm").
+# Version 1, 2 and 3 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 4
 
 Answer = Literal["yes", "no"]
 YES_NO = ("yes", "no")
@@ -24,14 +27,16 @@ Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
 # crawdad protocol; argument: a debater's later turn before a judge; verdict: the judge's turn;
 # revision: a later simultaneous round; sample: one independent answer of a solo run.
 Role = Literal["initial", "critique", "defence", "argument", "verdict", "revision", "sample"]
-Protocol = Literal["crawdad", "judge", "simultaneous", "solo"]
+# algorithm: no model speaks; a causal discovery algorithm's graph (crawdad.run.baseline).
+Protocol = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "algorithm"]
 # "stop": the model ended its answer; "length": the token budget ran out; "loop": crawdad stopped a
 # response that repeated itself; "timeout": the time budget ran out; "error": the request failed.
 StopReason = Literal["stop", "length", "loop", "timeout", "error"]
 ExtractionMethod = Literal["strict", "tolerant", "none"]
 # consensus: agents agreed (early stop); cap: the response or round cap was reached; verdict: the
-# judge decided before the cap; samples: a solo run's samples are all in; error: failed.
-DebateEnd = Literal["consensus", "cap", "verdict", "samples", "error"]
+# judge decided before the cap; samples: a solo run's samples are all in; computed: an algorithm
+# gave its graph (no debate); error: failed.
+DebateEnd = Literal["consensus", "cap", "verdict", "samples", "computed", "error"]
 
 
 class Record(BaseModel):

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from crawdad.backends.schedule import CURRENT_DEBATE, DebateProgress
 from crawdad.errors import BackendError
-from crawdad.protocols import crawdad, judge, simultaneous, solo
+from crawdad.protocols import coding, crawdad, judge, simultaneous, solo
 from crawdad.protocols.base import (
     DebateSetup,
     Participant,
@@ -27,6 +27,7 @@ from crawdad.tasks.base import Item
 Play = Callable[[DebateSetup, Item, DebateRecord], Awaitable[None]]
 
 KINDS: dict[str, Play] = {
+    "coding": coding.play,
     "crawdad": crawdad.play,
     "judge": judge.play,
     "simultaneous": simultaneous.play,

@@ -188,6 +188,16 @@ def build_setup(
             f"{task.name}: use prompt_set = {task.prompt_set!r}, or a set whose set.toml says "
             f'task = "{task.name}"'
         )
+    if config.protocol.kind == "judge" and task.answers is None:
+        raise ConfigError(
+            f"the judge protocol gives a yes/no verdict, and the {task.name} task's answers are "
+            "open: use the crawdad, simultaneous or solo protocol"
+        )
+    if config.protocol.kind == "coding" and task.name != "discovery-graph":
+        raise ConfigError(
+            "the coding protocol runs discovery algorithms on a graph's data: use "
+            f'task = "discovery-graph" (and prompt_set = "mac-coding"), not {task.name}'
+        )
     if pools is None:
         gate = ModelGate() if config.schedule == "grouped" else None
         pools = server_pools([config], gate)

@@ -6,9 +6,13 @@ from __future__ import annotations
 from crawdad.errors import ConfigError
 from crawdad.tasks.base import Task
 from crawdad.tasks.cladder import CladderTask
-from crawdad.tasks.discovery import DiscoveryPairsTask
+from crawdad.tasks.discovery import DiscoveryGraphTask, DiscoveryPairsTask
 
-TASKS: dict[str, Task] = {"cladder": CladderTask(), "discovery-pairs": DiscoveryPairsTask()}
+TASKS: dict[str, Task] = {
+    "cladder": CladderTask(),
+    "discovery-pairs": DiscoveryPairsTask(),
+    "discovery-graph": DiscoveryGraphTask(),
+}
 
 
 def task_named(name: str) -> Task:

@@ -10,7 +10,6 @@ verdict and the stances of a judge debate (affirmative: yes, negative: no) work 
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,13 @@ from typing import Any
 
 from crawdad.backends.base import ChatResult
 from crawdad.config import SelectionConfig
-from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet, load_cladder_graphs
-from crawdad.data.questions import parse_ranges
+from crawdad.data.discovery_public import load_graphs
+from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet
 from crawdad.errors import DataError
 from crawdad.records import DatasetInfo, Turn
 from crawdad.scoring.extract import extractor_schema, parse_reply
 from crawdad.tasks.base import Ask, Reading, same_answer
+from crawdad.tasks.discovery.whole_graph import select_graphs
 
 
 @dataclass(frozen=True)
@@ -78,34 +78,13 @@ class DiscoveryPairsTask:
     prompt_set = "mac-pairs"
 
     def load(self, path: Path, questions_file: str | None = None) -> PairDataset:
-        found = load_cladder_graphs(Path(path), questions_file)
+        found = load_graphs(path, questions_file)
         return _dataset(_with_truth(found), _info(found, questions_file))
 
     def select(self, dataset: PairDataset, selection: SelectionConfig, seed: int) -> PairDataset:
         """Whole graphs: `ranges` index the graphs, `alignments` filter them, `sample` draws N
         graphs (seeded), `limit` keeps the first N; every ordered pair of each is an item."""
-        if selection.rungs or selection.query_types:
-            raise DataError(
-                "selection: rungs and query_types are CLadder questions' descriptors; a discovery "
-                "run selects graphs with ranges, alignments, sample and limit"
-            )
-        graphs = dataset.graphs
-        if selection.ranges:
-            graphs = [graphs[i] for i in parse_ranges(selection.ranges, len(graphs))]
-        if selection.alignments:
-            graphs = [g for g in graphs if g.alignment in selection.alignments]
-        if selection.sample and selection.sample < len(graphs):
-            chosen = set(
-                random.Random(f"sample:{seed}").sample(range(len(graphs)), selection.sample)
-            )
-            graphs = [g for i, g in enumerate(graphs) if i in chosen]
-        if selection.limit:
-            graphs = graphs[: selection.limit]
-        if not graphs:
-            raise DataError(
-                f"the selection {selection.model_dump(exclude_defaults=True)} leaves no graphs "
-                f"out of {len(dataset.graphs)}; loosen the filters"
-            )
+        graphs = select_graphs(dataset.graphs, selection, seed)
         info = dataset.info.model_copy(
             update={"selection": selection.model_dump(exclude_defaults=True)}
         )

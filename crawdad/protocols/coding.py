@@ -1,0 +1,194 @@
+"""MAC's Coding Agents Model (Le et al., section 3.1.2 and Algorithm 2), kept small: debaters
+argue, in turn, which statistical discovery algorithm fits the data and with which parameters,
+each ending with a plan, a JSON object {"algorithm": ..., "params": {...}}; an executor runs
+each plan on the data (`crawdad.tools.algorithms.run_algorithm`) and the graph it gives is that
+turn's answer. The debate stops when the latest graphs of all debaters agree (early stop, as the
+crawdad protocol) or at `max_turns`; the final answer is the last executed plan's graph.
+
+For the discovery-graph task (an item is a graph with data: a set's own table, or
+`protocol.rows` rows sampled from a CLadder model, seeded by (seed, graph id)). What a debater
+sees: the variables, a summary of the data and its first rows (MAC's "description and structure
+of the data"), the algorithms on offer, and the earlier debaters' texts. It never sees an
+executed graph: the executor's results enter only the record (as the turn's tool call).
+
+Differences from MAC, on purpose: no judge (the plans are compared by the graphs they give), and
+no code is written: the executor is `run_algorithm`'s allow-list, so a plan is parameters, not a
+program (MAC's executor wrote and debugged causal-learn code; its plan prompts offer the same
+library's algorithms). A plan that cannot be read or run is that turn's null answer with the
+reason; the final answer then falls back to the latest plan that did run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pandas as pd
+
+from crawdad.causal.edge_text import format_edges
+from crawdad.errors import DataError
+from crawdad.protocols.base import DebateSetup, check_runaway, history, respond, speaking_order
+from crawdad.protocols.base import request_seed as seed_of
+from crawdad.records import DebateRecord, Extraction, Role, ToolCall, Turn
+from crawdad.tasks.base import Item
+from crawdad.tools.algorithms import ALGORITHM_GUIDE, AlgorithmLimits, AlgorithmRun, run_algorithm
+from crawdad.tools.causal import ToolError
+
+EXECUTOR = "run_algorithm"
+SHOWN_ROWS = 5
+
+
+def table_of(setup: DebateSetup, item: Item) -> pd.DataFrame:
+    graph = getattr(item, "graph", None)
+    if graph is None or not hasattr(graph, "data"):
+        raise DataError(
+            "the coding protocol needs items with data (the discovery-graph task): "
+            f"{type(item).__name__} has none"
+        )
+    return graph.data(setup.protocol.rows, setup.seed)
+
+
+def describe(table: pd.DataFrame) -> str:
+    """What a planner is told of the data: its size, each column's spread, its first rows."""
+    lines = [f"{len(table):,} rows, {table.shape[1]} columns."]
+    for name in table.columns:
+        col = table[name]
+        values = col.nunique()
+        if values <= 10 and (col == col.round()).all():
+            counts = ", ".join(f"{v:g}: {n}" for v, n in col.value_counts().sort_index().items())
+            lines.append(f"- {name}: discrete, {values} values ({counts})")
+        else:
+            lines.append(
+                f"- {name}: continuous, mean {col.mean():.4g}, sd {col.std():.4g}, "
+                f"min {col.min():.4g}, max {col.max():.4g}, skewness {col.skew():.2f}"
+            )
+    lines.append(f"\nThe first {SHOWN_ROWS} rows (CSV):")
+    lines.append(table.head(SHOWN_ROWS).to_csv(index=False).strip())
+    return "\n".join(lines)
+
+
+def read_plan(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The last JSON object with an "algorithm" key in a text; None with the reason if none."""
+    decoder = json.JSONDecoder()
+    found = None
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and "algorithm" in value:
+            found = value
+    if found is None:
+        return None, 'the response gives no plan (a JSON object with an "algorithm" key)'
+    params = found.get("params", found.get("parameters", {}))
+    return {"algorithm": found["algorithm"], "params": params if params is not None else {}}, None
+
+
+async def execute(
+    table: pd.DataFrame, plan: dict[str, Any], limits: AlgorithmLimits
+) -> tuple[AlgorithmRun | None, str | None]:
+    """Run a plan off the event loop; (the run, None) or (None, what went wrong).
+
+    TODO(tools boundary): run `crawdad.tools.algorithms.run_algorithm` through the tool
+    boundary's worker process (crawdad/tools/boundary.py, helper `tools`), which kills it past
+    `limits.max_seconds`; a thread cannot be stopped, so until then the seconds bound is not
+    enforced here (the sizes are).
+    """
+    try:
+        run = await asyncio.to_thread(
+            run_algorithm, table, plan["algorithm"], plan["params"], limits
+        )
+    except ToolError as e:
+        return None, str(e)
+    return run, None
+
+
+def role_of(speaker: str, order: list[str], turns: list[Turn]) -> Role:
+    if not turns:
+        return "initial"
+    if len(order) == 2:
+        return "defence" if speaker == order[0] else "critique"
+    return "defence" if any(t.agent == speaker for t in turns) else "critique"
+
+
+async def play(setup: DebateSetup, question: Item, record: DebateRecord) -> None:
+    table = table_of(setup, question)
+    limits = AlgorithmLimits()
+    order = speaking_order(setup.seed, question.question_id, list(setup.agents))
+    record.speaking_order = order
+    record.first_speaker, record.second_speaker = order[0], order[1]
+    values = {
+        "question": setup.task.show(question),
+        "data": describe(table),
+        "algorithms": ALGORITHM_GUIDE,
+    }
+    protocol = setup.protocol
+    for round_ in range(protocol.max_turns):
+        speaker = order[round_ % len(order)]
+        role = role_of(speaker, order, record.turns)
+        template = setup.prompts[f"plan_{role}"]
+        seen: list[int] = []
+        version = template.version
+        if role == "initial":
+            prompt = template.fill(**values)
+        else:
+            seen = list(range(len(record.turns)))
+            block, entry = history(setup, record.turns, seen, speaker, order)
+            prompt = template.fill(**values, history=block)
+            version = f"{template.version}+{entry}"
+        turn, _ = await respond(
+            setup,
+            setup.agents[speaker],
+            agent=speaker,
+            round_=round_,
+            role=role,
+            prompt=prompt,
+            version=version,
+            seen=seen,
+            seed=seed_of(setup.seed, question.question_id, round_),
+        )
+        await _execute_turn(turn, table, limits)
+        record.turns.append(turn)
+        check_runaway(setup, turn)
+        latest = {t.agent: t.answer for t in record.turns}
+        record.agent_answers = {n: latest[n] for n in order if n in latest}
+        record.consensus = len(record.agent_answers) == len(order) and setup.task.agree(
+            list(record.agent_answers.values())
+        )
+        if record.consensus and protocol.early_stop:
+            record.end = "consensus"
+            break
+    else:
+        record.end = "cap"
+    ran = [t for t in record.turns if t.answer is not None]
+    if ran:
+        record.final_answer = ran[-1].answer
+
+
+async def _execute_turn(turn: Turn, table: pd.DataFrame, limits: AlgorithmLimits) -> None:
+    """Read the turn's plan and run it: the graph is the turn's answer; the plan and what the
+    executor returned are its tool call (never shown to another debater)."""
+    plan, why = read_plan(turn.text)
+    if plan is None:
+        turn.extraction = Extraction(method="none", model=EXECUTOR, reason=why)
+        return
+    start = time.monotonic()
+    run, error = await execute(table, plan, limits)
+    call = ToolCall(
+        name=EXECUTOR,
+        mode="text",
+        raw=json.dumps(plan),
+        arguments=plan,
+        result=run.for_model() if run else None,
+        error=error,
+        seconds=time.monotonic() - start,
+    )
+    turn.tool_calls.append(call)
+    if run is None:
+        reason = f"the plan could not run: {error}"
+        turn.extraction = Extraction(method="none", model=EXECUTOR, raw=call.raw, reason=reason)
+        return
+    turn.answer = format_edges(run.graph.edges)
+    turn.extraction = Extraction(method="strict", model=EXECUTOR, raw=call.raw)
