@@ -142,10 +142,13 @@ def frames_of_records(records: Iterable[DebateRecord], run: str) -> DiscoveryFra
             for name in rec.agents
         }
         stances = any(t.stance is not None for t in rec.turns)
+        # One agent's one sample is the final answer itself: no row of its own.
+        alone = rec.protocol == "solo" and len(rec.agents) == 1 and len(rec.turns) <= 1
         for name, own in several.items():
             label = agent_label(name, rec.agents.get(name))
             first = own[0] if own else None
-            if not stances:  # an opening under stances is the side drawn, not a belief
+            # An opening under stances is the side drawn, not a belief.
+            if not stances and not alone:
                 answers.append(
                     _answer(run, rec, label, "first", first.answer if first else None, own[:1])
                 )
