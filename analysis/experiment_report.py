@@ -21,6 +21,7 @@ from analysis.figures.experiment import compute_figure
 from analysis.formatting import fmt_p, to_markdown
 from analysis.metrics import experiment as X
 from analysis.metrics import self_consistency as SC
+from analysis.report_discovery import experiment_discovery_section
 from analysis.report_files import write_into
 
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
@@ -403,6 +404,7 @@ def _write(exp: Experiment, out: Path) -> Path:
             _write_table(out, "sc_curves", cframe, _curves_shown(cframe)),
             "",
         ]
+    md += experiment_discovery_section(exp.variants, base, out)  # discovery-pairs variants
     md += [
         "## Each variant on its own",
         "",

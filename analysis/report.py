@@ -29,6 +29,7 @@ from analysis.contamination import contamination_section
 from analysis.experiment_folder import is_experiment
 from analysis.formatting import details, fmt_p, table1_latex, table1_wide, to_markdown
 from analysis.load import Run, concat, load_runs
+from analysis.report_discovery import discovery_section, is_discovery_run
 from analysis.report_files import write_into
 from analysis.step_errors import steps_section
 from crawdad.errors import StoreError
@@ -92,6 +93,9 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
         lambda d, t: d.loc[d["errored"], ["run", "question_id", "first_agent", "n_turns", "error"]],
     ),
 }
+
+# CLadder's own descriptors: nothing to show for another task's items.
+CLADDER_ONLY = {"accuracy_by_query_type"}
 
 FIGURES = {
     "accuracy": "Accuracy before and after debate, by rung (95% bootstrap CIs)",
@@ -348,6 +352,13 @@ def _run_section(
     jobs.extend(run_jobs)
     figs = {job[1] for job in run_jobs}
     out = [f"## Run `{label}` ({kind} protocol)", ""]
+    not_here = CLADDER_ONLY if is_discovery_run(run) else set()
+    if not_here:
+        out += [
+            "Causal discovery (pairs): the graphs are scored in the Causal discovery section "
+            "above; the sections below read each pair as a yes/no question.",
+            "",
+        ]
     if run.simulated:
         out += ["> **Simulated run**: these numbers come from crawdad's fake servers.", ""]
         note = run.path / "simulation.txt"  # written by `crawdad demo`: what its models imitate
@@ -357,7 +368,7 @@ def _run_section(
         if i == 1:
             out += RP.protocol_section(kind, t, colors, root, w.folder, jobs, COLLAPSE_ROWS)
             out += _tool_section(run, w)
-        tnames = [n for n in all_t if RP.applies(n, kind)]
+        tnames = [n for n in all_t if RP.applies(n, kind) and n not in not_here]
         fnames = [n for n in all_f if RP.applies(n, kind)]
         skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]
         out += [f"### {heading}", ""]
@@ -547,6 +558,7 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     md += contamination_section(debates, turns, out)  # runs over originals and fresh twins
     md += steps_section(turns, out)  # runs with [scoring] steps = true
     jobs: list[_Job] = []
+    md += discovery_section(runs, out, jobs)  # runs of the discovery-pairs task
     if len(runs) > 1:
         md += RP.compare_lines(tables, [r.label for r in runs], out, jobs)
     for run in runs:

@@ -89,12 +89,13 @@ def left_out_note(q: pd.DataFrame, variants: Sequence[str], universe: set[str]) 
 def _groups(q: pd.DataFrame) -> list[tuple[str, str, pd.Series]]:
     """(dimension, group label, mask) of overall, each rung, alignment and query type."""
     out: list[tuple[str, str, pd.Series]] = [("overall", "all", pd.Series(True, index=q.index))]
-    for r in sorted(q["rung"].unique()):
+    # Items of other tasks than CLadder's questions have no rung and no query type.
+    for r in sorted(q["rung"].dropna().unique()):
         out.append(("rung", RUNG_LABELS.get(int(r), f"Rung {r}"), q["rung"] == r))
     for a in ALIGNMENT_NAMES:
         if (q["alignment"] == a).any():
             out.append(("alignment", ALIGNMENT_NAMES[a], q["alignment"] == a))
-    for t in sorted(q["query_type"].unique()):
+    for t in sorted(q["query_type"].dropna().unique()):
         out.append(("query_type", str(t), q["query_type"] == t))
     return out
 
@@ -249,7 +250,7 @@ def paired_comparisons(
                 **_pair_row(b["correct"], w["correct"]),
             }
         )
-        for r in sorted(b["rung"].unique()):
+        for r in sorted(b["rung"].dropna().unique()):  # other tasks' items have no rung
             m = (b["rung"] == r).to_numpy()
             rows.append(
                 {

@@ -1,0 +1,515 @@
+"""The report's causal discovery part (the discovery-pairs task: MAC's Meta Agents Model, one
+question per ordered variable pair): each run's records read back into pair and answer frames,
+the graphs assembled and scored (`analysis.metrics.discovery`), and the Markdown of the "Causal
+discovery" section of a run report (`discovery_section`) and of an experiment report
+(`experiment_discovery_section`), with their tables (CSV + Markdown) and figures (PNG + PDF).
+
+Only run folders are read: the records' `item` (graph, source dataset, cause, effect, the
+graph's variables), `gold` and `graph_id` (CLadder's graph kind) say everything needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.figures.discovery import (
+    discovery_alignment_figure,
+    discovery_cost_figure,
+    system_label,
+)
+from analysis.formatting import details, to_markdown
+from analysis.load import Run, agent_label
+from analysis.metrics import discovery as D
+from crawdad.records import DebateRecord, Turn
+from crawdad.run.store import RunStore
+
+__all__ = [
+    "TASK",
+    "DiscoveryFrames",
+    "discovery_frames",
+    "discovery_section",
+    "experiment_discovery_section",
+    "frames_of_records",
+    "is_discovery_run",
+]
+
+TASK = "discovery-pairs"
+FOLDER = "discovery"  # of the report folder: tables/ and figures/
+COLLAPSE_ROWS = 24
+_Job = tuple[Path, str, Callable[..., Figure], tuple[object, ...]]
+
+ABOUT = """\
+Each record answers one meta-question of MAC's Meta Agents Model (Le et al., section 3.2.1,
+algorithm 1): "is there a direct causal relationship from A to B?", for every ordered pair of a
+graph's variables. A system's answers assemble into its predicted graph (yes = the edge A->B),
+scored against the true graph. The rows are the protocol's **final answers** (for the judge
+protocol with stances, MAC's meta-debate: affirmative and negative debaters and a judge), and
+**each agent's first answer** (solo: its first sample; the second speaker of a debate had seen
+the first speaker's text). Under stances a debater's opening argues its assigned side, so its
+"graph" would be the sides drawn, not a belief: such runs have no first-answer rows, and their
+single-agent comparison is a solo run (MAC's single-agent baseline). In MAC's Table 2 these are the cells of the *Causal Agent Debate*
+rows (final answers of the judge protocol with stances) and the *Single-agent* rows (a solo run's
+answers), SHD and NHD columns; MAC scores one graph per dataset (Auto MPG, DWD climate, Sachs),
+crawdad scores many small graphs (CLadder's causal models, their variables named by the story,
+never its background sentence, which states the graph) and gives means over graphs with CIs."""
+
+RULES = """\
+**How graphs are counted.** A pair answered "yes" is an edge; a pair left unanswered (nothing
+the extractor could read, a tied vote) or whose debate errored is **no edge**, and counted
+(`unans.`, `err.`). A graph with pairs not yet recorded is left out (`incomplete`). SHD counts
+the unordered variable pairs whose state (none, A->B, B->A, both) differs from the truth: a
+missing or extra edge counts 1, a **reversed edge once**; NHD is the share of the n x n adjacency
+matrix that differs (a reversed edge twice). Edge F1 ignores direction, orientation F1 counts
+directed edges (a reversed edge is a false positive and a false negative); an empty predicted
+graph has F1 0 against a true graph with edges. Every score is a mean over graphs with a 95%
+percentile bootstrap CI (10,000 resamples of the graphs, seeded). Cost per graph is the sum over
+its pairs of that system's turns: completion tokens (reasoning included) plus the extractor's,
+GPU seconds (server-reported where the server reports them, else wall time, plus the extractor's
+wall time) and requests (generations plus extractor calls); a final answer costs the whole
+record, a first answer only its own turn."""
+
+
+@dataclass
+class DiscoveryFrames:
+    pairs: pd.DataFrame  # D.PAIR_COLUMNS
+    answers: pd.DataFrame  # D.ANSWER_COLUMNS
+
+
+# --- records -> frames --------------------------------------------------------------------------
+
+
+def _extractor_called(t: Turn) -> bool:
+    e = t.extraction
+    return e is not None and (
+        e.prompt_tokens is not None or e.completion_tokens is not None or e.seconds > 0
+    )
+
+
+def _cost(turns: Iterable[Turn]) -> tuple[float, float, float]:
+    """(completion tokens, GPU seconds, requests) of some turns and their extractions."""
+    tokens = gpu = requests = 0.0
+    for t in turns:
+        tokens += t.completion_tokens or 0
+        gpu += t.server_seconds if t.server_seconds is not None else t.seconds
+        requests += 1
+        if _extractor_called(t):
+            assert t.extraction is not None
+            tokens += t.extraction.completion_tokens or 0
+            gpu += t.extraction.seconds
+            requests += 1
+    return tokens, gpu, requests
+
+
+def _answer(run: str, rec: DebateRecord, who: str, stage: str, answer: Any, turns: list[Turn]):
+    tokens, gpu, requests = _cost(turns)
+    errored = rec.error is not None and answer is None
+    return (run, str(rec.question_id), who, stage, answer, errored, tokens, gpu, requests)
+
+
+def frames_of_records(records: Iterable[DebateRecord], run: str) -> DiscoveryFrames:
+    """Pair and answer frames of a run's records (those of the discovery-pairs task)."""
+    pairs, answers = [], []
+    for rec in records:
+        if rec.task != TASK:
+            continue
+        item = rec.item
+        pairs.append(
+            (
+                run,
+                str(rec.question_id),
+                str(item.get("graph")),
+                item.get("source"),
+                rec.alignment,
+                rec.graph_id,
+                tuple(item.get("variables") or ()),
+                item.get("cause"),
+                item.get("effect"),
+                rec.gold,
+                rec.protocol,
+                any(t.stance is not None for t in rec.turns),
+            )
+        )
+        final = rec.final_answer if rec.error is None else None
+        answers.append(_answer(run, rec, D.FINAL, "final", final, rec.turns))
+        several = {
+            name: [t for t in rec.turns if t.agent == name and t.role != "verdict"]
+            for name in rec.agents
+        }
+        stances = any(t.stance is not None for t in rec.turns)
+        # One agent's one sample is the final answer itself: no row of its own.
+        alone = rec.protocol == "solo" and len(rec.agents) == 1 and len(rec.turns) <= 1
+        for name, own in several.items():
+            label = agent_label(name, rec.agents.get(name))
+            first = own[0] if own else None
+            # An opening under stances is the side drawn, not a belief.
+            if not stances and not alone:
+                answers.append(
+                    _answer(run, rec, label, "first", first.answer if first else None, own[:1])
+                )
+            stage = {"solo": "majority", "simultaneous": "last"}.get(rec.protocol)
+            if stage is not None and len(own) > 1:
+                answers.append(_answer(run, rec, label, stage, rec.agent_answers.get(name), own))
+    return DiscoveryFrames(
+        pd.DataFrame(pairs, columns=D.PAIR_COLUMNS),
+        pd.DataFrame(answers, columns=D.ANSWER_COLUMNS),
+    )
+
+
+def is_discovery_run(run: Run) -> bool:
+    """Whether a run's records are of the discovery-pairs task (its manifest says so; a run
+    without a manifest is asked through its question ids' shape)."""
+    if run.manifest is not None:
+        return run.manifest.config.get("task", "cladder") == TASK
+    return bool(len(run.debates)) and bool(
+        run.debates["question_id"].astype(str).str.contains("->", regex=False).all()
+    )
+
+
+def discovery_frames(run: Run, label: str | None = None) -> DiscoveryFrames:
+    """The frames of the debates `load_run` kept for the run (the last line per question, of
+    the run's seed, agents and selection)."""
+    keep = set(run.debates["question_id"].astype(str))
+    records = [r for r in RunStore(run.path).records() if str(r.question_id) in keep]
+    return frames_of_records(records, label or run.label)
+
+
+def _concat(frames: Sequence[DiscoveryFrames]) -> DiscoveryFrames:
+    return DiscoveryFrames(
+        pd.concat([f.pairs for f in frames], ignore_index=True),
+        pd.concat([f.answers for f in frames], ignore_index=True),
+    )
+
+
+def _protocols(pairs: pd.DataFrame) -> dict[str, str]:
+    out = {}
+    for run, g in pairs.groupby("run", sort=False):
+        kind = "+".join(dict.fromkeys(g["protocol"].dropna())) or "crawdad"
+        out[str(run)] = f"{kind} (stances)" if kind == "judge" and g["stances"].any() else kind
+    return out
+
+
+# --- tables for people --------------------------------------------------------------------------
+
+
+def _num(x: float, digits: int) -> str:
+    return "-" if pd.isna(x) else f"{x:.{digits}f}"
+
+
+def _with_ci(r: pd.Series, m: str, digits: int) -> str:
+    if pd.isna(r[m]):
+        return "-"
+    return f"{r[m]:.{digits}f} [{_num(r[f'{m}_lo'], digits)}, {_num(r[f'{m}_hi'], digits)}]"
+
+
+_DIGITS = {"pair_acc": 3, "shd": 2, "nhd": 3, "edge_f1": 3, "orientation_f1": 3}
+
+
+def shown_summary(s: pd.DataFrame, several_runs: bool, group: bool = False) -> pd.DataFrame:
+    """The summary as people read it: one column per score, "mean [lo, hi]"."""
+    rows = []
+    for _, r in s.iterrows():
+        row: dict[str, object] = {}
+        if several_runs:
+            row["run"] = r["run"]
+        row["system"] = system_label(str(r["run"]), str(r["who"]), str(r["stage"]), False)
+        if group:
+            row["group"] = r["group"]
+        row |= {
+            "graphs": int(r["graphs"]),
+            "incomplete": int(r["graphs_incomplete"]),
+            "unans.": int(r["n_unanswered"]),
+            "err.": int(r["n_errored"]),
+        }
+        row |= {name: _with_ci(r, m, _DIGITS[m]) for m, name in D.METRICS.items()}
+        row |= {
+            "tokens / graph": _num(r["tokens_per_graph"], 0),
+            "GPU s / graph": _num(r["gpu_seconds_per_graph"], 2),
+            "requests / graph": _num(r["requests_per_graph"], 1),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pts(x: float, digits: int) -> str:
+    return "-" if pd.isna(x) else f"{x:+.{digits}f}".replace("-", "\u2212")
+
+
+def shown_paired(p: pd.DataFrame, several_runs: bool) -> pd.DataFrame:
+    rows = []
+    for _, r in p.iterrows():
+        row: dict[str, object] = {}
+        if several_runs or r["run"] != r["against_run"]:
+            row["run"] = r["run"]
+        row["against"] = system_label(
+            str(r["against_run"]),
+            str(r["against_who"]),
+            str(r["against_stage"]),
+            r["run"] != r["against_run"],
+        )
+        row["graphs"] = int(r["graphs"])
+        for m, name in D.METRICS.items():
+            d = _DIGITS[m]
+            row[f"\u0394 {name}"] = (
+                f"{_pts(r[f'd_{m}'], d)} [{_pts(r[f'd_{m}_lo'], d)}, {_pts(r[f'd_{m}_hi'], d)}]"
+                if not pd.isna(r[f"d_{m}"])
+                else "-"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _verdict(lo: float, hi: float, lower_is_better: bool) -> str:
+    if pd.isna(lo) or pd.isna(hi):
+        return "no graphs to compare"
+    if (hi < 0) if lower_is_better else (lo > 0):
+        return "better (the CI excludes 0)"
+    if (lo > 0) if lower_is_better else (hi < 0):
+        return "worse (the CI excludes 0)"
+    return "no difference the CI supports"
+
+
+def paired_sentences(p: pd.DataFrame) -> list[str]:
+    out = []
+    for _, r in p.iterrows():
+        if r["graphs"] == 0:
+            continue
+        mine = "the final answers" if r["run"] == r["against_run"] else f"`{r['run']}`"
+        theirs = (
+            f"{r['against_who']}'s first answers"
+            if r["against_stage"] == "first"
+            else f"`{r['against_run']}`"
+        )
+        where = f" in `{r['run']}`" if r["run"] == r["against_run"] else ""
+        out.append(
+            f"{mine[0].upper()}{mine[1:]}{where} against {theirs}, over {r['graphs']} graphs: SHD "
+            f"{_pts(r['d_shd'], 2)} [{_pts(r['d_shd_lo'], 2)}, {_pts(r['d_shd_hi'], 2)}] "
+            f"({_verdict(r['d_shd_lo'], r['d_shd_hi'], True)}), edge F1 "
+            f"{_pts(r['d_edge_f1'], 3)} [{_pts(r['d_edge_f1_lo'], 3)}, "
+            f"{_pts(r['d_edge_f1_hi'], 3)}] ({_verdict(r['d_edge_f1_lo'], r['d_edge_f1_hi'], False)})."
+        )
+    return out
+
+
+def alignment_sentence(s: pd.DataFrame) -> str:
+    """Does knowing the world help, or hurt when the names mislead? Final answers' SHD by
+    alignment."""
+    a = s[(s["dimension"] == "alignment") & (s["stage"] == "final") & (s["graphs"] > 0)]
+    if a.empty:
+        return "No graph has a commonsense alignment."
+    parts = []
+    for run, g in a.groupby("run", sort=False):
+        cells = ", ".join(
+            f"{r['group']} {r['shd']:.2f} [{_num(r['shd_lo'], 2)}, {_num(r['shd_hi'], 2)}] "
+            f"(n = {r['graphs']})"
+            for _, r in g.iterrows()
+        )
+        parts.append(f"`{run}`: {cells}" if a["run"].nunique() > 1 else cells)
+    return (
+        "Mean SHD of the final answers by alignment: "
+        + "; ".join(parts)
+        + ". Commonsense graphs relate variables as the world does, anticommonsense ones "
+        "against it (what a model knows misleads), nonsense ones name made-up variables "
+        "(knowledge cannot help): an SHD rising from commonsense to anticommonsense means the "
+        "answers follow the names, not the question."
+    )
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _write(folder: Path, name: str, df: pd.DataFrame, shown: pd.DataFrame | None) -> str:
+    tdir = folder / "tables"
+    tdir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(tdir / f"{name}.csv", index=False)
+    md = to_markdown(shown if shown is not None else df, formatted=shown is not None)
+    (tdir / f"{name}.md").write_text(md + "\n")
+    return md
+
+
+def _figure_md(root: Path, folder: Path, name: str, caption: str) -> str:
+    png = (folder / "figures" / f"{name}.png").relative_to(root).as_posix()
+    pdf = (folder / "figures" / f"{name}.pdf").relative_to(root).as_posix()
+    return f"![{caption}]({png})\n\n[PDF]({pdf}) · {caption}"
+
+
+def _simulated_note(names: list[str]) -> list[str]:
+    if not names:
+        return []
+    return [
+        f"> **Simulated:** {', '.join(f'`{n}`' for n in names)} were served by crawdad's fake "
+        "servers, which answer each pair from the gold label at a seeded accuracy: their graphs "
+        "and scores mean nothing about any model or about MAC.",
+        "",
+    ]
+
+
+@dataclass
+class Scored:
+    frames: DiscoveryFrames
+    scores: pd.DataFrame
+    summary: pd.DataFrame
+    protocols: dict[str, str]
+
+
+def score(frames: DiscoveryFrames, graphs: set[str] | None = None) -> Scored:
+    """Per-graph scores and their summary; `graphs`: only these graphs (an experiment's
+    common graphs)."""
+    scores = D.graph_scores(frames.pairs, frames.answers)
+    if graphs is not None:
+        scores = scores[scores["graph"].isin(graphs)].reset_index(drop=True)
+    protocols = _protocols(frames.pairs)
+    return Scored(frames, scores, D.discovery_summary(scores, protocols), protocols)
+
+
+def _tables_md(
+    root: Path, folder: Path, sc: Scored, several: bool, runs_word: str
+) -> tuple[list[str], str]:
+    """The overall, alignment, source and graph-kind tables; returns (Markdown, the rel path
+    of the overall CSV)."""
+    s = sc.summary
+    rel = (folder / "tables").relative_to(root).as_posix()
+    _write(folder, "graph_scores", sc.scores, None)
+    _write(folder, "summary", s, None)
+    overall = s[s["dimension"] == "overall"]
+    md = [
+        f"**Graphs per system**{f' ({runs_word})' if runs_word else ''}: means over the complete "
+        "graphs, 95% bootstrap "
+        f"CIs. [CSV]({rel}/summary.csv) · [per graph]({rel}/graph_scores.csv)",
+        "",
+        _write(folder, "overall", overall, shown_summary(overall, several)),
+        "",
+    ]
+    for dim, title in (
+        ("alignment", "By commonsense alignment"),
+        ("source", "By source dataset"),
+        ("kind", "By CLadder graph kind"),
+    ):
+        part = s[s["dimension"] == dim]
+        if part.empty or (dim == "source" and part["group"].nunique() < 2):
+            continue
+        body = _write(folder, f"by_{dim}", part, shown_summary(part, several, group=True))
+        if len(part) > COLLAPSE_ROWS:
+            body = details(f"{title}: {len(part)} rows", body)
+        line = f" {alignment_sentence(s)}" if dim == "alignment" else ""
+        md += [f"**{title}.**{line} [CSV]({rel}/by_{dim}.csv)", "", body, ""]
+    return md, f"{rel}/overall.csv"
+
+
+def discovery_section(runs: list[Run], root: Path, jobs: list[_Job]) -> list[str]:
+    """The "Causal discovery" section of a run report, over the runs of the discovery-pairs
+    task (none: no section). Writes root/discovery/tables; appends its figures to `jobs`."""
+    mine = [r for r in runs if is_discovery_run(r)]
+    if not mine:
+        return []
+    frames = _concat([discovery_frames(r) for r in mine])
+    if frames.pairs.empty:
+        return []
+    folder = root / FOLDER
+    sc = score(frames)
+    several = len(mine) > 1
+    out = ["## Causal discovery (MAC's Meta Agents Model)", "", ABOUT, ""]
+    out += _simulated_note([r.label for r in mine if r.simulated])
+    out += [RULES, ""]
+    md, _ = _tables_md(root, folder, sc, several, "one row per run and system" if several else "")
+    out += md
+    paired = D.debate_vs_first(sc.scores)
+    if not paired.empty:
+        _write(folder, "debate_vs_first", paired, None)
+        rel = (folder / "tables").relative_to(root).as_posix()
+        out += [
+            "**Final answers against each agent's first answers**, paired by graph (difference "
+            f"final \u2212 first; SHD lower is better). [CSV]({rel}/debate_vs_first.csv)",
+            "",
+            *[f"- {line}" for line in paired_sentences(paired)],
+            "",
+            _write(folder, "debate_vs_first_shown", paired, shown_paired(paired, several)),
+            "",
+        ]
+    jobs.append((folder / "figures", "graphs_vs_tokens", discovery_cost_figure, (sc.summary,)))
+    jobs.append((folder / "figures", "shd_by_alignment", discovery_alignment_figure, (sc.summary,)))
+    out += [
+        _figure_md(
+            root,
+            folder,
+            "graphs_vs_tokens",
+            "Mean SHD and edge F1 of each system's graphs against its completion tokens per "
+            "graph (95% CIs; filled: final answers, open: first answers)",
+        ),
+        "",
+        _figure_md(root, folder, "shd_by_alignment", "Mean SHD by commonsense alignment (95% CIs)"),
+        "",
+    ]
+    return out
+
+
+def experiment_discovery_section(
+    variants: Sequence[Any], baseline: str | None, root: Path
+) -> list[str]:
+    """The "Causal discovery" section of an experiment report: each variant's final-answer
+    graphs (and its agents' first answers) over the graphs every variant completed, paired
+    with the baseline, and graphs against tokens per graph. `variants`: the experiment's
+    loaded variants (each with `.name` and `.run`). Writes root/discovery/; draws its figure."""
+    from analysis.figures import save
+
+    mine = [v for v in variants if is_discovery_run(v.run)]
+    if not mine:
+        return []
+    frames = _concat([discovery_frames(v.run, v.name) for v in mine])
+    if frames.pairs.empty:
+        return []
+    names = [v.name for v in mine]
+    full = D.graph_scores(frames.pairs, frames.answers)
+    common = D.common_graphs(full, names)
+    all_graphs = set(full["graph"])
+    sc = score(frames, common)
+    folder = root / FOLDER
+    out = ["## Causal discovery (MAC's Meta Agents Model)", "", ABOUT, ""]
+    out += _simulated_note([v.name for v in mine if v.run.simulated])
+    left = len(all_graphs) - len(common)
+    out += [
+        RULES,
+        "",
+        f"Every variant is scored on the {len(common)} graphs each completed ({left} left out: "
+        "some variant has not answered all their pairs yet, or its run selected other graphs).",
+        "",
+    ]
+    md, _ = _tables_md(root, folder, sc, True, "one row per variant and system")
+    out += md
+    if baseline is not None and baseline in names:
+        paired = D.versus_baseline(sc.scores, baseline)
+        if not paired.empty:
+            _write(folder, "versus_baseline", paired, None)
+            rel = (folder / "tables").relative_to(root).as_posix()
+            out += [
+                f"**Each variant's final-answer graphs against the baseline `{baseline}`'s**, "
+                f"paired by graph (difference variant \u2212 baseline). "
+                f"[CSV]({rel}/versus_baseline.csv)",
+                "",
+                *[f"- {line}" for line in paired_sentences(paired)],
+                "",
+                _write(folder, "versus_baseline_shown", paired, shown_paired(paired, True)),
+                "",
+            ]
+    finals = sc.summary[sc.summary["stage"] == "final"]
+    save(
+        discovery_cost_figure(finals, "Graphs against cost, one point per variant"),
+        folder / "figures",
+        "graphs_vs_tokens",
+    )
+    out += [
+        _figure_md(
+            root,
+            folder,
+            "graphs_vs_tokens",
+            "Mean SHD and edge F1 of each variant's final-answer graphs against its completion "
+            "tokens per graph (95% CIs)",
+        ),
+        "",
+    ]
+    return out
