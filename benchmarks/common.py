@@ -94,9 +94,38 @@ class OneModel(FakeModel):
         return self.debater.reply(request)
 
 
+class StreamingModel(FakeModel):
+    """A reply of `thinking` + `text` words drawn from a vocabulary (seeded by the request, so
+    it reads as varied text to the loop check), for measuring the cost of streaming alone."""
+
+    TEXT = (
+        "the effect of X on Y goes through V2 so we condition on V3 and compute P(Y=1|X=1) "
+        "= 0.42 minus 0.17 which is 0.25 wait let me check the backdoor path again because "
+        "the story says smoking causes tar and tar causes cancer therefore yes no maybe "
+        "indirect direct total natural counterfactual intervention estimand collider"
+    )
+
+    def __init__(self, thinking: int, text: int) -> None:
+        self.thinking, self.text = thinking, text
+
+    def reply(self, request: FakeRequest) -> FakeReply:
+        import random
+
+        rng = random.Random(request.digest)
+        vocabulary = self.TEXT.split(" ")
+        words = [rng.choice(vocabulary) for _ in range(self.thinking + self.text)]
+        return FakeReply(
+            thinking=" ".join(words[: self.thinking]),
+            text=" ".join(words[self.thinking :]),
+        )
+
+
 def build_models(which: str, dataset_folder: Path, seed: int = 0) -> dict[str, FakeModel]:
     if which == "one":
         return {ONE_MODEL: OneModel(dataset_folder, seed)}
+    if which.startswith("stream:"):  # "stream:THINKING:TEXT" words
+        _, thinking, text = which.split(":")
+        return {ONE_MODEL: StreamingModel(int(thinking), int(text))}
     return paper_models(answer_key(load_cladder(dataset_folder).questions), seed=seed)
 
 
@@ -110,17 +139,23 @@ class ServerSpec:
     models: str = "paper"  # "paper": qwen3, deepseek-r1 and granite; "one": ONE_MODEL
     faults: FaultPlan | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    # One token a chunk, each paced by the latency model, as real servers stream ("coarse": a
+    # few big chunks, as the fakes did before).
+    chunking: str = "token"
+
+    def server(self, dataset_folder: Path) -> FakeServer:
+        return FakeServer(
+            self.kind,
+            build_models(self.models, dataset_folder),
+            latency=self.latency,
+            faults=self.faults,
+            **{"chunking": self.chunking, **self.overrides},
+        )
 
 
 def _serve(spec: ServerSpec, dataset_folder: Path, conn: Connection) -> None:
     """Child process: serve until told to stop; answer stats requests meanwhile."""
-    server = FakeServer(
-        spec.kind,
-        build_models(spec.models, dataset_folder),
-        latency=spec.latency,
-        faults=spec.faults,
-        **spec.overrides,
-    )
+    server = spec.server(dataset_folder)
     with server:
         conn.send(server.url)
         while True:
@@ -147,13 +182,7 @@ class ServerHandle:
 
     def start(self) -> ServerHandle:
         if self.where == "thread":
-            self._server = FakeServer(
-                self.spec.kind,
-                build_models(self.spec.models, self.dataset_folder),
-                latency=self.spec.latency,
-                faults=self.spec.faults,
-                **self.spec.overrides,
-            ).start()
+            self._server = self.spec.server(self.dataset_folder).start()
             self.url = self._server.url
             return self
         ctx = mp.get_context("spawn")

@@ -223,6 +223,7 @@ class Engine:
         call, plan = job.call, job.plan
         fault = call.fault
         call.done_reason = plan.done_reason
+        self.stats.latency.generated_tokens += plan.count
         if not job.stream:
             if job.reply.delay is not None:
                 await asyncio.sleep(job.reply.delay * self.scheduler.model.time_scale)
@@ -291,9 +292,12 @@ class Engine:
         return response
 
     def _chunking(self, slot: Slot, job: Job) -> tuple[int, int]:
-        """Tokens per chunk and most chunks: few big writes when nothing waits, otherwise
-        chunks of about `min_chunk_seconds` each, so time to first token stays realistic."""
+        """Tokens per chunk and most chunks: one token each with `chunking="token"`; else few big
+        writes when nothing waits, otherwise chunks of about `min_chunk_seconds` each, so time
+        to first token stays realistic."""
         s, m = self.settings, self.scheduler.model
+        if s.chunking == "token":
+            return 1, 1 << 30
         per_token = m.per_token_seconds * slot.speed * m.time_scale
         if job.reply.delay is not None or self.scheduler.instant or per_token <= 0:
             return s.chunk_tokens, s.max_chunks

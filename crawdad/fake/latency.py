@@ -65,6 +65,7 @@ class LatencyStats(BaseModel):
     max_queue_wait_seconds: float = 0.0
     rejected: int = 0  # refused because the queue was full
     busy_seconds: float = 0.0  # slot time held by requests (served x time in a slot)
+    generated_tokens: int = 0  # tokens of the replies served (what the model generated)
 
 
 class QueueFull(Exception):
