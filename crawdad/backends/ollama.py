@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -120,7 +121,10 @@ class OllamaBackend:
     async def _stream(self, body: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
         if self._session is None:
             self._session = new_session(10.0, self._timeout)
-        async with self._session.post(self._chat_url, json=body, headers=self._headers) as resp:
+        async with (
+            asyncio.timeout(self._timeout),
+            self._session.post(self._chat_url, json=body, headers=self._headers) as resp,
+        ):
             if resp.status >= 400:
                 raise ollama.ResponseError(await resp.text(errors="replace"), resp.status)
             return await read_ndjson(resp, self.url, guard, ollama.ResponseError)

@@ -9,13 +9,14 @@ a server refuses the first form.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
 import aiohttp
+import msgspec
 import openai
-import orjson
 
 from crawdad.backends.base import (
     GARBAGE_ERRORS,
@@ -79,8 +80,8 @@ class StatusError(Exception):
 
     def __init__(self, status: int, text: str) -> None:
         try:
-            body: Any = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            body: Any = msgspec.json.decode(text)
+        except msgspec.DecodeError:
             body = text
         fallback = f"Error code: {status}" + (f" - {body}" if body else "")
         super().__init__(fallback)
@@ -271,7 +272,10 @@ class OpenAIBackend:
         if self._session is None:
             self._session = new_session(self._timeout, self._timeout)
         url = f"{self.url}/chat/completions"
-        async with self._session.post(url, json=body, headers=self._headers) as resp:
+        async with (
+            asyncio.timeout(self._timeout),
+            self._session.post(url, json=body, headers=self._headers) as resp,
+        ):
             if resp.status >= 400:
                 raise StatusError(resp.status, await resp.text(errors="replace"))
             return await read_sse(resp, self.url, guard)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-import orjson
+import msgspec
 
 from crawdad.backends.base import (
     GARBAGE_ERRORS,
@@ -37,39 +37,55 @@ from crawdad.backends.base import (
 from crawdad.backends.guard import StreamGuard, Verdict
 from crawdad.errors import BackendError
 
-REASONING_FIELDS = ("reasoning_content", "reasoning")
-GATHER_SHARE = 0.05  # leave the connection unread for this share of the response's time so far
-MAX_GATHER = 0.05  # seconds, at most; a stall or a budget is noticed this much later at worst
-MIN_GATHER = 0.002  # shorter waits are not worth a pause and a resume
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # read in this order
+# After each read the connection is left unread for about GATHER_CHUNKS chunks' time (at the
+# stream's pace so far), but never more than GATHER_SHARE of the time the response has taken so
+# far (a short answer is not held up) nor MAX_GATHER (a stall, a budget or a loop is noticed at
+# most this much later); shorter than MIN_GATHER is not worth a pause and a resume.
+GATHER_CHUNKS = 8
+GATHER_SHARE = 0.05
+MAX_GATHER = 0.25
+MIN_GATHER = 0.002
 NS = 1e-9
 
 
 def new_session(connect_timeout: float, read_timeout: float) -> aiohttp.ClientSession:
-    """A session for streamed requests: no cap on connections (crawdad caps requests itself),
-    `read_timeout` seconds at most between two reads of the body, as the SDKs had."""
+    """A session for streamed requests: no cap on connections (crawdad caps requests itself).
+    No timeout between two reads (aiohttp re-arms it on every packet, a timer each): the
+    backends bound the whole request by `read_timeout` instead, which the SDKs' read timeout
+    (the same number) never came before anyway."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0),
-        timeout=aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout, sock_read=read_timeout
-        ),
-        json_serialize=lambda obj: orjson.dumps(obj).decode(),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None),
+        json_serialize=lambda obj: msgspec.json.encode(obj).decode(),
     )
 
 
 class Lines:
     """The complete lines of a response body, a batch per read."""
 
-    def __init__(self, resp: aiohttp.ClientResponse, gather: bool = True) -> None:
-        self._content = resp.content
+    def __init__(self, resp: aiohttp.ClientResponse, per_chunk: int, gather: bool = True) -> None:
+        self._content = content = resp.content
         self._rest = b""
-        self._protocol = resp.connection.protocol if gather and resp.connection else None
+        self._per_chunk = per_chunk  # lines a chunk: 2 for SSE (an event, a blank line)
+        self._lines = 0
+        self._protocol = resp.connection.protocol if resp.connection else None
+        self._gather_on = gather
         self._started = time.monotonic()
         self._timer: asyncio.TimerHandle | None = None
+        self._paused: asyncio.Transport | None = None
+        # aiohttp's StreamReader resumes the connection after every HTTP chunk it hands out
+        # (several µs each, with one-token chunks most of the cost); once a read is enough.
+        self._flow = self._protocol is not None and hasattr(content, "_low_water_chunks")
+        if self._flow:
+            content._low_water_chunks = 0
 
     async def batch(self) -> list[bytes] | None:
         """Every complete line that has arrived (waiting for at least one); None at the end."""
         while True:
             data = await self._content.readany()
+            if self._flow and getattr(self._protocol, "_reading_paused", False):
+                self._protocol.resume_reading()  # type: ignore[union-attr]
             if not data:
                 rest, self._rest = self._rest, b""
                 return [rest] if rest.strip() else None
@@ -78,24 +94,33 @@ class Lines:
             lines = data.split(b"\n")
             self._rest = lines.pop()
             if lines:
+                self._lines += len(lines)
                 self._gather()
                 return lines
 
     def _gather(self) -> None:
-        """Stop reading the socket for a moment: what arrives meanwhile comes in one read."""
-        protocol = self._protocol
-        if protocol is None or protocol.transport is None or self._content.is_eof():
+        """Stop reading the socket for a moment: what arrives meanwhile comes in one read.
+
+        The transport is paused, not aiohttp's protocol: pausing the protocol pauses its parser
+        too, which then hands out one chunk per resume."""
+        transport = self._protocol.transport if self._protocol is not None else None
+        if not self._gather_on or transport is None or not transport.is_reading():
+            return
+        if self._content.is_eof():
             return  # at the end of the body the connection is back in the pool: not ours
-        wait = min(MAX_GATHER, GATHER_SHARE * (time.monotonic() - self._started))
+        elapsed = time.monotonic() - self._started
+        pace = elapsed * self._per_chunk / self._lines  # seconds a chunk so far
+        wait = min(MAX_GATHER, GATHER_SHARE * elapsed, GATHER_CHUNKS * pace)
         if wait >= MIN_GATHER:
-            protocol.pause_reading()
+            transport.pause_reading()
+            self._paused = transport
             self._timer = asyncio.get_running_loop().call_later(wait, self._resume)
 
     def _resume(self) -> None:
         self._timer = None
-        transport = self._protocol.transport if self._protocol is not None else None
+        transport, self._paused = self._paused, None
         if transport is not None and not transport.is_closing():
-            self._protocol.resume_reading()  # type: ignore[union-attr]
+            transport.resume_reading()
 
     def close(self) -> None:
         """Resume reading now: a connection must not go back to the pool paused."""
@@ -135,6 +160,71 @@ class StreamError(Exception):
         self.body = body
 
 
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """What crawdad reads of a chat completion chunk; the rest is skipped, never built."""
+
+    choices: list[_Choice] | None = None
+    usage: dict[str, Any] | None = None
+    error: Any = None
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    thinking: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _Part(msgspec.Struct):
+    """What crawdad reads of a line of an Ollama chat stream."""
+
+    message: _Message | None = None
+    done: bool = False
+    error: Any = None
+    done_reason: str | None = None
+    total_duration: int | None = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None
+
+
+_DECODERS: dict[type, tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]]] = {
+    kind: (msgspec.json.Decoder(kind), msgspec.json.Decoder(list[kind]))  # type: ignore[valid-type]
+    for kind in (_Chunk, _Part)
+}
+
+
+def _decode(kind: type, payloads: list[bytes], url: str, expected: str, prefix: bytes) -> list[Any]:
+    """Every payload of a batch decoded in one call (as a JSON array); on an error, the payload
+    at fault is named."""
+    one, many = _DECODERS[kind]
+    try:
+        if len(payloads) == 1:
+            return [one.decode(payloads[0])]
+        found = many.decode(b"[" + b",".join(payloads) + b"]")
+        if len(found) == len(payloads):
+            return found  # type: ignore[no-any-return]
+    except msgspec.DecodeError:
+        pass
+    out = []
+    for payload in payloads:  # one at a time, to say which
+        try:
+            out.append(one.decode(payload))
+        except msgspec.DecodeError as e:
+            raise garbled(url, expected, ValueError(str(e)), prefix + payload) from e
+    return out
+
+
 async def read_sse(
     resp: aiohttp.ClientResponse, url: str, guard: StreamGuard | None, *, gather: bool = True
 ) -> ChatResult:
@@ -146,56 +236,60 @@ async def read_sse(
     chunks = 0  # chunks with text: the token count when a server sends no usage (llama.cpp)
     events = 0
     calls: dict[int, dict[str, Any]] = {}  # streamed tool calls by index: id, name, pieces
-    lines = Lines(resp, gather)
-    loads = orjson.loads
-    line = b""
+    lines = Lines(resp, 2, gather)
+    expected = "a chat completion chunk"
     try:
         while (batch := await lines.batch()) is not None:
-            t0, c0, seen = len(thinking), len(content), events
+            t0, c0 = len(thinking), len(content)
             done = False
-            try:
-                for line in batch:
-                    if line[:5] != b"data:":
-                        continue  # blank lines, comments (`: ping`), other fields
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    chunk = loads(data)
-                    events += 1
-                    if error := chunk.get("error"):
-                        message = error.get("message") if isinstance(error, dict) else None
-                        if not message or not isinstance(message, str):
-                            message = "An error occurred during streaming"
-                        raise StreamError(message, error)
-                    usage = chunk.get("usage") or usage
-                    choices = chunk.get("choices")
-                    if not choices:
-                        continue
-                    choice = choices[0]
-                    delta = choice["delta"]
-                    text = delta.get("content") or ""
-                    think = ""
-                    for name in REASONING_FIELDS:
-                        if value := delta.get(name):
-                            think = str(value)
-                            break
-                    if text or think:
-                        chunks += 1
+            payloads = []
+            for line in batch:
+                if line[:5] != b"data:":
+                    continue  # blank lines, comments (`: ping`), other fields
+                data = line[6:] if line[5:6] == b" " else line[5:].strip()
+                if data[:6] == b"[DONE]":
+                    done = True
+                    break
+                payloads.append(data)
+            if payloads:
+                parsed = _decode(_Chunk, payloads, url, expected, b"data: ")
+                events += len(parsed)
+                try:
+                    for chunk in parsed:
+                        if chunk.error:
+                            error = chunk.error
+                            message = error.get("message") if isinstance(error, dict) else None
+                            if not message or not isinstance(message, str):
+                                message = "An error occurred during streaming"
+                            raise StreamError(message, error)
+                        if chunk.usage:
+                            usage = chunk.usage
+                        if not chunk.choices:
+                            continue
+                        choice = chunk.choices[0]
+                        delta = choice.delta
+                        text = delta.content
+                        think = delta.reasoning_content or delta.reasoning
                         if text:
                             content.append(text)
-                        if think:
+                            chunks += 1
+                            if think:
+                                thinking.append(think)
+                        elif think:
                             thinking.append(think)
-                    if pieces := delta.get("tool_calls"):
-                        _add_calls(calls, pieces)
-                    finish = choice.get("finish_reason") or finish
-            except GARBAGE_ERRORS as e:
-                raise garbled(url, "a chat completion chunk", e, line) from e
-            if guard is not None and events > seen:
-                verdict = _feed(guard, thinking, content, t0, c0)
-                if verdict:
-                    resp.close()  # the server sees the client go, and stops
-                    return _stopped(verdict, content, thinking, chunks)
+                            chunks += 1
+                        if delta.tool_calls:
+                            _add_calls(calls, delta.tool_calls)
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+                except GARBAGE_ERRORS as e:
+                    raw = b"data: " + payloads[parsed.index(chunk)]
+                    raise garbled(url, expected, e, raw) from e
+                if guard is not None:
+                    verdict = _feed(guard, thinking, content, t0, c0)
+                    if verdict:
+                        resp.close()  # the server sees the client go, and stops
+                        return _stopped(verdict, content, thinking, chunks)
             if done:
                 while await resp.content.readany():  # the rest of the body: keep-alive
                     pass
@@ -229,7 +323,7 @@ async def read_sse(
             raw_stop_reason=finish,
         )
     except GARBAGE_ERRORS as e:
-        raise garbled(url, "a chat completion chunk", e, orjson.dumps(usage)) from e
+        raise garbled(url, expected, e, msgspec.json.encode(usage)) from e
 
 
 def _add_calls(calls: dict[int, dict[str, Any]], pieces: list[dict[str, Any]]) -> None:
@@ -261,42 +355,42 @@ async def read_ndjson(
     thinking: list[str] = []
     calls: list[ToolCallOut] = []
     parts = 0  # chunks before the last: Ollama streams a token a chunk
-    lines = Lines(resp, gather)
-    loads = orjson.loads
-    line = b""
+    lines = Lines(resp, 1, gather)
+    expected = "an Ollama chat response"
     try:
         while (batch := await lines.batch()) is not None:
-            t0, c0, seen = len(thinking), len(content), parts
-            last: dict[str, Any] | None = None
+            t0, c0 = len(thinking), len(content)
+            payloads = [line for line in batch if line.strip()]
+            if not payloads:
+                continue
+            last: _Part | None = None
+            decoded = _decode(_Part, payloads, url, expected, b"")
             try:
-                for line in batch:
-                    if not line.strip():
-                        continue
-                    part = loads(line)
-                    if error := part.get("error"):
-                        raise on_error(error)
-                    message = part["message"]
-                    text = message.get("content") or ""
-                    think = message.get("thinking") or ""
-                    if text:
-                        content.append(text)
-                    if think:
-                        thinking.append(think)
-                    if message.get("tool_calls"):  # Ollama sends each call whole, in one chunk
+                for part in decoded:
+                    if part.error:
+                        raise on_error(part.error)
+                    message = part.message
+                    if message is None:
+                        raise KeyError("message")
+                    if message.content:
+                        content.append(message.content)
+                    if message.thinking:
+                        thinking.append(message.thinking)
+                    if message.tool_calls:  # Ollama sends each call whole, in one chunk
                         calls += [
                             ToolCallOut(
                                 name=c["function"]["name"],
                                 arguments=dict(c["function"].get("arguments") or {}),
                             )
-                            for c in message["tool_calls"]
+                            for c in message.tool_calls
                         ]
-                    if part.get("done"):
+                    if part.done:
                         last = part
                         break
                     parts += 1
             except GARBAGE_ERRORS as e:
-                raise garbled(url, "an Ollama chat response", e, line) from e
-            if guard is not None and parts > seen:
+                raise garbled(url, expected, e, payloads[decoded.index(part)]) from e
+            if guard is not None:
                 verdict = _feed(guard, thinking, content, t0, c0)
                 if verdict:
                     resp.close()  # the server sees the client go, and stops
@@ -304,10 +398,7 @@ async def read_ndjson(
             if last is not None:
                 while await resp.content.readany():  # the rest of the body: keep-alive
                     pass
-                try:
-                    result = _ollama_result(last, "".join(content), "".join(thinking))
-                except GARBAGE_ERRORS as e:
-                    raise garbled(url, "an Ollama chat response", e, line) from e
+                result = _ollama_result(last, "".join(content), "".join(thinking))
                 result.tool_calls = calls
                 return result
     finally:
@@ -319,16 +410,15 @@ async def read_ndjson(
     )
 
 
-def _ollama_result(last: dict[str, Any], content: str, thinking: str) -> ChatResult:
+def _ollama_result(last: _Part, content: str, thinking: str) -> ChatResult:
     text, trace = split_think(content, thinking)
-    total = last.get("total_duration")
-    reason = last.get("done_reason")
+    total = last.total_duration
     return ChatResult(
         text=text,
         thinking=trace,
-        prompt_tokens=last.get("prompt_eval_count"),
-        completion_tokens=last.get("eval_count"),
+        prompt_tokens=last.prompt_eval_count,
+        completion_tokens=last.eval_count,
         server_seconds=total * NS if total else None,
-        stop_reason=stop_reason_of(reason),
-        raw_stop_reason=reason,
+        stop_reason=stop_reason_of(last.done_reason),
+        raw_stop_reason=last.done_reason,
     )
