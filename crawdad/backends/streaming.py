@@ -80,23 +80,25 @@ class Lines:
         if self._flow:
             content._low_water_chunks = 0
 
-    async def batch(self) -> list[bytes] | None:
-        """Every complete line that has arrived (waiting for at least one); None at the end."""
+    async def batch(self) -> bytes | None:
+        """Every complete line that has arrived, newlines kept (waiting for at least one);
+        None at the end of the body."""
         while True:
             data = await self._content.readany()
             if self._flow and getattr(self._protocol, "_reading_paused", False):
                 self._protocol.resume_reading()  # type: ignore[union-attr]
             if not data:
                 rest, self._rest = self._rest, b""
-                return [rest] if rest.strip() else None
+                return rest + b"\n" if rest.strip() else None
             if self._rest:
                 data = self._rest + data
-            lines = data.split(b"\n")
-            self._rest = lines.pop()
-            if lines:
-                self._lines += len(lines)
+            end = data.rfind(b"\n") + 1
+            if end:
+                self._rest = data[end:]
+                self._lines += data.count(b"\n", 0, end)
                 self._gather()
-                return lines
+                return data[:end]
+            self._rest = data
 
     def _gather(self) -> None:
         """Stop reading the socket for a moment: what arrives meanwhile comes in one read.
@@ -205,17 +207,12 @@ _DECODERS: dict[type, tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]
 
 
 def _decode(kind: type, payloads: list[bytes], url: str, expected: str, prefix: bytes) -> list[Any]:
-    """Every payload of a batch decoded in one call (as a JSON array); on an error, the payload
-    at fault is named."""
+    """Every payload decoded; on an error, the payload at fault is named."""
     one, many = _DECODERS[kind]
-    try:
-        if len(payloads) == 1:
-            return [one.decode(payloads[0])]
-        found = many.decode(b"[" + b",".join(payloads) + b"]")
-        if len(found) == len(payloads):
-            return found  # type: ignore[no-any-return]
-    except msgspec.DecodeError:
-        pass
+    if len(payloads) > 1:
+        found = _decode_array(many, b",".join(payloads), len(payloads))
+        if found is not None:
+            return found
     out = []
     for payload in payloads:  # one at a time, to say which
         try:
@@ -223,6 +220,64 @@ def _decode(kind: type, payloads: list[bytes], url: str, expected: str, prefix: 
         except msgspec.DecodeError as e:
             raise garbled(url, expected, ValueError(str(e)), prefix + payload) from e
     return out
+
+
+def _decode_array(decoder: msgspec.json.Decoder[Any], joined: bytes, count: int) -> Any:
+    """`count` payloads joined by commas, decoded in one call as a JSON array (None: not so)."""
+    try:
+        found = decoder.decode(b"[" + joined + b"]")
+    except msgspec.DecodeError:
+        return None
+    return found if len(found) == count else None
+
+
+_DONE = b"data: [DONE]\n\n"
+
+
+def _sse_payloads(raw: bytes) -> tuple[list[bytes], bool]:
+    """The `data:` payloads of complete lines of an event stream, and whether `[DONE]` came."""
+    payloads = []
+    for line in raw.split(b"\n"):
+        if line[:5] != b"data:":
+            continue  # blank lines, comments (`: ping`), other fields
+        data = line[6:] if line[5:6] == b" " else line[5:].strip()
+        if data[:6] == b"[DONE]":
+            return payloads, True
+        payloads.append(data)
+    return payloads, False
+
+
+def _sse_chunks(raw: bytes, url: str, expected: str) -> tuple[list[_Chunk], bool]:
+    """The chunks of complete lines of an event stream, and whether `[DONE]` came. The usual
+    batch (`data: {...}` events only, as vLLM and llama.cpp send) becomes one JSON array
+    without splitting it into lines: a JSON text holds no raw newline."""
+    done = raw.endswith(_DONE)
+    body = raw[: -len(_DONE)] if done else raw
+    if not body:
+        return [], done
+    if body[:7] == b"data: {" and body[-3:] == b"}\n\n" and b"[DONE]" not in body:
+        inner = body[6:-2]
+        joined = inner.replace(b"\n\ndata: ", b",")
+        if b"\n" not in joined:
+            found = _decode_array(_DECODERS[_Chunk][1], joined, inner.count(b"\n\n") + 1)
+            if found is not None:
+                return found, done  # type: ignore[no-any-return]
+    payloads, done = _sse_payloads(raw)
+    return _decode(_Chunk, payloads, url, expected, b"data: "), done
+
+
+def _ndjson_parts(raw: bytes, url: str, expected: str) -> list[_Part]:
+    """The objects of complete lines of an NDJSON stream (one JSON array when no line is
+    blank)."""
+    inner = raw[:-1]
+    if inner and b"\n\n" not in inner and inner[:1] != b"\n":
+        found = _decode_array(
+            _DECODERS[_Part][1], inner.replace(b"\n", b","), inner.count(b"\n") + 1
+        )
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    payloads = [line for line in raw.split(b"\n") if line.strip()]
+    return _decode(_Part, payloads, url, expected, b"")
 
 
 async def read_sse(
@@ -239,20 +294,10 @@ async def read_sse(
     lines = Lines(resp, 2, gather)
     expected = "a chat completion chunk"
     try:
-        while (batch := await lines.batch()) is not None:
+        while (raw := await lines.batch()) is not None:
             t0, c0 = len(thinking), len(content)
-            done = False
-            payloads = []
-            for line in batch:
-                if line[:5] != b"data:":
-                    continue  # blank lines, comments (`: ping`), other fields
-                data = line[6:] if line[5:6] == b" " else line[5:].strip()
-                if data[:6] == b"[DONE]":
-                    done = True
-                    break
-                payloads.append(data)
-            if payloads:
-                parsed = _decode(_Chunk, payloads, url, expected, b"data: ")
+            parsed, done = _sse_chunks(raw, url, expected)
+            if parsed:
                 events += len(parsed)
                 try:
                     for chunk in parsed:
@@ -283,8 +328,8 @@ async def read_sse(
                         if choice.finish_reason:
                             finish = choice.finish_reason
                 except GARBAGE_ERRORS as e:
-                    raw = b"data: " + payloads[parsed.index(chunk)]
-                    raise garbled(url, expected, e, raw) from e
+                    payload = _sse_payloads(raw)[0][parsed.index(chunk)]
+                    raise garbled(url, expected, e, b"data: " + payload) from e
                 if guard is not None:
                     verdict = _feed(guard, thinking, content, t0, c0)
                     if verdict:
@@ -358,13 +403,12 @@ async def read_ndjson(
     lines = Lines(resp, 1, gather)
     expected = "an Ollama chat response"
     try:
-        while (batch := await lines.batch()) is not None:
+        while (raw := await lines.batch()) is not None:
             t0, c0 = len(thinking), len(content)
-            payloads = [line for line in batch if line.strip()]
-            if not payloads:
+            decoded = _ndjson_parts(raw, url, expected)
+            if not decoded:
                 continue
             last: _Part | None = None
-            decoded = _decode(_Part, payloads, url, expected, b"")
             try:
                 for part in decoded:
                     if part.error:
@@ -389,6 +433,7 @@ async def read_ndjson(
                         break
                     parts += 1
             except GARBAGE_ERRORS as e:
+                payloads = [line for line in raw.split(b"\n") if line.strip()]
                 raise garbled(url, expected, e, payloads[decoded.index(part)]) from e
             if guard is not None:
                 verdict = _feed(guard, thinking, content, t0, c0)
