@@ -3,17 +3,21 @@
 Real servers send one token a chunk, spread out in time. Through the SDKs (`openai`, `ollama`)
 each chunk cost an event-loop wake-up, an SSE or line decoder in Python, a pydantic object and
 the stream guard's bookkeeping: 60-120 µs of crawdad's CPU per token (benchmarks/README.md).
-Here one wake-up takes every byte that has arrived (`StreamReader.readany`), splits the lines
-itself, decodes each chunk with orjson into plain dicts, and feeds the stream guard (loop check,
-time budget, stall clock) once per batch instead of once per chunk. Between reads the connection
-is left unread for a moment (`gather_seconds`, a fraction of the time the response has taken so
-far, at most `MAX_GATHER`): the chunks that arrive meanwhile wait in the kernel and come in the
-next read together, so a stream of a few hundred tokens a second costs a few reads a second.
+Here a wake-up takes every byte that has arrived at once, the batch of events (or lines) is
+decoded by msgspec in one call, as one JSON array, into structs that hold only the fields
+crawdad reads, and the stream guard (loop check, time budget, stall clock) is fed once a batch.
 
-The two readers turn chunks into a `ChatResult` exactly as the SDK paths did: reasoning from
+Between reads the connection is left unread for a while (its transport paused): the chunks that
+arrive meanwhile wait in the kernel and come in the next read together. The wait is about
+`GATHER_CHUNKS` chunks at the stream's pace so far, but at most `GATHER_SHARE` of the time the
+response has taken so far (a short answer is not held up: its end is seen at most that share
+later) and at most `MAX_GATHER` (a stall, a budget or a loop is noticed at most that much later).
+
+The readers turn chunks into a `ChatResult` as the SDK paths did: reasoning from
 `reasoning_content` / `reasoning` / `thinking`, streamed tool calls put together, usage from the
 last chunk (or the count of chunks with text when a server sends none), a stream that ends
-before its last chunk an error, an error event mid-stream an error.
+before its last chunk an error, an error event mid-stream an error, a chunk that is not the
+API's a `GarbledReply` quoting it.
 """
 
 from __future__ import annotations
@@ -38,14 +42,12 @@ from crawdad.backends.guard import StreamGuard, Verdict
 from crawdad.errors import BackendError
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # read in this order
-# After each read the connection is left unread for about GATHER_CHUNKS chunks' time (at the
-# stream's pace so far), but never more than GATHER_SHARE of the time the response has taken so
-# far (a short answer is not held up) nor MAX_GATHER (a stall, a budget or a loop is noticed at
-# most this much later); shorter than MIN_GATHER is not worth a pause and a resume.
-GATHER_CHUNKS = 8
-GATHER_SHARE = 0.05
-MAX_GATHER = 0.25
-MIN_GATHER = 0.002
+# After each read, the connection is left unread for GATHER_CHUNKS chunks' time, at most
+# GATHER_SHARE of the response's time so far and at most MAX_GATHER seconds (see above).
+GATHER_CHUNKS = 32
+GATHER_SHARE = 0.1
+MAX_GATHER = 0.5
+MIN_GATHER = 0.002  # shorter is not worth a pause and a resume
 NS = 1e-9
 
 
@@ -59,6 +61,11 @@ def new_session(connect_timeout: float, read_timeout: float) -> aiohttp.ClientSe
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None),
         json_serialize=lambda obj: msgspec.json.encode(obj).decode(),
     )
+
+
+# aiohttp's StreamReader fields that `Lines._take` reads and keeps in step.
+_READER_FIELDS = ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_eof")
+_READER_FIELDS += ("_exception", "_wait")
 
 
 class Lines:
@@ -79,12 +86,15 @@ class Lines:
         self._flow = self._protocol is not None and hasattr(content, "_low_water_chunks")
         if self._flow:
             content._low_water_chunks = 0
+        # And `readany` hands out its buffer an HTTP chunk at a time (with bookkeeping for each);
+        # where the buffer is as this module knows it, it is taken whole.
+        self._whole = self._flow and all(hasattr(content, a) for a in _READER_FIELDS)
 
     async def batch(self) -> bytes | None:
         """Every complete line that has arrived, newlines kept (waiting for at least one);
         None at the end of the body."""
         while True:
-            data = await self._content.readany()
+            data = await (self._take() if self._whole else self._content.readany())
             if self._flow and getattr(self._protocol, "_reading_paused", False):
                 self._protocol.resume_reading()  # type: ignore[union-attr]
             if not data:
@@ -99,6 +109,22 @@ class Lines:
                 self._gather()
                 return data[:end]
             self._rest = data
+
+    async def _take(self) -> bytes:
+        """`readany()`, with what has arrived taken in one piece."""
+        content: Any = self._content
+        if content._exception is None and not content._buffer and not content._eof:
+            await content._wait("readany")
+        buffer = content._buffer
+        if content._exception is not None or not buffer or content._buffer_offset:
+            return await self._content.readany()
+        data = b"".join(buffer) if len(buffer) > 1 else buffer[0]
+        buffer.clear()
+        content._size -= len(data)
+        content._cursor += len(data)
+        if content._http_chunk_splits:
+            content._http_chunk_splits.clear()  # offsets for readchunk(), never called here
+        return data  # type: ignore[no-any-return]
 
     def _gather(self) -> None:
         """Stop reading the socket for a moment: what arrives meanwhile comes in one read.
