@@ -79,13 +79,23 @@ def synthetic(n: int, folder: Path | None = None) -> Dataset:
     return load_cladder(write_cladder(folder / "data", n))
 
 
+# Shorter replies than the profile's (~520 tokens a request on average, ~150 with these): one
+# token a chunk at the server-bound setup's pace, a paper-length run would take many minutes.
+SHORT_REPLIES: dict[str, Any] = {
+    "thinking_words": (60, 200),
+    "debate_thinking_words": (40, 120),
+    "initial_words": (30, 60),
+    "debate_words": (20, 50),
+}
+
+
 class OneModel(FakeModel):
     """One served model answering both debaters' turns and the extractor's requests, so that
     every request of a run counts against the same P slots of one server (a self-debate)."""
 
-    def __init__(self, dataset_folder: Path, seed: int = 0) -> None:
+    def __init__(self, dataset_folder: Path, seed: int = 0, **profile: Any) -> None:
         key = answer_key(load_cladder(dataset_folder).questions)
-        self.debater = ProfileModel(key, "qwen3", seed=seed)
+        self.debater = ProfileModel(key, "qwen3", seed=seed, **profile)
         self.extractor = FakeExtractor(seed=seed)
 
     def reply(self, request: FakeRequest) -> FakeReply:
@@ -123,6 +133,8 @@ class StreamingModel(FakeModel):
 def build_models(which: str, dataset_folder: Path, seed: int = 0) -> dict[str, FakeModel]:
     if which == "one":
         return {ONE_MODEL: OneModel(dataset_folder, seed)}
+    if which == "one-short":
+        return {ONE_MODEL: OneModel(dataset_folder, seed, **SHORT_REPLIES)}
     if which.startswith("stream:"):  # "stream:THINKING:TEXT" words
         _, thinking, text = which.split(":")
         return {ONE_MODEL: StreamingModel(int(thinking), int(text))}
@@ -234,12 +246,28 @@ def start_servers(
 
 # --- the server-bound setup (bench_server_bound.py, bench_experiment.py) ----------------------
 
-P, L, SLOWDOWN = 64, 0.2, 0.002  # slots, seconds a request, slowdown per other request in flight
-BOUND = P / (L * (1 + SLOWDOWN * (P - 1)))  # requests per second the server can answer at most
+# Slots, seconds before the first token, seconds a token (500 tokens/s a stream, a small model
+# on a big GPU), slowdown per other request in flight. Replies stream one token a chunk.
+P, L, T, SLOWDOWN = 64, 0.2, 0.002, 0.002
+SERVER_BOUND_MODELS = "one-short"
 
 
 def server_bound_latency() -> LatencyModel:
-    return LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
+    return LatencyModel(
+        base_seconds=L, per_token_seconds=T, capacity=P, slowdown=SLOWDOWN, max_queue=100_000
+    )
+
+
+def request_seconds(stats: dict[str, Any]) -> float:
+    """A request's time in a full server: L + T x the run's mean tokens a reply, slowed down."""
+    latency = stats["latency"]
+    tokens = latency["generated_tokens"] / max(1, latency["served"])
+    return (L + T * tokens) * (1 + SLOWDOWN * (P - 1))
+
+
+def bound(stats: dict[str, Any]) -> float:
+    """Requests per second the server can answer at most: P slots, each busy a request's time."""
+    return P / request_seconds(stats)
 
 
 # --- configs and runs --------------------------------------------------------------------------
