@@ -96,8 +96,10 @@ def main() -> None:
                     max_in_flight=cap or None,
                 )
                 out = folder / f"run-{cap}-{concurrency}"
+                before = server.usage() or {"cpu": 0.0}
                 m = measure(config, dataset, out)
                 stats = server.stats()
+                server_cpu = (server.usage() or {"cpu": 0.0})["cpu"] - before["cpu"]
             finally:
                 server.stop()
             requests = requests_served(stats)
@@ -112,7 +114,8 @@ def main() -> None:
                 f"({requests / span / limit:.3f} from the first request to the last answer, "
                 f"{span:.2f} s); most in flight at the server "
                 f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
-                f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
+                f"({100 * m.cpu / m.wall:.0f}% of a core), server CPU {server_cpu:.1f} s; errored "
+                f"{m.summary.errored}"
             )
 
     subset = dataclasses.replace(dataset, questions=dataset.questions[: args.serial])
