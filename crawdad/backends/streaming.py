@@ -23,6 +23,7 @@ API's a `GarbledReply` quoting it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -155,6 +156,15 @@ class Lines:
         if self._timer is not None:
             self._timer.cancel()
             self._resume()
+
+
+async def _drain(resp: aiohttp.ClientResponse) -> None:
+    """Read the body to its end after the last chunk, so the connection can serve again. A body
+    that ends badly there (llama-cpp-python, when it cuts a stream) only costs the connection:
+    the answer is judged by the chunks."""
+    with contextlib.suppress(aiohttp.ClientError):
+        while await resp.content.readany():
+            pass
 
 
 def _stopped(verdict: Verdict, content: list[str], thinking: list[str], tokens: int) -> ChatResult:
@@ -364,8 +374,7 @@ async def read_sse(
                         resp.close()  # the server sees the client go, and stops
                         return _stopped(verdict, content, thinking, chunks)
             if done:
-                while await resp.content.readany():  # the rest of the body: keep-alive
-                    pass
+                await _drain(resp)
                 break
     finally:
         lines.close()
@@ -469,8 +478,7 @@ async def read_ndjson(
                     resp.close()  # the server sees the client go, and stops
                     return _stopped(verdict, content, thinking, parts)
             if last is not None:
-                while await resp.content.readany():  # the rest of the body: keep-alive
-                    pass
+                await _drain(resp)
                 result = _ollama_result(last, "".join(content), "".join(thinking))
                 result.tool_calls = calls
                 return result
