@@ -104,7 +104,8 @@ class OllamaBackend:
             kwargs["format"] = request.json_schema
         try:
             if request.stream:
-                body = {k: v for k, v in kwargs.items() if v is not None}
+                # The body the `ollama` client sends (tools [] when there are none).
+                body = {"tools": [], **{k: v for k, v in kwargs.items() if v is not None}}
                 result = await self._stream({**body, "stream": True}, guard)
             else:
                 resp = await self._client.chat(**kwargs, stream=False)
