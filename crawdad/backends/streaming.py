@@ -65,8 +65,8 @@ def new_session(connect_timeout: float, read_timeout: float) -> aiohttp.ClientSe
 
 
 # aiohttp's StreamReader fields that `Lines._take` reads and keeps in step.
-_READER_FIELDS = ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_eof")
-_READER_FIELDS += ("_exception", "_wait")
+_READER_FIELDS: tuple[str, ...] = ("_buffer", "_buffer_offset", "_size", "_cursor", "_eof")
+_READER_FIELDS += ("_http_chunk_splits", "_exception", "_wait")
 
 
 class Lines:
@@ -274,7 +274,7 @@ _DONE = b"data: [DONE]\n\n"
 
 def _sse_payloads(raw: bytes) -> tuple[list[bytes], bool]:
     """The `data:` payloads of complete lines of an event stream, and whether `[DONE]` came."""
-    payloads = []
+    payloads: list[bytes] = []
     for line in raw.split(b"\n"):
         if line[:5] != b"data:":
             continue  # blank lines, comments (`: ping`), other fields
