@@ -24,12 +24,14 @@ from pathlib import Path
 
 from bench_orchestrator import RssSampler
 from common import (
-    BOUND,
+    SERVER_BOUND_MODELS,
     L,
     LatencyModel,
     P,
     ServerHandle,
     ServerSpec,
+    T,
+    bound,
     config_for,
     header,
     measure,
@@ -100,18 +102,23 @@ def server_bound(
 ) -> None:
     dataset = synthetic(n, folder)
     print(
-        f"\n-- 1. server bound: P={P}, L={L} s; bound {BOUND:.0f} requests/s; {n} questions; "
+        f"\n-- 1. server bound: P={P}, L={L} s + {T} s a token, one token a chunk; {n} questions; "
         f"concurrency {concurrency} per variant"
     )
 
     def one_model_server() -> ServerHandle:
         return ServerHandle(
-            ServerSpec("ollama", server_bound_latency(), models="one"), folder / "data"
+            ServerSpec("ollama", server_bound_latency(), models=SERVER_BOUND_MODELS),
+            folder / "data",
         )
 
     def config(url: str, cap: int = 0) -> RunConfig:
         return config_for(
-            [url], kind="ollama", concurrency=concurrency, models="one", max_in_flight=cap or None
+            [url],
+            kind="ollama",
+            concurrency=concurrency,
+            models=SERVER_BOUND_MODELS,
+            max_in_flight=cap or None,
         )
 
     apart = 0
@@ -129,14 +136,15 @@ def server_bound(
             wall, cpu = run_variants(
                 variants(config(server.url, cap), ["solo", "paper"]), dataset, exp
             )
-            together = requests_served(server.stats())
+            stats = server.stats()
+            together = requests_served(stats)
         shared_round0 = sum(
             r.turns[0].shared for v in ("paper", "solo") for r in RunStore(exp / v).records()
         )
         rate = together / wall
         print(
             f"experiment [solo, paper], max_in_flight {cap or 'none'}: {together} requests in "
-            f"{wall:.1f} s = {rate:.0f}/s = {rate / BOUND:.3f} of the bound (target >= 0.9); "
+            f"{wall:.1f} s = {rate:.0f}/s = {rate / bound(stats):.3f} of the bound (target >= 0.9); "
             f"crawdad CPU {cpu:.1f} s"
         )
         saved = apart - together

@@ -1,9 +1,12 @@
-"""Is a run bounded by the server, not by crawdad? P = 64 slots, L = 0.2 s, 512 questions.
+"""Is a run bounded by the server, not by crawdad? P = 64 slots, L = 0.2 s + 2 ms a token.
 
 One fake Ollama server in its own process serves one model that answers every request of the
 run (both debaters' turns, a self-debate, and the extractor's), so that all requests share the
-same P slots. A request takes L seconds, slowed by `slowdown` for each other request in flight;
-the server's bound is therefore P / (L * (1 + slowdown * (P - 1))) requests per second.
+same P slots. A request takes L seconds to its first token and T seconds a token after that,
+streamed one token a chunk as real servers do (replies shorter than the profile's, ~150 tokens,
+so that a run lasts seconds), all slowed by `slowdown` for each other request in flight; the
+server's bound is therefore P / ((L + T x mean tokens) * (1 + slowdown * (P - 1))) requests per
+second, with the mean tokens a reply of the run.
 
 Prints the achieved request throughput as a fraction of that bound at a few concurrencies (with
 no cap, and with the endpoint capped at P and at 1.25 P), and the speed-up over one request at a time
@@ -27,11 +30,13 @@ import tempfile
 from pathlib import Path
 
 from common import (
-    BOUND,
+    SERVER_BOUND_MODELS,
     SLOWDOWN,
     L,
     P,
     ServerSpec,
+    T,
+    bound,
     config_for,
     header,
     measure,
@@ -60,15 +65,17 @@ def main() -> None:
     args = parser.parse_args()
     n = 128 if args.quick else 512
     header(
-        f"server bound: P={P}, L={L} s, slowdown {SLOWDOWN} per other request, {n} questions", args
+        f"server bound: P={P}, L={L} s, T={T} s a token, slowdown {SLOWDOWN} per other "
+        f"request, {n} questions",
+        args,
     )
 
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-"))
     dataset = synthetic(n, folder)
     latency = server_bound_latency()
     print(
-        f"setup: one fake Ollama server in a {args.server}, one model for every request; "
-        f"bound = {P} / ({L} s x {1 + SLOWDOWN * (P - 1):.3f}) = {BOUND:.0f} requests/s"
+        f"setup: one fake Ollama server in a {args.server}, one model for every request, one "
+        f"token a chunk; bound = {P} / ((L + T x mean tokens) x {1 + SLOWDOWN * (P - 1):.3f})"
     )
 
     best = 0.0
@@ -76,49 +83,56 @@ def main() -> None:
     for cap in args.cap:
         for concurrency in args.concurrency:
             (server,) = start_servers(
-                [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
+                [ServerSpec("ollama", latency, models=SERVER_BOUND_MODELS)],
+                folder / "data",
+                args.server,
             )
             try:
                 config = config_for(
                     [server.url],
                     kind="ollama",
                     concurrency=concurrency,
-                    models="one",
+                    models=SERVER_BOUND_MODELS,
                     max_in_flight=cap or None,
                 )
                 out = folder / f"run-{cap}-{concurrency}"
+                before = server.usage() or {"cpu": 0.0}
                 m = measure(config, dataset, out)
                 stats = server.stats()
+                server_cpu = (server.usage() or {"cpu": 0.0})["cpu"] - before["cpu"]
             finally:
                 server.stop()
             requests = requests_served(stats)
             full_requests = requests
             rate = requests / m.wall
-            best = max(best, rate / BOUND)
+            limit = bound(stats)
+            best = max(best, rate / limit)
             span = _serving_span(out)
             print(
                 f"cap {cap or 'none':>4} concurrency {concurrency:4d}: {requests} requests in "
-                f"{m.wall:.2f} s = {rate:.0f}/s = {rate / BOUND:.3f} of the bound "
-                f"({requests / span / BOUND:.3f} from the first request to the last answer, "
+                f"{m.wall:.2f} s = {rate:.0f}/s = {rate / limit:.3f} of the bound ({limit:.0f}/s) "
+                f"({requests / span / limit:.3f} from the first request to the last answer, "
                 f"{span:.2f} s); most in flight at the server "
                 f"{stats['latency']['max_concurrent']}; crawdad CPU {m.cpu:.1f} s "
-                f"({100 * m.cpu / m.wall:.0f}% of a core); errored {m.summary.errored}"
+                f"({100 * m.cpu / m.wall:.0f}% of a core), server CPU {server_cpu:.1f} s; errored "
+                f"{m.summary.errored}"
             )
 
     subset = dataclasses.replace(dataset, questions=dataset.questions[: args.serial])
     (server,) = start_servers(
-        [ServerSpec("ollama", latency, models="one")], folder / "data", args.server
+        [ServerSpec("ollama", latency, models=SERVER_BOUND_MODELS)], folder / "data", args.server
     )
     try:
         serial = measure(
-            config_for([server.url], kind="ollama", concurrency=1, models="one"), subset
+            config_for([server.url], kind="ollama", concurrency=1, models=SERVER_BOUND_MODELS),
+            subset,
         )
         serial_requests = requests_served(server.stats())
     finally:
         server.stop()
     per_request = serial.wall / serial_requests
     serial_total = per_request * full_requests
-    concurrent_wall = full_requests / (best * BOUND)
+    concurrent_wall = full_requests / (best * limit)
     print(
         f"serial (concurrency 1): {serial_requests} requests of the first {args.serial} questions "
         f"in {serial.wall:.1f} s = {1000 * per_request:.0f} ms each; x {full_requests} requests "

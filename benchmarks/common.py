@@ -79,13 +79,23 @@ def synthetic(n: int, folder: Path | None = None) -> Dataset:
     return load_cladder(write_cladder(folder / "data", n))
 
 
+# Shorter replies than the profile's (~520 tokens a request on average, ~150 with these): one
+# token a chunk at the server-bound setup's pace, a paper-length run would take many minutes.
+SHORT_REPLIES: dict[str, Any] = {
+    "thinking_words": (60, 200),
+    "debate_thinking_words": (40, 120),
+    "initial_words": (30, 60),
+    "debate_words": (20, 50),
+}
+
+
 class OneModel(FakeModel):
     """One served model answering both debaters' turns and the extractor's requests, so that
     every request of a run counts against the same P slots of one server (a self-debate)."""
 
-    def __init__(self, dataset_folder: Path, seed: int = 0) -> None:
+    def __init__(self, dataset_folder: Path, seed: int = 0, **profile: Any) -> None:
         key = answer_key(load_cladder(dataset_folder).questions)
-        self.debater = ProfileModel(key, "qwen3", seed=seed)
+        self.debater = ProfileModel(key, "qwen3", seed=seed, **profile)
         self.extractor = FakeExtractor(seed=seed)
 
     def reply(self, request: FakeRequest) -> FakeReply:
@@ -94,9 +104,40 @@ class OneModel(FakeModel):
         return self.debater.reply(request)
 
 
+class StreamingModel(FakeModel):
+    """A reply of `thinking` + `text` words drawn from a vocabulary (seeded by the request, so
+    it reads as varied text to the loop check), for measuring the cost of streaming alone."""
+
+    TEXT = (
+        "the effect of X on Y goes through V2 so we condition on V3 and compute P(Y=1|X=1) "
+        "= 0.42 minus 0.17 which is 0.25 wait let me check the backdoor path again because "
+        "the story says smoking causes tar and tar causes cancer therefore yes no maybe "
+        "indirect direct total natural counterfactual intervention estimand collider"
+    )
+
+    def __init__(self, thinking: int, text: int) -> None:
+        self.thinking, self.text = thinking, text
+
+    def reply(self, request: FakeRequest) -> FakeReply:
+        import random
+
+        rng = random.Random(request.digest)
+        vocabulary = self.TEXT.split(" ")
+        words = [rng.choice(vocabulary) for _ in range(self.thinking + self.text)]
+        return FakeReply(
+            thinking=" ".join(words[: self.thinking]),
+            text=" ".join(words[self.thinking :]),
+        )
+
+
 def build_models(which: str, dataset_folder: Path, seed: int = 0) -> dict[str, FakeModel]:
     if which == "one":
         return {ONE_MODEL: OneModel(dataset_folder, seed)}
+    if which == "one-short":
+        return {ONE_MODEL: OneModel(dataset_folder, seed, **SHORT_REPLIES)}
+    if which.startswith("stream:"):  # "stream:THINKING:TEXT" words
+        _, thinking, text = which.split(":")
+        return {ONE_MODEL: StreamingModel(int(thinking), int(text))}
     return paper_models(answer_key(load_cladder(dataset_folder).questions), seed=seed)
 
 
@@ -110,17 +151,23 @@ class ServerSpec:
     models: str = "paper"  # "paper": qwen3, deepseek-r1 and granite; "one": ONE_MODEL
     faults: FaultPlan | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    # One token a chunk, each paced by the latency model, as real servers stream ("coarse": a
+    # few big chunks, as the fakes did before).
+    chunking: str = "token"
+
+    def server(self, dataset_folder: Path) -> FakeServer:
+        return FakeServer(
+            self.kind,
+            build_models(self.models, dataset_folder),
+            latency=self.latency,
+            faults=self.faults,
+            **{"chunking": self.chunking, **self.overrides},
+        )
 
 
 def _serve(spec: ServerSpec, dataset_folder: Path, conn: Connection) -> None:
     """Child process: serve until told to stop; answer stats requests meanwhile."""
-    server = FakeServer(
-        spec.kind,
-        build_models(spec.models, dataset_folder),
-        latency=spec.latency,
-        faults=spec.faults,
-        **spec.overrides,
-    )
+    server = spec.server(dataset_folder)
     with server:
         conn.send(server.url)
         while True:
@@ -147,13 +194,7 @@ class ServerHandle:
 
     def start(self) -> ServerHandle:
         if self.where == "thread":
-            self._server = FakeServer(
-                self.spec.kind,
-                build_models(self.spec.models, self.dataset_folder),
-                latency=self.spec.latency,
-                faults=self.spec.faults,
-                **self.spec.overrides,
-            ).start()
+            self._server = self.spec.server(self.dataset_folder).start()
             self.url = self._server.url
             return self
         ctx = mp.get_context("spawn")
@@ -205,12 +246,28 @@ def start_servers(
 
 # --- the server-bound setup (bench_server_bound.py, bench_experiment.py) ----------------------
 
-P, L, SLOWDOWN = 64, 0.2, 0.002  # slots, seconds a request, slowdown per other request in flight
-BOUND = P / (L * (1 + SLOWDOWN * (P - 1)))  # requests per second the server can answer at most
+# Slots, seconds before the first token, seconds a token (500 tokens/s a stream, a small model
+# on a big GPU), slowdown per other request in flight. Replies stream one token a chunk.
+P, L, T, SLOWDOWN = 64, 0.2, 0.002, 0.002
+SERVER_BOUND_MODELS = "one-short"
 
 
 def server_bound_latency() -> LatencyModel:
-    return LatencyModel(base_seconds=L, capacity=P, slowdown=SLOWDOWN, max_queue=100_000)
+    return LatencyModel(
+        base_seconds=L, per_token_seconds=T, capacity=P, slowdown=SLOWDOWN, max_queue=100_000
+    )
+
+
+def request_seconds(stats: dict[str, Any]) -> float:
+    """A request's time in a full server: L + T x the run's mean tokens a reply, slowed down."""
+    latency = stats["latency"]
+    tokens = latency["generated_tokens"] / max(1, latency["served"])
+    return (L + T * tokens) * (1 + SLOWDOWN * (P - 1))
+
+
+def bound(stats: dict[str, Any]) -> float:
+    """Requests per second the server can answer at most: P slots, each busy a request's time."""
+    return P / request_seconds(stats)
 
 
 # --- configs and runs --------------------------------------------------------------------------

@@ -1,11 +1,14 @@
-"""Ollama's native API (/api/chat) through the official `ollama` client."""
+"""Ollama's native API (/api/chat): streamed chats read straight off aiohttp
+(`crawdad.backends.streaming`), everything else through the official `ollama` client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 import ollama
 
@@ -19,6 +22,7 @@ from crawdad.backends.base import (
     stop_reason_of,
 )
 from crawdad.backends.guard import StreamGuard
+from crawdad.backends.streaming import new_session, read_ndjson
 from crawdad.backends.transport import TRANSPORT_ERRORS, diagnose, ollama_transport
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
@@ -77,6 +81,13 @@ class OllamaBackend:
             timeout=httpx.Timeout(timeout, connect=10.0),
             transport=ollama_transport(),
         )
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None  # streamed chats; made in the loop
+        http = self._client._client
+        self._chat_url = str(http.base_url.join("/api/chat"))
+        self._headers = {
+            k: v for k, v in http.headers.items() if k.lower() in ("user-agent", "authorization")
+        }
 
     async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
         start = time.monotonic()
@@ -93,7 +104,9 @@ class OllamaBackend:
             kwargs["format"] = request.json_schema
         try:
             if request.stream:
-                result = await self._stream(kwargs, guard)
+                # The body the `ollama` client sends (tools [] when there are none).
+                body = {"tools": [], **{k: v for k, v in kwargs.items() if v is not None}}
+                result = await self._stream({**body, "stream": True}, guard)
             else:
                 resp = await self._client.chat(**kwargs, stream=False)
                 result = _result(resp, resp.message.content or "", resp.message.thinking or "")
@@ -106,37 +119,16 @@ class OllamaBackend:
         result.endpoint = self.url
         return result
 
-    async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
-        content: list[str] = []
-        thinking: list[str] = []
-        calls: list[ToolCallOut] = []
-        stream = await self._client.chat(**kwargs, stream=True)
-        try:
-            async for part in stream:
-                delta_text, delta_think = part.message.content or "", part.message.thinking or ""
-                content.append(delta_text)
-                thinking.append(delta_think)
-                calls += _tool_calls(part.message)  # Ollama sends each call whole, in one chunk
-                if part.done:
-                    result = _result(part, "".join(content), "".join(thinking))
-                    result.tool_calls = calls
-                    return result
-                if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
-                    text, trace = split_think("".join(content), "".join(thinking))
-                    return ChatResult(
-                        completion_tokens=len(content),  # Ollama streams a token a chunk
-                        text=text,
-                        thinking=trace,
-                        stop_reason=verdict,
-                        raw_stop_reason=verdict,
-                    )
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-        raise BackendError(
-            f"the stream from Ollama at {self.url} ended before the response was done",
-            transient=True,
-            endpoint=self.url,
-        )
+    async def _stream(self, body: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
+        if self._session is None:
+            self._session = new_session(10.0, self._timeout)
+        async with (
+            asyncio.timeout(self._timeout),
+            self._session.post(self._chat_url, json=body, headers=self._headers) as resp,
+        ):
+            if resp.status >= 400:
+                raise ollama.ResponseError(await resp.text(errors="replace"), resp.status)
+            return await read_ndjson(resp, self.url, guard, ollama.ResponseError)
 
     async def list_models(self) -> list[str]:
         try:
@@ -162,6 +154,9 @@ class OllamaBackend:
             return None
 
     async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
         await self._client._client.aclose()
 
 

@@ -1,4 +1,5 @@
-"""OpenAI-compatible servers (vLLM, llama.cpp server, SGLang, LM Studio) through `openai`.
+"""OpenAI-compatible servers (vLLM, llama.cpp server, SGLang, LM Studio): streamed chats read
+straight off aiohttp (`crawdad.backends.streaming`), everything else through `openai`.
 
 The reasoning trace comes as `reasoning` (new vLLM), `reasoning_content` (older vLLM, llama.cpp,
 SGLang) or inline `<think>` in the content; all three are read. Structured output is asked for as
@@ -8,10 +9,13 @@ a server refuses the first form.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
+import aiohttp
+import msgspec
 import openai
 
 from crawdad.backends.base import (
@@ -24,6 +28,7 @@ from crawdad.backends.base import (
     stop_reason_of,
 )
 from crawdad.backends.guard import StreamGuard
+from crawdad.backends.streaming import REASONING_FIELDS, StreamError, new_session, read_sse
 from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
@@ -31,29 +36,15 @@ from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 # llama-cpp-python's own form (it refuses the first with a 500), vLLM's native field.
 STRUCTURED_FORMS = ("json_schema", "json_object", "structured_outputs")
 _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structured", "schema")
-REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     if isinstance(e, openai.APIResponseValidationError):
         return garbled(url, "what the OpenAI API sends", e, e.body)
     if isinstance(e, openai.APIStatusError):
-        message = _message(e)
-        if e.status_code == 404 or (e.status_code == 400 and "does not exist" in message):
-            return ModelNotFound(
-                f"the server at {url} does not serve model {model!r} ({message}); check the served "
-                "model name (`--served-model-name`) or start it with that model",
-                endpoint=url,
-            )
-        if e.status_code in (401, 403):
-            return BackendError(
-                f"{url} refused the API key ({e.status_code}); set api_key_env in the config",
-                endpoint=url,
-            )
-        transient = e.status_code in (408, 409, 429) or e.status_code >= 500
-        return BackendError(
-            f"{url} answered {e.status_code}: {message}", transient=transient, endpoint=url
-        )
+        return status_error(e.status_code, _message(e), url, model)
+    if isinstance(e, StatusError):
+        return status_error(e.status, e.message, url, model)
     kind, cause = diagnose(e) or (None, f"{type(e).__name__}: {e}")
     if kind == "refused":
         return ServerUnavailable(
@@ -69,15 +60,47 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     return BackendError(f"{url}: {cause}", endpoint=url)
 
 
+def status_error(status: int, message: str, url: str, model: str) -> BackendError:
+    if status == 404 or (status == 400 and "does not exist" in message):
+        return ModelNotFound(
+            f"the server at {url} does not serve model {model!r} ({message}); check the served "
+            "model name (`--served-model-name`) or start it with that model",
+            endpoint=url,
+        )
+    if status in (401, 403):
+        return BackendError(
+            f"{url} refused the API key ({status}); set api_key_env in the config", endpoint=url
+        )
+    transient = status in (408, 409, 429) or status >= 500
+    return BackendError(f"{url} answered {status}: {message}", transient=transient, endpoint=url)
+
+
+class StatusError(Exception):
+    """An HTTP error status answering a streamed request (the SDK's APIStatusError, in short)."""
+
+    def __init__(self, status: int, text: str) -> None:
+        try:
+            body: Any = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            body = text
+        fallback = f"Error code: {status}" + (f" - {body}" if body else "")
+        super().__init__(fallback)
+        self.status = status
+        self.message = _message_of(body, fallback)
+
+
 def _message(e: openai.APIStatusError) -> str:
-    body = e.body
+    return _message_of(e.body, str(e.message))
+
+
+def _message_of(body: Any, fallback: str) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
         if isinstance(body.get("message"), str):
             return str(body["message"])
-    return str(e.message)
+    return fallback
 
 
 def _messages(req: ChatRequest) -> list[dict[str, Any]]:
@@ -161,6 +184,12 @@ class OpenAIBackend:
             http_client=openai_http_client(timeout),
         )
         self._structured_form = STRUCTURED_FORMS[0]
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None  # streamed chats; made in the loop
+        self._headers = {
+            "Authorization": f"Bearer {api_key or 'not-needed'}",
+            "Accept": "text/event-stream",
+        }
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -194,10 +223,17 @@ class OpenAIBackend:
         start = time.monotonic()
         try:
             result = await self._chat_once(request, guard)
-        except openai.APIStatusError as e:
-            if request.json_schema is None or not self._next_structured_form(e):
+        except (openai.APIStatusError, StatusError) as e:
+            status, message = (
+                (e.status, e.message)
+                if isinstance(e, StatusError)
+                else (e.status_code, _message(e))
+            )
+            if request.json_schema is None or not self._next_structured_form(status, message):
                 raise translate_error(e, self.url, request.model) from e
             return await self.chat(request, guard)
+        except StreamError as e:  # as the SDK raised it: an APIError, not retried
+            raise BackendError(f"{self.url}: APIError: {e.message}", endpoint=self.url) from e
         except Exception as e:
             if isinstance(e, openai.APIError) or failure_kind(e):
                 raise translate_error(e, self.url, request.model) from e
@@ -208,10 +244,10 @@ class OpenAIBackend:
         result.endpoint = self.url
         return result
 
-    def _next_structured_form(self, e: openai.APIStatusError) -> bool:
+    def _next_structured_form(self, status: int, message: str) -> bool:
         """After a refusal that names structured output, try the next form this server may know."""
-        text = _message(e).lower()
-        if e.status_code not in (400, 422, 500) or not any(k in text for k in _STRUCTURED_WORDS):
+        text = message.lower()
+        if status not in (400, 422, 500) or not any(k in text for k in _STRUCTURED_WORDS):
             return False
         i = STRUCTURED_FORMS.index(self._structured_form)
         if i + 1 >= len(STRUCTURED_FORMS):
@@ -230,78 +266,19 @@ class OpenAIBackend:
         return await self._stream(kwargs, guard)
 
     async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
-        content: list[str] = []
-        thinking: list[str] = []
-        finish: str | None = None
-        usage = None
-        # Servers that send no usage in streams (llama.cpp) send one token per chunk.
-        chunks = 0
-        calls: dict[int, dict[str, Any]] = {}  # streamed tool calls by index: id, name, pieces
-        stream = await self._client.chat.completions.create(
-            **kwargs, stream=True, stream_options={"include_usage": True}
-        )
-        chunk: Any = None
-        async with stream:
-            try:
-                async for chunk in stream:
-                    usage = chunk.usage or usage
-                    if not chunk.choices:
-                        continue
-                    choice = chunk.choices[0]
-                    delta_text, delta_think = choice.delta.content or "", _reasoning(choice.delta)
-                    chunks += bool(delta_text or delta_think)
-                    for c in getattr(choice.delta, "tool_calls", None) or []:
-                        call = calls.setdefault(c.index, {"id": None, "name": "", "args": []})
-                        call["id"] = c.id or call["id"]
-                        if c.function is not None:
-                            # OpenAI and vLLM send the name once and the arguments in pieces;
-                            # llama-cpp-python repeats the whole name (and the arguments so far)
-                            # in every chunk.
-                            call["name"] = c.function.name or call["name"]
-                            piece, so_far = c.function.arguments or "", "".join(call["args"])
-                            if so_far and piece.startswith(so_far):
-                                call["args"] = [piece]
-                            else:
-                                call["args"].append(piece)
-                    content.append(delta_text)
-                    thinking.append(delta_think)
-                    finish = choice.finish_reason or finish
-                    if guard is not None and (verdict := guard.feed(delta_think + delta_text)):
-                        text, trace = split_think("".join(content), "".join(thinking))
-                        return ChatResult(
-                            text=text,
-                            thinking=trace,
-                            completion_tokens=chunks,
-                            stop_reason=verdict,
-                            raw_stop_reason=verdict,
-                        )
-            except GARBAGE_ERRORS as e:  # a chunk the SDK could not decode, or of odd shape
-                shape = not isinstance(e, ValueError)  # else the SDK could not decode it
-                raise garbled(
-                    self.url, "a chat completion chunk", e, chunk if shape else None
-                ) from e
-        kind = stream.response.headers.get("content-type", "")
-        if chunk is None and "event-stream" not in kind:  # e.g. a proxy's HTML error page
-            raise garbled(self.url, "an event stream", ValueError(), f"Content-Type {kind!r}")
-        if finish is None:
-            raise BackendError(
-                f"the stream from {self.url} ended before the response was done",
-                transient=True,
-                endpoint=self.url,
-            )
-        text, trace = split_think("".join(content), "".join(thinking))
-        return ChatResult(
-            tool_calls=[
-                ToolCallOut(id=c["id"], name=c["name"], arguments="".join(c["args"]))
-                for _, c in sorted(calls.items())
-            ],
-            text=text,
-            thinking=trace,
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else chunks,
-            stop_reason=stop_reason_of(finish),
-            raw_stop_reason=finish,
-        )
+        body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+        body.update(kwargs.get("extra_body") or {})
+        body.update(stream=True, stream_options={"include_usage": True})
+        if self._session is None:
+            self._session = new_session(self._timeout, self._timeout)
+        url = f"{self.url}/chat/completions"
+        async with (
+            asyncio.timeout(self._timeout),
+            self._session.post(url, json=body, headers=self._headers) as resp,
+        ):
+            if resp.status >= 400:
+                raise StatusError(resp.status, await resp.text(errors="replace"))
+            return await read_sse(resp, self.url, guard)
 
     async def list_models(self) -> list[str]:
         try:
@@ -323,4 +300,7 @@ class OpenAIBackend:
             return None
 
     async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
         await self._client.close()

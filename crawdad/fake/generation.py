@@ -1,8 +1,8 @@
 """A reply as a token stream: where the thinking goes, where the budget cuts, how it is chunked.
 
 "Tokens" are words with their leading whitespace, close enough to real tokenizers for budgets and
-counts. Streams are grouped into chunks of several tokens (real servers send one per token) so
-that zero-latency throughput runs do not drown in tiny writes. Counting uses `str.split`, and
+counts. Streams go out one token a chunk, as real servers send them, or grouped into chunks of
+several tokens so that zero-latency test runs do not drown in tiny writes. Counting uses `str.split`, and
 text is only tokenised when the budget actually cuts it, to keep the per-request cost small.
 """
 
@@ -91,12 +91,17 @@ def _repeat(head: str, n_head: int, span: str, cap: int) -> tuple[str, int]:
 
 def chunks(plan: Plan, chunk_tokens: int, max_chunks: int) -> Iterator[tuple[int, str, int]]:
     """(channel, text, token count) pieces: at least `chunk_tokens` tokens each, at most about
-    `max_chunks` pieces per channel, cut at whitespace so that no token is split."""
+    `max_chunks` pieces per channel, cut at whitespace so that no token is split. With
+    `chunk_tokens` 1 and no cap on pieces: one token each."""
     for channel, text, count in (
         (THINKING, plan.thinking, plan.thinking_count),
         (TEXT, plan.text, plan.text_count),
     ):
         if not count:
+            continue
+        if chunk_tokens == 1 and max_chunks >= count:
+            for token in tokens(text):
+                yield channel, token, 1
             continue
         size = max(chunk_tokens, math.ceil(count / max_chunks))
         if size >= count:

@@ -65,6 +65,7 @@ class LatencyStats(BaseModel):
     max_queue_wait_seconds: float = 0.0
     rejected: int = 0  # refused because the queue was full
     busy_seconds: float = 0.0  # slot time held by requests (served x time in a slot)
+    generated_tokens: int = 0  # tokens of the replies served (what the model generated)
 
 
 class QueueFull(Exception):
@@ -194,15 +195,26 @@ class Scheduler:
             await self._sleep(slot, tokens * self.model.per_token_seconds)
 
     async def _sleep(self, slot: Slot, seconds: float) -> None:
+        if (delay := self._advance(slot, seconds)) > 0:
+            await asyncio.sleep(delay)
+
+    def advance(self, slot: Slot, tokens: int) -> float:
+        """Move the model's clock on by `tokens` generated now; seconds until they are out (<= 0:
+        out already, the server is behind). `pace` is this and a sleep."""
+        if self.instant or not tokens:
+            return 0.0
+        return self._advance(slot, tokens * self.model.per_token_seconds)
+
+    def _advance(self, slot: Slot, seconds: float) -> float:
         m = self.model
         factor = slot.speed * (1 + m.slowdown * max(0, self._rt.total_active - 1))
         if slot.rng is not None:
             factor *= 1 + m.jitter * (2 * slot.rng.random() - 1)
         duration = seconds * factor * m.time_scale
-        if duration > 0:
-            slot.clock += duration
-            if (delay := slot.clock - time.monotonic()) > 0:
-                await asyncio.sleep(delay)
+        if duration <= 0:
+            return 0.0
+        slot.clock += duration
+        return slot.clock - time.monotonic()
 
     def _can_admit(self, model: str) -> bool:
         rt = self._rt

@@ -5,7 +5,7 @@ and the shapes of an API's error style and of a response renderer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +21,10 @@ class CommonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: str = "0.0.0"
+    # "token": one token a chunk, each paced by the latency model, as vLLM, Ollama and llama.cpp
+    # stream (the benchmarks' default); "coarse": chunks of at least `chunk_tokens` tokens,
+    # at most about `max_chunks` a channel (fewer, bigger writes: fast tests).
+    chunking: Literal["coarse", "token"] = "coarse"
     chunk_tokens: int = Field(default=8, ge=1)  # fewest tokens per streamed chunk
     max_chunks: int = Field(default=32, ge=1)  # about the most chunks per channel of one reply
     min_chunk_seconds: float = Field(default=0.005, ge=0)  # paced streams: fewest seconds per chunk
