@@ -194,8 +194,8 @@ class DebateRecord(Record):
     @model_validator(mode="after")
     def _cladder_is_yes_or_no(self) -> DebateRecord:
         """A CLadder record keeps schema 2's strictness: yes/no answers and every descriptor."""
-        if self.task != "cladder":
-            return self
+        if self.task != "cladder" and not self.task.startswith("cladder-"):
+            return self  # cladder-data and its kin are CLadder questions too
         answers = [self.final_answer, *self.agent_answers.values(), *(t.answer for t in self.turns)]
         wrong = [a for a in [self.gold, *answers] if a is not None and a not in YES_NO]
         if wrong:

@@ -182,7 +182,7 @@ def build_setup(
     gate = None
     task = task_named(config.task)
     prompts = load_prompts(config.prompt_source)
-    if prompts.task != task.name:
+    if prompts.task not in getattr(task, "prompt_tasks", (task.name,)):
         raise ConfigError(
             f"prompt_set {prompts.name!r} is written for the {prompts.task} task, not for "
             f"{task.name}: use prompt_set = {task.prompt_set!r}, or a set whose set.toml says "

@@ -6,9 +6,15 @@ from __future__ import annotations
 from crawdad.errors import ConfigError
 from crawdad.tasks.base import Task
 from crawdad.tasks.cladder import CladderTask
+from crawdad.tasks.cladder_data import CladderDataTask
 from crawdad.tasks.discovery import DiscoveryPairsTask
 
-TASKS: dict[str, Task] = {"cladder": CladderTask(), "discovery-pairs": DiscoveryPairsTask()}
+TASKS: dict[str, Task] = {
+    "cladder": CladderTask(),
+    "cladder-data": CladderDataTask(),
+    "cladder-data-no-counts": CladderDataTask("cladder-data-no-counts", counts=False),
+    "discovery-pairs": DiscoveryPairsTask(),
+}
 
 
 def task_named(name: str) -> Task:
