@@ -84,6 +84,18 @@ def ollama_host_url(value: str) -> str:
 ServerURL = Annotated[str, AfterValidator(check_url)]
 
 
+# The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names all four.
+DATA_TOOLS = ("describe_data", "conditional_probability", "estimate_effect", "identify_effect")
+ToolName = Literal[
+    "causal",
+    "data",
+    "describe_data",
+    "conditional_probability",
+    "estimate_effect",
+    "identify_effect",
+]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -109,8 +121,9 @@ class ModelSpec(Strict):
     max_in_flight: int | None = Field(None, ge=1)  # per endpoint; None: no cap but concurrency
     stream: bool = True
     options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
-    # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator.
-    tools: list[Literal["causal"]] = Field(default_factory=list)
+    # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator;
+    # "data", the data tools over the question's table (task cladder-data), or some of them.
+    tools: list[ToolName] = Field(default_factory=list)
     # "native": the server's tool calling (Ollama `tools`, OpenAI `tools`); "text": the model
     # writes a JSON call in its answer and crawdad answers in a follow-up message; "auto":
     # native, and text once the server refuses tools for this model.
@@ -145,7 +158,7 @@ class AgentConfig(ModelSpec):
 
 class ExtractorConfig(ModelSpec):
     model: str = "granite3.3:2b"
-    tools: list[Literal["causal"]] = Field(default_factory=list, max_length=0)  # never
+    tools: list[ToolName] = Field(default_factory=list, max_length=0)  # never
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(256, ge=16)

@@ -55,8 +55,8 @@ class DataQuestion(Question):
     """A CLadder question over a table: the question, its data facts, and its counts."""
 
     data: DataFacts
-    # The question's own meta (treatment, outcome, mediators, ...): the pipeline protocol
-    # scores the task a model extracts against it.
+    # The question's own meta (treatment, outcome, mediators, ...; its model's `structure`, and
+    # `names`: column -> its name in the story): the pipeline protocol scores against it.
     meta: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
     table: Table = Field(exclude=True, repr=False)
 
@@ -70,7 +70,10 @@ def _number(value: Any) -> float | None:
 
 
 def data_question(
-    question: Question, meta: Mapping[str, Any], tables: dict[str, Table]
+    question: Question,
+    meta: Mapping[str, Any],
+    tables: dict[str, Table],
+    model: Mapping[str, Any] | None = None,
 ) -> DataQuestion:
     """The question with its meta.data; DataError when it has none or it does not hold."""
     data = meta.get("data")
@@ -105,7 +108,14 @@ def data_question(
             "folder again with `crawdad data tables`"
         ) from None
     fields = {k: getattr(question, k) for k in Question.model_fields}
-    plain = {k: v for k, v in meta.items() if k not in ("data", "given_info")}
+    plain = {k: v for k, v in meta.items() if k != "data"}  # given_info: backadj's sets
+    model = model or {}
+    if "structure" not in plain and model.get("structure"):
+        plain["structure"] = model["structure"]
+    mapping = model.get("variable_mapping") or {}
+    plain["names"] = {  # column -> its name in the story
+        c: str(mapping[f"{c}name"]) for c in columns if isinstance(mapping.get(f"{c}name"), str)
+    }
     return DataQuestion(**fields, data=facts, meta=plain, table=tables[key])
 
 
@@ -113,7 +123,8 @@ def load_data_questions(path: Path, questions_file: str | None = None) -> Datase
     """A `crawdad data tables` folder -> DataQuestions (one Table per table, shared by its
     questions); a DataError naming `crawdad data tables` for a folder without tables."""
     dataset = load_cladder(path, questions_file)
-    raw, _, _ = read_raw(path, questions_file)
+    raw, raw_models, _ = read_raw(path, questions_file)
+    models = {str(m.get("model_id")): m for m in raw_models if isinstance(m, dict)}
     metas = {str(q.get("question_id")): q.get("meta") or {} for q in raw if isinstance(q, dict)}
     tables: dict[str, Table] = {}
     bare = [
@@ -128,7 +139,10 @@ def load_data_questions(path: Path, questions_file: str | None = None) -> Datase
             'task = "cladder"'
         )
     try:
-        items = [data_question(q, metas[str(q.question_id)], tables) for q in dataset.questions]
+        items = [
+            data_question(q, metas[str(q.question_id)], tables, models.get(str(q.model_id)))
+            for q in dataset.questions
+        ]
     except DataError as e:
         raise DataError(f"{path}: {e}") from None
     return Dataset(questions=items, info=dataset.info, universe=dataset.universe)  # type: ignore[arg-type]
