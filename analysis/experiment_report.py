@@ -403,6 +403,13 @@ def _write(exp: Experiment, out: Path) -> Path:
             _write_table(out, "sc_curves", cframe, _curves_shown(cframe)),
             "",
         ]
+    if any(
+        str(v.overrides.get("task") or m.base.get("task") or "").startswith("cladder-data")
+        for v in exp.variants
+    ):  # questions answered from data
+        from analysis.data_questions import data_section, run_records
+
+        md += data_section([(v.name, run_records(v.run)) for v in exp.variants], out)
     md += [
         "## Each variant on its own",
         "",

@@ -167,13 +167,14 @@ class ExtractorConfig(ModelSpec):
     stream: bool = False  # a short JSON reply: one response costs less than a stream of chunks
 
 
-ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo"]
+ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo", "pipeline"]
 
 
 class ProtocolConfig(Strict):
     # crawdad: the paper's turn-taking debate (N >= 2 debaters); judge: debaters argue before a
     # judge model who gives a verdict or a follow-up question (MAC, MAD); simultaneous: all agents
-    # answer, then revise seeing each other's answers (Du et al.); solo: independent samples.
+    # answer, then revise seeing each other's answers (Du et al.); solo: independent samples;
+    # pipeline: LLM4Causal's three steps over a table (task JSON, the tool run, interpretation).
     kind: ProtocolKind = "crawdad"
     max_turns: int = Field(4, ge=1, le=32)  # crawdad: responses per debate, the first one included
     # Stop when the agents agree: crawdad (a response agrees with the one before it; with N > 2,
@@ -291,8 +292,13 @@ class RunConfig(Strict):
         if "judge" in names:
             raise ValueError("no agent may be named 'judge': the judge's turns use that name")
         kind = self.protocol.kind
-        if kind != "solo" and len(names) < 2:
+        if kind not in ("solo", "pipeline") and len(names) < 2:
             raise ValueError(f"the {kind} protocol needs at least 2 agents, got {len(names)}")
+        if kind == "pipeline" and (with_tools := [a.name for a in self.agents if a.tools]):
+            raise ValueError(
+                f"the pipeline protocol runs the data tool itself (step 2): give its agents no "
+                f"tools (agents {', '.join(with_tools)} have some)"
+            )
         if kind == "judge" and self.judge is None:
             object.__setattr__(self, "judge", JudgeConfig())
         elif kind != "judge" and self.judge is not None:

@@ -24,7 +24,7 @@ from crawdad.data.questions import Dataset, Question
 from crawdad.doctor import diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
-from crawdad.protocols import DebateSetup, Participant, run_debate
+from crawdad.protocols import DebateSetup, Participant, pipeline, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.store import RunStore, Scan
@@ -222,6 +222,8 @@ def build_setup(
         task=task,
         tool_limits=config.tool_limits,
     )
+    if config.protocol.kind == "pipeline":
+        pipeline.check(setup)
     return setup, gate
 
 
