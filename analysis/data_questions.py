@@ -281,8 +281,9 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]], out: Path
         return []
     from analysis.formatting import details, fmt_p, to_markdown
 
-    perfect = perfect_answers(ways)
-    ways = {k: v for k, v in ways.items() if any(str(r.question_id) in perfect for r in v)}
+    perfect = perfect_answers(ways)  # the questions with a table: a stated-numbers run keeps those
+    ways = {k: [r for r in v if str(r.question_id) in perfect] for k, v in ways.items()}
+    ways = {k: v for k, v in ways.items() if v}
     out.mkdir(parents=True, exist_ok=True)
     acc = accuracy_table(ways)
     acc.to_csv(out / "data_accuracy.csv", index=False)

@@ -30,7 +30,7 @@ from crawdad.fake import (
 from crawdad.fake.data_agent import DataAgentModel, DataCalls
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
-from crawdad.tasks import Task, task_named
+from crawdad.tasks import TASKS, Task, task_named
 
 # A run folder's note on what its simulated models imitate; the report quotes it.
 SIMULATION_NOTE = "simulation.txt"
@@ -43,14 +43,23 @@ def answer_key(items: Sequence[Any], task: Task | None = None) -> AnswerKey:
     key = AnswerKey()
     for item in items:
         fields = task.record_fields(item)
-        key.add_block(
-            task.show(item),
-            fields["gold"],
-            rung=fields.get("rung"),
-            question_id=item.question_id,
-            alignment=fields.get("alignment"),
-        )
+        for shown in {t.show(item): t for t in displays(task)}:
+            key.add_block(
+                shown,
+                fields["gold"],
+                rung=fields.get("rung"),
+                question_id=item.question_id,
+                alignment=fields.get("alignment"),
+            )
     return key
+
+
+def displays(task: Task) -> list[Task]:
+    """The tasks that show `task`'s items: itself, and for questions answered from data every
+    data task (with and without the counts: an experiment's variants may show either)."""
+    if not hasattr(task, "tool_context"):
+        return [task]
+    return [task, *(t for t in TASKS.values() if t is not task and hasattr(t, "tool_context"))]
 
 
 def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
@@ -60,7 +69,8 @@ def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
         return None
     calls = DataCalls()
     for item in items:
-        calls.add(task.show(item), getattr(item, "meta", {}))
+        for shown in {t.show(item) for t in displays(task)}:
+            calls.add(shown, getattr(item, "meta", {}))
     return calls
 
 

@@ -43,7 +43,7 @@ def items(data_folder: Path) -> list[DataQuestion]:  # noqa: F811
 def agents(items: list[DataQuestion], **settings: Any) -> dict[str, DataAgentModel]:
     task = task_named("cladder-data")
     key, calls = answer_key(items, task), data_calls(items, task)
-    assert calls is not None and len(calls) == len(items)
+    assert calls is not None and len(calls) == 2 * len(items)  # with and without the counts
     base = paper_models(key, thinking_words=(10, 20), debate_thinking_words=(5, 10))
     return {
         QWEN: DataAgentModel(base[QWEN], calls, **settings),
