@@ -89,7 +89,9 @@ class DataAgentModel(ToolCallingModel):
 
     def _task(self, request: FakeRequest) -> FakeReply:
         found = self.known.lookup(request.prompt)
-        task = dict(found[0]) if found else {"task_type": "ate", "treatment": "X", "outcome": "Y"}
+        task: dict[str, Any] = (
+            dict(found[0]) if found else {"task_type": "ate", "treatment": "X", "outcome": "Y"}
+        )
         task.setdefault("conditions", {})
         task.setdefault("mediators", [])
         task.setdefault("edges", [])
