@@ -93,8 +93,14 @@ def read_task(text: str) -> tuple[dict[str, Any] | None, str | None]:
     return None, error
 
 
+def _meta(item: Item) -> dict[str, Any]:
+    """The question's meta (a data-backed question keeps it); a bare question gives its type."""
+    meta = getattr(item, "meta", None)
+    return dict(meta) if meta else {"query_type": str(getattr(item, "query_type", ""))}
+
+
 def _names(item: Item) -> dict[str, str]:
-    return dict((getattr(item, "meta", {}) or {}).get("names") or {})
+    return dict(_meta(item).get("names") or {})
 
 
 async def run_tool(setup: DebateSetup, item: Item, task: dict[str, Any]) -> ToolCall:
@@ -120,8 +126,7 @@ def gold_result(setup: DebateSetup, item: Item) -> tuple[dict[str, Any], Any]:
     the result is None when the tool cannot answer it."""
     from crawdad.tools import data_tools
 
-    meta = getattr(item, "meta", {}) or {}
-    gold = gold_task(meta)
+    gold = gold_task(_meta(item))
     table = tool_context(setup.task, item).get("table")
     if table is None:
         return gold, None
@@ -140,7 +145,7 @@ def score_tool(
         return False if call is not None else None
     if expected is None:
         return None
-    meta, names = getattr(item, "meta", {}) or {}, _names(item)
+    meta, names = _meta(item), _names(item)
     want = implied_value(gold, expected, meta, names)
     if want is None:  # answered from the graph, not a number: the same result or not
         return bool(call.result == expected)
@@ -172,7 +177,7 @@ async def one_agent(setup: DebateSetup, item: Item, name: str) -> tuple[list[Tur
     task, why = read_task(result.text)
     run = PipelineRun(agent=name, task=task, task_error=why)
     gold, expected = gold_result(setup, item)
-    meta = getattr(item, "meta", {}) or {}
+    meta = _meta(item)
     run.implied_answer = implied_answer(gold, expected, meta, _names(item))
     if task is not None:
         run.extraction = extraction_scores(task, gold, _names(item))
