@@ -405,6 +405,13 @@ def _write(exp: Experiment, out: Path) -> Path:
             "",
         ]
     md += experiment_discovery_section(exp.variants, base, out)  # discovery-pairs variants
+    if any(
+        str(v.overrides.get("task") or m.base.get("task") or "").startswith("cladder-data")
+        for v in exp.variants
+    ):  # questions answered from data
+        from analysis.data_questions import data_section, run_records
+
+        md += data_section([(v.name, run_records(v.run)) for v in exp.variants], out)
     md += [
         "## Each variant on its own",
         "",

@@ -216,7 +216,11 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
                 _steps_cell(t.steps),
             )
         )
-    first = next((t for t in rec.turns if t.round == 0), None)
+    # The first answer (the pipeline's first turn writes a task, not an answer: its step 3).
+    first = next(
+        (t for t in rec.turns if t.role != "task" and (t.round == 0 or rec.protocol == "pipeline")),
+        None,
+    )
     last = rec.turns[-1] if rec.turns else None
     debate = (
         qid,

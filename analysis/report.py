@@ -26,6 +26,7 @@ from analysis import metrics as M
 from analysis import narrative as N
 from analysis import report_protocols as RP
 from analysis.contamination import contamination_section
+from analysis.data_questions import data_section, run_records
 from analysis.experiment_folder import is_experiment
 from analysis.formatting import details, fmt_p, table1_latex, table1_wide, to_markdown
 from analysis.load import Run, concat, load_runs
@@ -315,10 +316,13 @@ def _tool_section(run: Run, w: _Writer) -> list[str]:
     from crawdad.run.store import RunStore
 
     ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
-    records = (r for r in RunStore(run.path).records() if str(r.question_id) in ids)
+    records = [r for r in RunStore(run.path).records() if str(r.question_id) in ids]
     md = w.table("tool_use", tool_use(records))
+    data = any(
+        c.name != "causal_calculator" for r in records for t in r.turns for c in t.tool_calls
+    )
     return [
-        "### Tool use (causal calculator)",
+        "### Tool use (data tools)" if data else "### Tool use (causal calculator)",
         "",
         "Per model and rung over the turns that had the tool: turns that called it, calls, "
         "calls that could not be read (malformed: counted apart, never as answers) and calls "
@@ -327,6 +331,11 @@ def _tool_section(run: Run, w: _Writer) -> list[str]:
         md,
         "",
     ]
+
+
+def _data_backed(run: Run) -> bool:
+    config = run.manifest.config if run.manifest is not None else {}
+    return str(config.get("task", "")).startswith("cladder-data")
 
 
 def _run_section(
@@ -557,6 +566,8 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
         md += _compare_section(tables, runs, out)
     md += contamination_section(debates, turns, out)  # runs over originals and fresh twins
     md += steps_section(turns, out)  # runs with [scoring] steps = true
+    if any(_data_backed(r) for r in runs):  # questions answered from data (and their twins)
+        md += data_section([(r.label, run_records(r)) for r in runs], out)
     jobs: list[_Job] = []
     md += discovery_section(runs, out, jobs)  # runs of the discovery-pairs task
     if len(runs) > 1:

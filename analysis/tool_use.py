@@ -1,6 +1,7 @@
 """Tool use per model and rung: how often the calculator was offered and called, how many calls
 were malformed (counted apart, as paper 004 does) or refused by the calculator, and accuracy
-with and without the tool across an experiment's variants. Pure functions over records."""
+with and without the tool across an experiment's variants; per tool (the data tools, the
+pipeline's own calls), parse failures apart from wrong calls. Pure functions over records."""
 
 from __future__ import annotations
 
@@ -86,4 +87,64 @@ def accuracy_with_and_without(variants: Mapping[str, Iterable[DebateRecord]]) ->
             called=("called", "mean"),
         )
         .sort_values(["variant", "rung"], ignore_index=True)
+    )
+
+
+BY_TOOL_COLUMNS = [
+    "run",
+    "tool",
+    "questions",  # questions of the run
+    "questions_calling",  # of them, questions with at least one call of this tool
+    "calls",
+    "calls_per_question",
+    "malformed",  # parse failures: not JSON, not of the schema, no such tool
+    "wrong",  # read, but the tool answered with an error (a limit, a column the table lacks...)
+    "answered",
+    "pipeline_calls",  # made by crawdad itself on the pipeline protocol's task (step 2)
+]
+
+
+def calls_by_tool(runs: Mapping[str, Iterable[DebateRecord]]) -> pd.DataFrame:
+    """One row per (run, tool name): how often each tool was called and how its calls ended,
+    parse failures apart from wrong calls, counting the models' calls in their turns and the
+    calls the pipeline protocol made (whatever the tool: the calculator or the data tools)."""
+    rows = []
+    for label, records in runs.items():
+        records = list(records)
+        per_tool: dict[str, dict[str, int]] = {}
+        calling: dict[str, set[str]] = {}
+        for r in records:
+            calls = [c for t in r.turns for c in t.tool_calls]
+            calls += [p.call for p in r.pipeline if p.call is not None]
+            for c in calls:
+                name = c.name or "(no name)"
+                row = per_tool.setdefault(
+                    name, {"calls": 0, "malformed": 0, "wrong": 0, "answered": 0, "pipe": 0}
+                )
+                row["calls"] += 1
+                row["malformed"] += int(c.malformed)
+                row["wrong"] += int(bool(c.error) and not c.malformed)
+                row["answered"] += int(c.error is None)
+                row["pipe"] += int(c.mode == "pipeline")
+                calling.setdefault(name, set()).add(str(r.question_id))
+        for name in sorted(per_tool):
+            row = per_tool[name]
+            rows.append(
+                {
+                    "run": label,
+                    "tool": name,
+                    "questions": len(records),
+                    "questions_calling": len(calling[name]),
+                    "calls": row["calls"],
+                    "calls_per_question": row["calls"] / len(records) if records else 0.0,
+                    "malformed": row["malformed"],
+                    "wrong": row["wrong"],
+                    "answered": row["answered"],
+                    "pipeline_calls": row["pipe"],
+                }
+            )
+    return (
+        pd.DataFrame(rows, columns=BY_TOOL_COLUMNS)
+        if rows
+        else pd.DataFrame(columns=BY_TOOL_COLUMNS)
     )

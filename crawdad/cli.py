@@ -552,13 +552,17 @@ def demo(
             "--config", "-c", help="Try a config's protocol, prompts and models (simulated)."
         ),
     ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(help="These questions instead of the examples (a `data tables` folder...)."),
+    ] = None,
 ) -> None:
     """Run debates on crawdad's example questions against simulated servers (no GPU needed)."""
     from crawdad.demo import run_demo
 
     _check_out(out)
     base = load_config(config) if config else None
-    run_demo(out, limit=limit, concurrency=concurrency, progress=progress, config=base)
+    run_demo(out, limit=limit, concurrency=concurrency, progress=progress, config=base, data=data)
     if report:
         from analysis.report import write_report
 
@@ -622,6 +626,13 @@ def fake_server(
             "tools.toml).",
         ),
     ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="Know this dataset's questions (a `data tables` folder: the fakes call the "
+            "data tools).",
+        ),
+    ] = None,
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
     from crawdad.demo import serve_forever
@@ -630,7 +641,9 @@ def fake_server(
         raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
     base = load_config(config) if config else None
-    serve_forever(kind, port, latency, capacity, faults=plan, seed=seed, tools=tools, config=base)
+    serve_forever(
+        kind, port, latency, capacity, faults=plan, seed=seed, tools=tools, config=base, data=data
+    )
 
 
 @data_app.command("fetch")

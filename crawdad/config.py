@@ -84,6 +84,18 @@ def ollama_host_url(value: str) -> str:
 ServerURL = Annotated[str, AfterValidator(check_url)]
 
 
+# The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names all four.
+DATA_TOOLS = ("describe_data", "conditional_probability", "estimate_effect", "identify_effect")
+ToolName = Literal[
+    "causal",
+    "data",
+    "describe_data",
+    "conditional_probability",
+    "estimate_effect",
+    "identify_effect",
+]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -109,8 +121,9 @@ class ModelSpec(Strict):
     max_in_flight: int | None = Field(None, ge=1)  # per endpoint; None: no cap but concurrency
     stream: bool = True
     options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
-    # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator.
-    tools: list[Literal["causal"]] = Field(default_factory=list)
+    # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator;
+    # "data", the data tools over the question's table (task cladder-data), or some of them.
+    tools: list[ToolName] = Field(default_factory=list)
     # "native": the server's tool calling (Ollama `tools`, OpenAI `tools`); "text": the model
     # writes a JSON call in its answer and crawdad answers in a follow-up message; "auto":
     # native, and text once the server refuses tools for this model.
@@ -145,7 +158,7 @@ class AgentConfig(ModelSpec):
 
 class ExtractorConfig(ModelSpec):
     model: str = "granite3.3:2b"
-    tools: list[Literal["causal"]] = Field(default_factory=list, max_length=0)  # never
+    tools: list[ToolName] = Field(default_factory=list, max_length=0)  # never
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(256, ge=16)
@@ -154,7 +167,7 @@ class ExtractorConfig(ModelSpec):
     stream: bool = False  # a short JSON reply: one response costs less than a stream of chunks
 
 
-ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo", "coding"]
+ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "pipeline"]
 
 
 class ProtocolConfig(Strict):
@@ -162,6 +175,7 @@ class ProtocolConfig(Strict):
     # judge model who gives a verdict or a follow-up question (MAC, MAD); simultaneous: all agents
     # answer, then revise seeing each other's answers (Du et al.); solo: independent samples;
     # coding: debaters argue for a discovery algorithm's plan, each plan run on the data (MAC).
+    # pipeline: LLM4Causal's three steps over a table (task JSON, the tool run, interpretation).
     kind: ProtocolKind = "crawdad"
     max_turns: int = Field(4, ge=1, le=32)  # crawdad: responses per debate, the first one included
     # Stop when the agents agree: crawdad (a response agrees with the one before it; with N > 2,
@@ -280,8 +294,13 @@ class RunConfig(Strict):
         if "judge" in names:
             raise ValueError("no agent may be named 'judge': the judge's turns use that name")
         kind = self.protocol.kind
-        if kind != "solo" and len(names) < 2:
+        if kind not in ("solo", "pipeline") and len(names) < 2:
             raise ValueError(f"the {kind} protocol needs at least 2 agents, got {len(names)}")
+        if kind == "pipeline" and (with_tools := [a.name for a in self.agents if a.tools]):
+            raise ValueError(
+                f"the pipeline protocol runs the data tool itself (step 2): give its agents no "
+                f"tools (agents {', '.join(with_tools)} have some)"
+            )
         if kind == "judge" and self.judge is None:
             object.__setattr__(self, "judge", JudgeConfig())
         elif kind != "judge" and self.judge is not None:

@@ -27,9 +27,10 @@ from crawdad.fake import (
     models_for,
     paper_models,
 )
+from crawdad.fake.data_agent import DataAgentModel, DataCalls
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
-from crawdad.tasks import Task, task_named
+from crawdad.tasks import TASKS, Task, task_named
 
 # A run folder's note on what its simulated models imitate; the report quotes it.
 SIMULATION_NOTE = "simulation.txt"
@@ -42,14 +43,35 @@ def answer_key(items: Sequence[Any], task: Task | None = None) -> AnswerKey:
     key = AnswerKey()
     for item in items:
         fields = task.record_fields(item)
-        key.add_block(
-            task.show(item),
-            fields["gold"],
-            rung=fields.get("rung"),
-            question_id=item.question_id,
-            alignment=fields.get("alignment"),
-        )
+        for shown in {t.show(item): t for t in displays(task)}:
+            key.add_block(
+                shown,
+                fields["gold"],
+                rung=fields.get("rung"),
+                question_id=item.question_id,
+                alignment=fields.get("alignment"),
+            )
     return key
+
+
+def displays(task: Task) -> list[Task]:
+    """The tasks that show `task`'s items: itself, and for questions answered from data every
+    data task (with and without the counts: an experiment's variants may show either)."""
+    if not hasattr(task, "tool_context"):
+        return [task]
+    return [task, *(t for t in TASKS.values() if t is not task and hasattr(t, "tool_context"))]
+
+
+def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
+    """What the fake data agents know of questions answered from data (each one's task, by
+    the question as `task` shows it); None for a task whose items have no table."""
+    if not hasattr(task, "tool_context"):
+        return None
+    calls = DataCalls()
+    for item in items:
+        for shown in {t.show(item) for t in displays(task)}:
+            calls.add(shown, getattr(item, "meta", {}))
+    return calls
 
 
 def demo_latency(capacity: int = 8) -> LatencyModel:
@@ -81,9 +103,10 @@ def run_demo(
     progress: bool = True,
     seed: int = 0,
     config: RunConfig | None = None,
+    data: Path | None = None,
 ) -> RunSummary:
-    """The example questions on simulated servers; with `config`, under its protocol, prompt
-    set and models (every model it names is simulated)."""
+    """The example questions (or those of `data`) on simulated servers; with `config`, under
+    its protocol, prompt set and models (every model it names is simulated)."""
     base = config or RunConfig(seed=seed)
     task = task_named(base.task)
     if task.answers is None:
@@ -91,7 +114,7 @@ def run_demo(
             f"the demo's simulated models answer yes/no items, and the {task.name} task's "
             "answers are open (a graph): run it on real models, or try `crawdad discover-baseline`"
         )
-    dataset = task.load(EXAMPLES)
+    dataset = task.load(data or EXAMPLES)
     if limit:
         dataset = task.select(dataset, SelectionConfig(limit=limit), seed)
     models = models_for(
@@ -100,6 +123,7 @@ def run_demo(
         answer_key(dataset.questions, task),
         seed=seed,
         tool_models=base.tool_model_names(),
+        data_calls=data_calls(dataset.questions, task),
     )
     with FakeServer("ollama", models, latency=demo_latency()) as server:
         print(f"simulated Ollama server at {server.url} ({', '.join(models)})")
@@ -178,18 +202,25 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def served_models(
-    seed: int = 0, tools: bool = False, config: RunConfig | None = None
+    seed: int = 0, tools: bool = False, config: RunConfig | None = None, data: Path | None = None
 ) -> tuple[dict[str, FakeModel], list[str]]:
     """What `crawdad fake-server` serves: the paper's three models, or a config's (its
     debaters, judge and extractor), and which of them call the causal calculator: every
-    debater with `tools`, else those the config gives tools."""
-    key = answer_key(load_cladder(EXAMPLES).questions)
+    debater with `tools`, else those the config gives tools. With `data`, they know its
+    questions (loaded as the config's task); over a folder of `crawdad data tables`, every
+    debater is a fake data agent (it calls the data tools when offered them)."""
     base = config or RunConfig(seed=seed)
+    task = task_named(base.task)
+    items = task.load(data).questions if data else load_cladder(EXAMPLES).questions
+    key = answer_key(items, task if data else None)
     names = base.model_names()
-    calling = names if tools else base.tool_model_names()
-    if config is None and not tools:
+    calls = data_calls(items, task) if data else None
+    calling = names if tools or calls is not None else base.tool_model_names()
+    if config is None and not tools and calls is None:
         return paper_models(key, seed=seed), []
-    models = models_for(names, base.extractor.model, key, seed=seed, tool_models=calling)
+    models = models_for(
+        names, base.extractor.model, key, seed=seed, tool_models=calling, data_calls=calls
+    )
     return models, calling
 
 
@@ -202,11 +233,13 @@ def serve_forever(
     seed: int = 0,
     tools: bool = False,
     config: RunConfig | None = None,
+    data: Path | None = None,
 ) -> None:
     """`crawdad fake-server`: the paper's three models (or a config's) on 127.0.0.1 until
-    Ctrl-C; with `tools`, or those a config gives tools, calling the causal calculator."""
+    Ctrl-C; with `tools`, or those a config gives tools, calling the causal calculator; with
+    `data`, knowing that dataset's questions (and calling the data tools over its tables)."""
     model = LatencyModel(base_seconds=latency, capacity=capacity)
-    models, calling = served_models(seed, tools, config)
+    models, calling = served_models(seed, tools, config, data)
     unknown = sorted(set(faults.models or []) - set(models)) if faults else []
     if unknown:
         raise CrawdadError(
@@ -216,7 +249,12 @@ def serve_forever(
     _start(server)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
     try:
-        print(server_banner(server, faults, model, calling), flush=True)
+        banner = server_banner(server, faults, model, calling)
+        if data and any(isinstance(m, DataAgentModel) for m in models.values()):
+            banner = banner.replace(
+                "call the causal calculator once a turn", "call the data tools once a turn"
+            )
+        print(banner, flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

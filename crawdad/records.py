@@ -16,8 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    a pair's yes/no, a graph's edge list; CLadder's descriptors optional for other tasks).
 # 4: records that no model made: protocol "algorithm" (a statistical discovery baseline, the
 #    algorithm and its parameters in `item`), ending "computed"; protocol "coding" (MAC's coding
-#    agents: each turn's plan run by an algorithm, its tool call "run_algorithm").
-# Version 1, 2 and 3 lines still load: every field added since has a default that means what they did.
+#    agents: each turn's plan run by an algorithm, its tool call "run_algorithm"); questions
+#    answered from data (tasks cladder-data*, the perfect estimator's answer in `item`) and the
+#    pipeline protocol (LLM4Causal): roles task and interpretation, its steps in `pipeline`, tool
+#    calls crawdad made itself (mode "pipeline").
+# Version 1 to 3 lines still load: every field added since has a default that means what they did.
 SCHEMA_VERSION = 4
 
 Answer = Literal["yes", "no"]
@@ -25,18 +28,29 @@ YES_NO = ("yes", "no")
 Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
 # initial: round 0 of a debate (or a simultaneous round 0); critique / defence: later turns of the
 # crawdad protocol; argument: a debater's later turn before a judge; verdict: the judge's turn;
-# revision: a later simultaneous round; sample: one independent answer of a solo run.
-Role = Literal["initial", "critique", "defence", "argument", "verdict", "revision", "sample"]
+# revision: a later simultaneous round; sample: one independent answer of a solo run; task and
+# interpretation: the pipeline's step 1 (the question as a structured task) and step 3.
+Role = Literal[
+    "initial",
+    "critique",
+    "defence",
+    "argument",
+    "verdict",
+    "revision",
+    "sample",
+    "task",
+    "interpretation",
+]
 # algorithm: no model speaks; a causal discovery algorithm's graph (crawdad.run.baseline).
-Protocol = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "algorithm"]
+Protocol = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "algorithm", "pipeline"]
 # "stop": the model ended its answer; "length": the token budget ran out; "loop": crawdad stopped a
 # response that repeated itself; "timeout": the time budget ran out; "error": the request failed.
 StopReason = Literal["stop", "length", "loop", "timeout", "error"]
 ExtractionMethod = Literal["strict", "tolerant", "none"]
 # consensus: agents agreed (early stop); cap: the response or round cap was reached; verdict: the
 # judge decided before the cap; samples: a solo run's samples are all in; computed: an algorithm
-# gave its graph (no debate); error: failed.
-DebateEnd = Literal["consensus", "cap", "verdict", "samples", "computed", "error"]
+# gave its graph (no debate); steps: the pipeline's steps are done; error: failed.
+DebateEnd = Literal["consensus", "cap", "verdict", "samples", "computed", "steps", "error"]
 
 
 class Record(BaseModel):
@@ -91,7 +105,9 @@ class StepExtraction(Record):
     seconds: float = 0.0
 
 
-ToolMode = Literal["native", "text"]
+# native: the server's tool calls; text: JSON in the answer; pipeline: crawdad ran the tool on
+# the task the model wrote (the pipeline protocol's step 2), no model in the loop.
+ToolMode = Literal["native", "text", "pipeline"]
 
 
 class ToolCall(Record):
@@ -113,6 +129,31 @@ class ToolCall(Record):
     # With step scoring on: whether the call carried the question's graph and numbers (and a
     # value within 0.01 of the exact one), scored by the causal engine as the steps are.
     scores: StepScores | None = None
+
+
+class PipelineRun(Record):
+    """One agent's pass through the pipeline protocol (LLM4Causal's three steps), scored step
+    by step: the task it extracted against the question's, the tool's result against the
+    result of the question's own task, its answer against what that result implies."""
+
+    agent: str
+    # Step 1: the structured task read from the model's JSON; None when it could not be read.
+    task: dict[str, Any] | None = None
+    task_error: str | None = None  # why it could not be read
+    # Field by field, whether it is the question's task (and "all"); {} when unreadable.
+    extraction: dict[str, bool] = Field(default_factory=dict)
+    # Step 2: the data tool crawdad ran with that task (None when there was no task).
+    call: ToolCall | None = None
+    # Whether its result is the result of the question's own task (the quantity it needs);
+    # None when unscored (no result to compare).
+    tool_correct: bool | None = None
+    # The answer a correct reading of the question's own result gives (CLadder's rules); None
+    # for answers that do not come from a number (backadj, collider_bias, det-counterfactual).
+    implied_answer: str | None = None
+    # Step 3: the model's answer, and whether it reads a correct tool result right (scored
+    # only when `tool_correct` and `implied_answer` are set).
+    answer: str | None = None
+    interpretation_correct: bool | None = None
 
 
 class Turn(Record):
@@ -187,6 +228,8 @@ class DebateRecord(Record):
     agent_answers: dict[str, str | None] = Field(default_factory=dict)
     # crawdad: the last two turns agreed; other protocols: every agent's last answer agreed
     consensus: bool = False
+    # The pipeline protocol's steps, one per agent (other protocols: empty).
+    pipeline: list[PipelineRun] = Field(default_factory=list)
     end: DebateEnd = "cap"
     error: str | None = None  # what failed, when the debate could not be finished
     error_kind: str | None = None  # its class: ServerUnavailable, ModelNotFound, BackendError
@@ -199,8 +242,8 @@ class DebateRecord(Record):
     @model_validator(mode="after")
     def _cladder_is_yes_or_no(self) -> DebateRecord:
         """A CLadder record keeps schema 2's strictness: yes/no answers and every descriptor."""
-        if self.task != "cladder":
-            return self
+        if self.task != "cladder" and not self.task.startswith("cladder-"):
+            return self  # cladder-data and its kin are CLadder questions too
         answers = [self.final_answer, *self.agent_answers.values(), *(t.answer for t in self.turns)]
         wrong = [a for a in [self.gold, *answers] if a is not None and a not in YES_NO]
         if wrong:

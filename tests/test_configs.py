@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,27 +16,50 @@ from crawdad.fake import AnswerKey, FakeModel, FakeServer, models_for
 from crawdad.run.runner import run
 from crawdad.run.store import RunStore
 from crawdad.tasks import task_named
+from tests.test_data_task import data_folder  # noqa: F401  (data-backed configs' questions)
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 READY = sorted(p for p in CONFIGS.rglob("*.toml") if "experiments" not in p.parts)
 
 
-def models_of(cfg: RunConfig, key: AnswerKey) -> dict[str, FakeModel]:
+def models_of(cfg: RunConfig, key: AnswerKey, calls: Any = None) -> dict[str, FakeModel]:
     return models_for(
-        cfg.model_names(), cfg.extractor.model, key, tool_models=cfg.tool_model_names()
+        cfg.model_names(),
+        cfg.extractor.model,
+        key,
+        tool_models=cfg.tool_model_names(),
+        data_calls=calls,
     )
 
 
-@pytest.mark.parametrize("path", READY, ids=lambda p: str(p.relative_to(CONFIGS)))
-async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path) -> None:
-    cfg = load_config(path)
+def dataset_of(
+    cfg: RunConfig, tiny_cladder: Path, request: Any, graphs: int = 1
+) -> tuple[Any, AnswerKey, Any]:
+    """The questions a config runs on (six, or `graphs` of crawdad's example graphs for
+    discovery), its fakes' answer key and, for questions answered from data, what the fake
+    data agents know."""
+    if cfg.task == "cladder":
+        dataset = load_cladder(tiny_cladder)
+        return dataset, answer_key(dataset.questions), None
+    if not cfg.task.startswith("cladder-data"):  # discovery (the tiny models have no variables)
+        task = task_named(cfg.task)
+        dataset = task.select(task.load(EXAMPLES), SelectionConfig(limit=graphs), 0)
+        return dataset, answer_key(dataset.questions, task), None
+    from crawdad.data.questions import select
+    from crawdad.demo import data_calls
+
+    folder = request.getfixturevalue("data_folder")
     task = task_named(cfg.task)
-    dataset = load_cladder(tiny_cladder)
-    if task.name != "cladder":  # discovery: one example graph (6 ordered pairs)
-        dataset = task.select(task.load(EXAMPLES), SelectionConfig(limit=1), 0)
+    dataset = select(task.load(folder), SelectionConfig(limit=6), 0)
+    return dataset, answer_key(dataset.questions, task), data_calls(dataset.questions, task)
+
+
+@pytest.mark.parametrize("path", READY, ids=lambda p: str(p.relative_to(CONFIGS)))
+async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path, request) -> None:
+    cfg = load_config(path)
+    dataset, key, calls = dataset_of(cfg, tiny_cladder, request, graphs=1)
     backend = cfg.agents[0].backend
-    key = answer_key(dataset.questions, task)
-    async with FakeServer(backend, models_of(cfg, key)) as server:  # type: ignore[arg-type]
+    async with FakeServer(backend, models_of(cfg, key, calls)) as server:  # type: ignore[arg-type]
         cfg = cfg.serve_all_from(server.url, backend)
         cfg.concurrency = min(cfg.concurrency, 8)
         cfg.retry.initial_wait = cfg.retry.max_wait = 0
@@ -50,12 +74,22 @@ async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path) ->
     if cfg.prompt_set == "no-confidence":  # none asked for, none read
         assert all(t.confidence is None for r in records for t in r.turns)
         assert all(t.answer is not None for r in records for t in r.turns)
-    if cfg.tool_model_names():  # the calculator was called, and the report says how often
+    if cfg.tool_model_names():  # the tool was called, and the report says how often
         assert any(t.tool_calls for r in records for t in r.turns)
         from analysis.report import write_report
 
         report = write_report([Path("out")], Path("report"), workers=1).read_text()
-        assert "### Tool use (causal calculator)" in report
+        data = cfg.task.startswith("cladder-data")
+        assert f"### Tool use ({'data tools' if data else 'causal calculator'})" in report
+    if cfg.task.startswith("cladder-data"):  # scored against the label and the perfect answer
+        assert all("perfect_answer" in r.item for r in records)
+        from analysis.report import write_report
+
+        report = write_report([Path("out")], Path("report"), workers=1).read_text()
+        assert "## Questions answered from data" in report
+        if cfg.protocol.kind == "pipeline":
+            assert all(len(r.pipeline) == len(cfg.agents) for r in records)
+            assert "The pipeline's three steps" in report
     if not cfg.agents[0].think:  # the standard-LLM ablation sends thinking off
         assert all(not t.thinking for r in records for t in r.turns)
 
@@ -64,7 +98,7 @@ EXPERIMENTS = sorted((CONFIGS / "experiments").glob("*.toml"))
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
-async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path) -> None:
+async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path, request) -> None:
     from crawdad.run.experiment import (
         experiment_manifest,
         load_experiment,
@@ -74,16 +108,13 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
 
     spec, sha = load_experiment(path)
     configs = variant_configs(spec, str(path))
-    task = task_named(next(iter(configs.values())).task)
-    if task.name == "cladder":
-        dataset = load_cladder(tiny_cladder)
-    else:  # discovery: two of crawdad's example graphs (the tiny models have no variables)
-        dataset = task.select(task.load(EXAMPLES), SelectionConfig(limit=2), 0)
+    first = next(iter(configs.values()))
+    task = task_named(first.task)
+    dataset, key, calls = dataset_of(first, tiny_cladder, request, graphs=2)
     n = len(dataset.questions)
-    key = answer_key(dataset.questions, task)
     models: dict[str, FakeModel] = {}
     for cfg in configs.values():
-        models |= models_of(cfg, key)
+        models |= models_of(cfg, key, calls)
     async with FakeServer("ollama", models) as server:
         for cfg in configs.values():
             cfg.serve_all_from(server.url)
@@ -111,5 +142,8 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
 
     report = write_report([Path("exp")], Path("exp-report"), workers=1).read_text()
     assert "self-consistency" in report.lower() and all(name in report for name in configs)
-    if task.name != "cladder":  # the graphs are assembled and scored per variant
+    if task.name.startswith("discovery"):  # the graphs are assembled and scored per variant
         assert "## Causal discovery" in report
+    if first.task.startswith("cladder-data"):
+        assert "## Questions answered from data" in report
+        assert "The pipeline's three steps" in report

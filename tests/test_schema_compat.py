@@ -72,3 +72,25 @@ async def test_schema_1_run_resumes_with_its_own_prompts(v1_run: Path) -> None:
 async def test_schema_1_run_refuses_other_prompts_and_says_which_to_use(v1_run: Path) -> None:
     with pytest.raises(StoreError, match="--set prompt_set=crawdad-v1"):
         await resume(v1_run, "paper", limit=8)
+
+
+def test_schema_3_lines_load_under_schema_4() -> None:
+    """Schema 4 added the pipeline protocol (its steps in `pipeline`, roles task and
+    interpretation, tool mode pipeline) and the data-backed tasks: a schema 3 line loads with
+    no pipeline steps, and a data-backed record keeps CLadder's strictness."""
+    from crawdad.records import DebateRecord
+
+    line = (
+        '{"schema_version": 3, "task": "cladder", "question_id": 7, "gold": "yes", "rung": 1, '
+        '"query_type": "marginal", "alignment": "commonsense", "agents": {"a": "m"}, '
+        '"turns": [{"round": 0, "agent": "a", "model": "m", "role": "sample", "template": "t", '
+        '"prompt_sha256": "0", "answer": "yes", "tool_mode": "native", "tool_calls": '
+        '[{"name": "causal_calculator", "mode": "native", "result": 0.5}]}], '
+        '"final_answer": "yes", "end": "samples"}'
+    )
+    record = DebateRecord.model_validate_json(line)
+    assert record.schema_version == 3 and record.pipeline == [] and SCHEMA_VERSION >= 4
+    data = record.model_copy(update={"task": "cladder-data", "item": {"perfect_answer": "no"}})
+    DebateRecord.model_validate(data.model_dump())
+    with pytest.raises(ValueError, match="yes or no"):
+        DebateRecord.model_validate({**data.model_dump(), "final_answer": "maybe"})

@@ -170,7 +170,8 @@ async def test_cladder_records_say_their_task(tiny_cladder: Path) -> None:
 
 def test_an_unknown_task_is_named_with_the_choices() -> None:
     with pytest.raises(
-        ConfigError, match="no task 'graphs'; the tasks are cladder, discovery-pairs"
+        ConfigError,
+        match="no task 'graphs'; the tasks are cladder, cladder-data, cladder-data-no-counts, discovery-pairs",
     ):
         task_named("graphs")
 

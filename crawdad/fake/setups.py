@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawdad.fake.answer_key import AnswerKey
 from crawdad.fake.behaviour import FakeModel
 from crawdad.fake.extractor import FakeExtractor
 from crawdad.fake.latency import LatencyModel
 from crawdad.fake.profile import ProfileModel
+
+if TYPE_CHECKING:
+    from crawdad.fake.data_agent import DataCalls
 
 
 def paper_models(
@@ -42,11 +45,16 @@ def models_for(
     *,
     seed: int = 0,
     tool_models: Iterable[str] = (),
+    data_calls: DataCalls | None = None,
 ) -> dict[str, FakeModel]:
     """The paper's fakes, plus a profile debater for every other model a config names (a
     DeepSeek-like one for names with "deepseek", a Qwen3-like one otherwise). Models in
     `tool_models` call the causal calculator once a turn; the DeepSeek-like ones do not take
-    native tools (Ollama refuses them for the R1 distills), so crawdad talks to them in text."""
+    native tools (Ollama refuses them for the R1 distills), so crawdad talks to them in text.
+    With `data_calls` (questions answered from data) every debater is a fake data agent: it
+    calls the data tool that answers the question when offered the data tools, and writes the
+    question's task when the pipeline protocol asks for one."""
+    from crawdad.fake.data_agent import DataAgentModel
     from crawdad.fake.tools import ToolCallingModel
 
     key = answer_key or AnswerKey()
@@ -56,6 +64,12 @@ def models_for(
             models[name] = ProfileModel(
                 key, "deepseek-r1" if "deepseek" in name else "qwen3", seed=seed
             )
+    if data_calls is not None:
+        for name in [*model_names, *(n for n in models if n not in model_names)]:
+            if name != extractor and not isinstance(models[name], FakeExtractor):
+                tools = "deepseek" not in name
+                models[name] = DataAgentModel(models[name], data_calls, supports_tools=tools)
+        return models
     for name in tool_models:
         models[name] = ToolCallingModel(models[name], supports_tools="deepseek" not in name)
     return models

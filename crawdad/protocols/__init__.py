@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from crawdad.backends.schedule import CURRENT_DEBATE, DebateProgress
 from crawdad.errors import BackendError
-from crawdad.protocols import coding, crawdad, judge, simultaneous, solo
+from crawdad.protocols import coding, crawdad, judge, pipeline, simultaneous, solo
 from crawdad.protocols.base import (
     DebateSetup,
     Participant,
@@ -32,6 +32,7 @@ KINDS: dict[str, Play] = {
     "judge": judge.play,
     "simultaneous": simultaneous.play,
     "solo": solo.play,
+    "pipeline": pipeline.play,
 }
 
 

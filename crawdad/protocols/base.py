@@ -30,7 +30,7 @@ from crawdad.errors import BackendError
 from crawdad.prompts import PromptSet
 from crawdad.records import Answer, DebateRecord, Extraction, Role, ToolMode, Turn
 from crawdad.tasks import Task
-from crawdad.tasks.base import Item, same_answer
+from crawdad.tasks.base import Item, same_answer, tool_context
 from crawdad.tasks.cladder import CladderTask
 from crawdad.tools.calculator import Calculator
 from crawdad.tools.engine_backed import default as default_calculator
@@ -218,8 +218,10 @@ async def generate(
     seed: int,
     json_schema: dict | None,
     trace: ToolTrace,
+    item: Item | None = None,
 ) -> tuple[ChatResult, CallStats, ChatRequest]:
-    """One response; with tools, the whole tool loop of the turn (its calls go to `trace`)."""
+    """One response; with tools, the whole tool loop of the turn (its calls go to `trace`),
+    over what the item gives its tools (a data-backed question's table)."""
     stats = CallStats()
     request = who.request(prompt, seed=seed, json_schema=json_schema)
 
@@ -230,6 +232,7 @@ async def generate(
 
     if not who.spec.tools:
         return await send(request), stats, request
+    table = tool_context(setup.task, item).get("table") if item is not None else None
     while True:
         mode = who.resolved_tool_mode()
         loop = ToolLoop(
@@ -239,6 +242,7 @@ async def generate(
             limit=who.spec.max_tool_calls,
             calculator=setup.calculator,
             limits=setup.tool_limits,
+            table=table,
             send=send,
             trace=trace,
             context=lambda text: context_size(who.spec, text),
@@ -267,6 +271,7 @@ async def respond(
     seen: list[int],
     seed: int,
     json_schema: dict | None = None,
+    item: Item | None = None,
     **fields: Any,
 ) -> tuple[Turn, ChatResult]:
     """One generation (with its tool loop) recorded as a turn: what the prompt showed, the
@@ -274,7 +279,7 @@ async def respond(
     tool call. The answer is read by the caller."""
     started = datetime.now(UTC)
     trace = ToolTrace()
-    result, stats, request = await generate(setup, who, prompt, seed, json_schema, trace)
+    result, stats, request = await generate(setup, who, prompt, seed, json_schema, trace, item)
     sent = trace.prompt or prompt
     turn = Turn(
         round=round_,
@@ -330,6 +335,7 @@ async def ask(
         version=version,
         seen=seen,
         seed=seed,
+        item=question,
         **fields,
     )
     extraction, answer, confidence = await extract(setup, result)

@@ -141,6 +141,7 @@ async def judge_turn(
         seen=seen,
         seed=request_seed(setup.seed, question.question_id, len(record.turns)),
         json_schema=judge_schema(last),
+        item=question,
     )
     await read_verdict(setup, turn, result, last)
     return turn

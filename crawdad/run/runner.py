@@ -24,12 +24,13 @@ from crawdad.data.questions import Dataset, Question
 from crawdad.doctor import diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
-from crawdad.protocols import DebateSetup, Participant, run_debate
+from crawdad.protocols import DebateSetup, Participant, pipeline, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, stall_note, stalls
 from crawdad.tasks import task_named
+from crawdad.tools.registry import is_data
 
 log = logging.getLogger("crawdad")
 
@@ -171,6 +172,10 @@ def _guard_settings(config: RunConfig) -> str:
     return f"loop={p.loop_detection}:{p.loop_min_chars} budget={p.turn_time_budget}"
 
 
+def _tool_specs(config: RunConfig) -> list[ModelSpec]:
+    return [*config.agents, *([config.judge] if config.judge else [])]
+
+
 def build_setup(
     config: RunConfig,
     simulated: bool = False,
@@ -182,7 +187,7 @@ def build_setup(
     gate = None
     task = task_named(config.task)
     prompts = load_prompts(config.prompt_source)
-    if prompts.task != task.name:
+    if prompts.task not in getattr(task, "prompt_tasks", (task.name,)):
         raise ConfigError(
             f"prompt_set {prompts.name!r} is written for the {prompts.task} task, not for "
             f"{task.name}: use prompt_set = {task.prompt_set!r}, or a set whose set.toml says "
@@ -197,6 +202,13 @@ def build_setup(
         raise ConfigError(
             "the coding protocol runs discovery algorithms on a graph's data: use "
             f'task = "discovery-graph" (and prompt_set = "mac-coding"), not {task.name}'
+        )
+    data_agents = [s.model for s in _tool_specs(config) if is_data(list(s.tools))]
+    if data_agents and not hasattr(task, "tool_context"):
+        raise ConfigError(
+            f"{', '.join(data_agents)}: the data tools compute over the question's table, and "
+            f'{task.name} questions have none: set task = "cladder-data" (or '
+            '"cladder-data-no-counts") and run on a folder that `crawdad data tables` wrote'
         )
     if pools is None:
         gate = ModelGate() if config.schedule == "grouped" else None
@@ -220,6 +232,8 @@ def build_setup(
         task=task,
         tool_limits=config.tool_limits,
     )
+    if config.protocol.kind == "pipeline":
+        pipeline.check(setup)
     return setup, gate
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 from crawdad.errors import ConfigError
 from crawdad.tasks.base import Task
 from crawdad.tasks.cladder import CladderTask
+from crawdad.tasks.cladder_data import CladderDataTask
 from crawdad.tasks.discovery import DiscoveryGraphTask, DiscoveryPairsTask
 
 TASKS: dict[str, Task] = {
     "cladder": CladderTask(),
+    "cladder-data": CladderDataTask(),
+    "cladder-data-no-counts": CladderDataTask("cladder-data-no-counts", counts=False),
     "discovery-pairs": DiscoveryPairsTask(),
     "discovery-graph": DiscoveryGraphTask(),
 }

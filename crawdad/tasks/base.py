@@ -54,7 +54,12 @@ class Reading:
 
 
 class Task(Protocol):
-    """What a protocol and the runner need of a task kind."""
+    """What a protocol and the runner need of a task kind.
+
+    Two members are optional (read with getattr): `prompt_tasks`, the tasks whose prompt sets
+    it takes (its own name alone by default), and `tool_context(item)`, what the tools of the
+    item's turns compute over (the keyword arguments of `crawdad.tools.registry.ToolContext`:
+    a data-backed question's table); a task without it gives its items' tools nothing."""
 
     name: str
     # The answers an agent may give, when they are a fixed set (a judge's verdict schema and the
@@ -102,3 +107,9 @@ class Task(Protocol):
 def same_answer(answers: Sequence[str | None]) -> bool:
     """Every answer extracted and all equal: the agreement of tasks whose answers are labels."""
     return bool(answers) and None not in answers and len(set(answers)) == 1
+
+
+def tool_context(task: Task, item: Any) -> dict[str, Any]:
+    """What the item's tools compute over, when its task says (see `Task`)."""
+    context = getattr(task, "tool_context", None)
+    return dict(context(item)) if context is not None else {}

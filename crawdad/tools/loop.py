@@ -24,7 +24,8 @@ from crawdad.records import ToolCall, ToolMode
 from crawdad.tools import boundary
 from crawdad.tools.calculator import Calculator
 from crawdad.tools.causal import SCHEMA, TOOL_NAME
-from crawdad.tools.registry import FACTORIES, tools_for
+from crawdad.tools.data_tools import Table
+from crawdad.tools.registry import tools_for
 
 # What servers answer when a model or server cannot take `tools` (then "auto" goes to text):
 # Ollama: "... does not support tools"; vLLM without --enable-auto-tool-choice: "\"auto\" tool
@@ -48,13 +49,42 @@ TEXT_ERROR = (
 )
 LAST_CALL = "You have used all {limit} calculator calls. Write your answer now, without a call."
 
+# The same protocol for any other set of tools (the data tools, or the calculator among others).
+TOOLS_INSTRUCTIONS = """
+
+You may use these tools before you answer: {names}. To call one, write a JSON object of this form, alone in a ```json block, and stop:
+{{"tool": "<tool name>", "arguments": {{...}}}}
+The tools, and the JSON schema of each one's arguments:
+{listing}
+The result comes in the next message. You may call tools again, {limit} calls at most. When you do not need them (any more), write your answer as asked above, without a call."""
+
+TOOLS_RESULT = (
+    "Result of {name}: {result}\n\nCall a tool again if you need to, or write your answer as asked."
+)
+TOOLS_LAST = "You have used all {limit} tool calls. Write your answer now, without a call."
+
 
 def specs(tools: list[str]) -> list[dict[str, Any]]:
-    return [FACTORIES[t](None).spec() for t in tools]
+    return [t.spec() for t in tools_for(tools).values()]
 
 
-def text_instructions(limit: int) -> str:
-    return TEXT_INSTRUCTIONS.format(name=TOOL_NAME, schema=json.dumps(SCHEMA), limit=limit)
+def calculator_only(tools: list[str]) -> bool:
+    return all(t == "causal" for t in tools)
+
+
+def text_instructions(limit: int, tools: list[str] | None = None) -> str:
+    """What the text protocol adds to the prompt: the calculator's own wording when it is the
+    only tool, else every tool with its description and schema."""
+    if tools is None or calculator_only(tools):
+        return TEXT_INSTRUCTIONS.format(name=TOOL_NAME, schema=json.dumps(SCHEMA), limit=limit)
+    listing = []
+    for spec in specs(tools):
+        f = spec["function"]
+        listing.append(
+            f"- {f['name']}: {f['description']}\n  arguments: {json.dumps(f['parameters'])}"
+        )
+    names = ", ".join(spec["function"]["name"] for spec in specs(tools))
+    return TOOLS_INSTRUCTIONS.format(names=names, listing="\n".join(listing), limit=limit)
 
 
 def is_refusal(e: BackendError) -> bool:
@@ -89,9 +119,12 @@ class ToolLoop:
     trace: ToolTrace
     context: Callable[[str], int | None] = lambda text: None  # num_ctx for a conversation
     limits: ToolLimits = field(default_factory=ToolLimits)  # what one call may take
+    table: Table | None = None  # the item's table, for the data tools
 
     async def run(self) -> tuple[ChatResult, ChatRequest]:
-        prompt = self.base.prompt + (text_instructions(self.limit) if self.mode == "text" else "")
+        self._toolbox = tools_for(self.tools, self.calculator, table=self.table)
+        extra = text_instructions(self.limit, self.tools) if self.mode == "text" else ""
+        prompt = self.base.prompt + extra
         self.trace.mode, self.trace.prompt = self.mode, prompt
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         results: list[ChatResult] = []
@@ -112,7 +145,8 @@ class ToolLoop:
                 self.trace.calls.append(record)
                 messages.append(self._answer(call, record))
             if len(self.trace.calls) >= self.limit:
-                messages.append({"role": "user", "content": LAST_CALL.format(limit=self.limit)})
+                last = LAST_CALL if calculator_only(self.tools) else TOOLS_LAST
+                messages.append({"role": "user", "content": last.format(limit=self.limit)})
 
     def _request(self, prompt: str, messages: list[dict[str, Any]], offer: bool) -> ChatRequest:
         update: dict[str, Any] = {"prompt": prompt}
@@ -130,16 +164,14 @@ class ToolLoop:
     def _calls(self, result: ChatResult) -> list[ToolCallOut]:
         if self.mode == "native":
             return list(result.tool_calls)
-        found = find_text_call(result.text)
+        found = find_text_call(result.text, tuple(self._toolbox))
         return [found] if found is not None else []
 
     async def _run(self, call: ToolCallOut) -> ToolCall:
         """The call through the tools' boundary: a value, or an error the model is told and the
         record keeps, whatever the arguments hold."""
         start = time.monotonic()
-        outcome = await boundary.call(
-            tools_for(self.tools, self.calculator), call.name, call.arguments, self.limits
-        )
+        outcome = await boundary.call(self._toolbox, call.name, call.arguments, self.limits)
         return ToolCall(
             name=call.name,
             mode=self.mode,
@@ -178,21 +210,32 @@ class ToolLoop:
         )
         if self.mode == "native":
             return {"role": "tool", "content": body, "tool_call_id": call.id, "name": call.name}
-        text = (
-            TEXT_ERROR.format(name=TOOL_NAME, error=record.error)
-            if record.error
-            else TEXT_RESULT.format(name=TOOL_NAME, result=body)
-        )
+        if calculator_only(self.tools):
+            text = (
+                TEXT_ERROR.format(name=TOOL_NAME, error=record.error)
+                if record.error
+                else TEXT_RESULT.format(name=TOOL_NAME, result=body)
+            )
+        else:
+            name = call.name or "tool"
+            text = (
+                TEXT_ERROR.format(name=name, error=record.error)
+                if record.error
+                else TOOLS_RESULT.format(name=name, result=body)
+            )
         return {"role": "user", "content": text}
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
-def find_text_call(text: str) -> ToolCallOut | None:
-    """The first JSON call of the tool written in a text, or a malformed call when the text
-    means to call it but holds no readable JSON (its raw text is then what lay between the
-    first '{' and the last '}', as paper 004 cut it); None when the text calls nothing."""
+def find_text_call(text: str, names: tuple[str, ...] = (TOOL_NAME,)) -> ToolCallOut | None:
+    """The first JSON call of a tool written in a text, or a malformed call when the text
+    means to call one of `names` but holds no readable JSON (its raw text is then what lay
+    between the first '{' and the last '}', as paper 004 cut it); None when the text calls
+    nothing. Arguments that are not an object, in a call naming no tool, go to the first of
+    `names` (the boundary then says what is wrong with them)."""
+    default = names[0] if names else TOOL_NAME
     decoder = json.JSONDecoder()
     for start in (m.start() for m in re.finditer(r"\{", text)):
         try:
@@ -207,11 +250,12 @@ def find_text_call(text: str) -> ToolCallOut | None:
                     raw = json.dumps(arguments)
                 except (ValueError, RecursionError):
                     raw = text[start:]  # the boundary says what is wrong with it
-                return ToolCallOut(name=name or TOOL_NAME, arguments=raw)
+                return ToolCallOut(name=name or default, arguments=raw)
             return ToolCallOut(name=name, arguments=arguments)
-    if TOOL_NAME in text and "{" in text:
+    meant = next((n for n in names if n in text), None)
+    if meant is not None and "{" in text:
         first, last = text.index("{"), text.rfind("}")
-        return ToolCallOut(name=TOOL_NAME, arguments=text[first : last + 1] if last > first else "")
+        return ToolCallOut(name=meant, arguments=text[first : last + 1] if last > first else "")
     return None
 
 

@@ -1,17 +1,35 @@
-"""The tools agents may call, by the name a config gives them (`tools = ["causal"]`), each as a
-`boundary.Tool`: its spec, its argument parser and its compute function."""
+"""The tools agents may call, by the name a config gives them (`tools = ["causal"]`,
+`tools = ["data"]` or single data tools by name), each as a `boundary.Tool`: its spec, its
+argument parser and its compute function.
+
+Some tools compute over something of the item in hand: the data tools over the question's table.
+A `ToolContext` carries it (with the run's calculator); a factory builds its tools for one
+context, binding what they compute over with `functools.partial`, so one turn's tools see its
+own item only, and everything bound pickles to the worker that computes the call."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from crawdad.config import ToolLimits
+from crawdad.config import DATA_TOOLS, ToolLimits
+from crawdad.tools import data_tools
 from crawdad.tools.boundary import Tool, ToolError
 from crawdad.tools.calculator import Calculator
 from crawdad.tools.causal import TOOL_NAME, CausalQuery, parse_arguments, tool_spec
+from crawdad.tools.data_tools import Table
 from crawdad.tools.engine_backed import default as default_calculator
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What one item's tools compute over: the run's calculator (None: the engine-backed one)
+    and, for a question answered from data, its table."""
+
+    calculator: Calculator | None = None
+    table: Table | None = None
 
 
 def compute_causal(calculator: Calculator, query: CausalQuery, limits: ToolLimits) -> Any:
@@ -33,11 +51,59 @@ def causal(calculator: Calculator | None = None) -> Tool:
     )
 
 
-# config name -> the tool (given the run's calculator, which tools other than "causal" ignore)
-FACTORIES: dict[str, Callable[[Calculator | None], Tool]] = {"causal": causal}
+NO_TABLE = (
+    "there is no table for this question: the data tools answer questions over a table "
+    '(task = "cladder-data" on a folder that `crawdad data tables` wrote)'
+)
 
 
-def tools_for(names: list[str], calculator: Calculator | None = None) -> dict[str, Tool]:
-    """The tools of these config names, by the name the model calls them."""
-    built = [FACTORIES[n](calculator) for n in names]
-    return {t.name: t for t in built}
+def compute_data(table: Table | None, call: data_tools.Call, limits: ToolLimits) -> Any:
+    """A data tool's answer over the item's table."""
+    if table is None:
+        raise ToolError(NO_TABLE)
+    return data_tools.compute(table, call, limits)
+
+
+DATA_PARSERS = {
+    "describe_data": data_tools.parse_describe,
+    "conditional_probability": data_tools.parse_conditional,
+    "estimate_effect": data_tools.parse_estimate,
+    "identify_effect": data_tools.parse_identify,
+}
+
+
+def data_tool(name: str, table: Table | None = None) -> Tool:
+    """One data tool over `table`."""
+    return Tool(
+        name=name,
+        spec=partial(data_tools.tool_spec, name),
+        parse=DATA_PARSERS[name],
+        compute=partial(compute_data, table),
+        label=f"the data tool {name}",
+    )
+
+
+def _data(names: tuple[str, ...]) -> Callable[[ToolContext], list[Tool]]:
+    return lambda context: [data_tool(n, context.table) for n in names]
+
+
+# config name -> the tools it stands for, built over one item's context
+FACTORIES: dict[str, Callable[[ToolContext], list[Tool]]] = {
+    "causal": lambda context: [causal(context.calculator)],
+    "data": _data(DATA_TOOLS),
+    **{name: _data((name,)) for name in DATA_TOOLS},
+}
+
+
+def tools_for(
+    names: list[str], calculator: Calculator | None = None, *, table: Table | None = None
+) -> dict[str, Tool]:
+    """The tools of these config names, by the name the model calls them, over the run's
+    calculator and the item's table."""
+    context = ToolContext(calculator, table)
+    return {t.name: t for n in names for t in FACTORIES[n](context)}
+
+
+def is_data(names: list[str]) -> bool:
+    """Whether these config names give any data tool (which needs an item with a table)."""
+    return any(n == "data" or n in DATA_TOOLS for n in names)

@@ -1,0 +1,414 @@
+"""Questions answered from data (`crawdad data tables`, tasks cladder-data*): each way of
+answering a run stands for (stated numbers, data in context, data + tools for one agent or a
+debate, LLM4Causal's pipeline) scored against the exact label and against the perfect
+estimator's answer (what perfect reasoning from the sample gives), by rung, query type and
+alignment, with bootstrap CIs; paired differences between the ways; the gap to the perfect
+estimator; the pipeline's three steps; tool use and tool errors (parse failures apart from wrong
+calls, `analysis.tool_use`); tokens and GPU seconds per question. Pure functions over records,
+and the report's section.
+
+A run over CLadder's own questions (stated numbers) joins the comparison when it shares question
+ids with a data-backed run: `crawdad data tables` keeps the ids, so the perfect answer of a
+question is known from the data-backed records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.load import Run
+from analysis.metrics._stats import bootstrap_paired_difference, bootstrap_proportion, mcnemar_exact
+from analysis.tool_use import calls_by_tool
+from crawdad.records import DebateRecord
+
+Ways = Mapping[str, list[DebateRecord]]  # run label -> its records (errored ones included)
+
+
+def run_records(run: Run) -> list[DebateRecord]:
+    """The records of the debates a run's analysis kept (its debates frame's questions)."""
+    from crawdad.run.store import RunStore
+
+    ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
+    return [r for r in RunStore(run.path).records() if str(r.question_id) in ids]
+
+
+def is_data_backed(record: DebateRecord) -> bool:
+    return "perfect_answer" in record.item
+
+
+def perfect_answers(ways: Ways) -> dict[str, str | None]:
+    """Question id -> the perfect estimator's answer, from any data-backed record."""
+    out: dict[str, str | None] = {}
+    for records in ways.values():
+        for r in records:
+            if is_data_backed(r):
+                out.setdefault(str(r.question_id), r.item.get("perfect_answer"))
+    return out
+
+
+def _tools(records: Sequence[DebateRecord]) -> bool:
+    return any(t.tool_mode is not None for r in records for t in r.turns)
+
+
+def way_of_answering(records: Sequence[DebateRecord]) -> str:
+    """What a run stands for, read from its records."""
+    if not records:
+        return "-"
+    r = records[0]
+    agents = len(r.agents)
+    who = (
+        "pipeline"
+        if r.protocol == "pipeline"
+        else f"{'one agent' if agents == 1 else f'{agents} agents'}, {r.protocol}"
+    )
+    if not is_data_backed(r):
+        return f"stated numbers ({who})"
+    shown = "data in context" if r.item.get("counts_in_text") else "data not in context"
+    if r.protocol == "pipeline":
+        return f"pipeline (task JSON, tool run, interpretation; {shown})"
+    return f"{shown}{' + tools' if _tools(records) else ''} ({who})"
+
+
+def _row(label: str, dim: str, group: str, rs: list[DebateRecord], perfect: Mapping) -> dict:
+    n = len(rs)
+    k = sum(r.ok and r.final_answer == r.gold for r in rs)
+    with_p = [r for r in rs if perfect.get(str(r.question_id)) is not None]
+    kp = sum(r.ok and r.final_answer == perfect[str(r.question_id)] for r in with_p)
+    ceiling = sum(perfect[str(r.question_id)] == r.gold for r in with_p)
+    lo, hi = bootstrap_proportion(k, n)
+    plo, phi = bootstrap_proportion(kp, len(with_p))
+    return {
+        "run": label,
+        "dimension": dim,
+        "group": group,
+        "n": n,
+        "n_correct": k,
+        "acc": k / n if n else float("nan"),
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "n_perfect": len(with_p),
+        "n_agree_perfect": kp,
+        "acc_perfect": kp / len(with_p) if with_p else float("nan"),
+        "perfect_ci_lo": plo,
+        "perfect_ci_hi": phi,
+        # the perfect estimator's own accuracy against the label on these questions: a ceiling
+        # for answers from this sample; `gap` is how far the run is below it
+        "perfect_acc": ceiling / len(with_p) if with_p else float("nan"),
+        "gap": (k / n - ceiling / len(with_p)) if n and with_p else float("nan"),
+    }
+
+
+DIMENSIONS = ("rung", "query_type", "alignment")
+
+
+def accuracy_table(ways: Ways) -> pd.DataFrame:
+    """Per run: accuracy against the label and against the perfect answer, overall, by rung,
+    query type, alignment, and by whether the sample points the label's way."""
+    perfect = perfect_answers(ways)
+    rows = []
+    for label, records in ways.items():
+        rows.append(_row(label, "overall", "all", records, perfect))
+        for dim in DIMENSIONS:
+            groups: dict[str, list[DebateRecord]] = {}
+            for r in records:
+                groups.setdefault(str(getattr(r, dim)), []).append(r)
+            for g in sorted(groups):
+                rows.append(_row(label, dim, g, groups[g], perfect))
+        split: dict[str, list[DebateRecord]] = {}
+        for r in records:
+            p = perfect.get(str(r.question_id))
+            if p is not None:
+                split.setdefault("agrees" if p == r.gold else "disagrees", []).append(r)
+        for g in sorted(split):
+            rows.append(_row(label, "sample vs label", g, split[g], perfect))
+    return pd.DataFrame(rows)
+
+
+def paired_table(ways: Ways, baseline: str) -> pd.DataFrame:
+    """Each run against `baseline` on the questions both finished: the difference in accuracy
+    against the label and against the perfect answer, with paired bootstrap CIs and McNemar."""
+    perfect = perfect_answers(ways)
+    base = {str(r.question_id): r for r in ways.get(baseline, []) if r.ok}
+    rows = []
+    for label, records in ways.items():
+        if label == baseline:
+            continue
+        mine = {str(r.question_id): r for r in records if r.ok}
+        common = sorted(set(base) & set(mine))
+        for target in ("label", "perfect"):
+            ids = [q for q in common if target == "label" or perfect.get(q) is not None]
+            cells = [0, 0, 0, 0]  # both, only baseline, only this run, neither
+            for q in ids:
+                want = base[q].gold if target == "label" else perfect[q]
+                a, b = base[q].final_answer == want, mine[q].final_answer == want
+                cells[0 if a and b else 1 if a else 2 if b else 3] += 1
+            n = len(ids)
+            lo, hi = bootstrap_paired_difference(*cells)
+            rows.append(
+                {
+                    "run": label,
+                    "baseline": baseline,
+                    "against": target,
+                    "n": n,
+                    "baseline_acc": (cells[0] + cells[1]) / n if n else float("nan"),
+                    "run_acc": (cells[0] + cells[2]) / n if n else float("nan"),
+                    "diff": (cells[2] - cells[1]) / n if n else float("nan"),
+                    "diff_ci_lo": lo,
+                    "diff_ci_hi": hi,
+                    "p_value": mcnemar_exact(cells[2], cells[1]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _rate(k: int, n: int) -> tuple[float, float, float]:
+    lo, hi = bootstrap_proportion(k, n)
+    return (k / n if n else float("nan"), lo, hi)
+
+
+PIPELINE_FIELDS = ("task_type", "treatment", "outcome", "conditions", "mediators", "edges")
+
+
+def pipeline_table(ways: Ways) -> pd.DataFrame:
+    """LLM4Causal's three steps per run (and agent): the task read, its fields right
+    (extraction), the tool run and its result right, the answer read right where the result
+    was right (interpretation), and the final answer against the label."""
+    rows = []
+    for label, records in ways.items():
+        runs = [(r, p) for r in records for p in r.pipeline]
+        for agent in sorted({p.agent for _, p in runs}):
+            mine = [(r, p) for r, p in runs if p.agent == agent]
+            n = len(mine)
+            readable = [p for _, p in mine if p.task is not None]
+            ran = [p for p in readable if p.call is not None and p.call.error is None]
+            scored_tool = [p for p in readable if p.tool_correct is not None]
+            scored_interp = [p for _, p in mine if p.interpretation_correct is not None]
+            row: dict = {"run": label, "agent": agent, "n": n}
+            row["task_read"] = len(readable) / n if n else float("nan")
+            for f in (*PIPELINE_FIELDS, "all"):
+                row[f"extraction_{f}"] = (
+                    sum(bool(p.extraction.get(f)) for p in readable) / n if n else float("nan")
+                )
+            row["tool_ran"] = len(ran) / n if n else float("nan")
+            row["tool_malformed"] = sum(bool(p.call and p.call.malformed) for p in readable)
+            row["tool_errors"] = sum(
+                bool(p.call and p.call.error and not p.call.malformed) for p in readable
+            )
+            k = sum(bool(p.tool_correct) for p in scored_tool)
+            row["tool_correct"], row["tool_ci_lo"], row["tool_ci_hi"] = _rate(k, len(scored_tool))
+            row["n_interpreted"] = len(scored_interp)
+            k = sum(bool(p.interpretation_correct) for p in scored_interp)
+            row["interpretation"], row["interp_ci_lo"], row["interp_ci_hi"] = _rate(
+                k, len(scored_interp)
+            )
+            k = sum(p.answer == r.gold for r, p in mine)
+            row["answer_acc"], row["answer_ci_lo"], row["answer_ci_hi"] = _rate(k, n)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cost_table(ways: Ways) -> pd.DataFrame:
+    """Tokens and GPU seconds per question (debaters and extractor; the server's generation
+    time where it reports one, else crawdad's wall time) and tool calls per question."""
+    rows = []
+    for label, records in ways.items():
+        n = len(records)
+        tokens = gpu = calls = 0.0
+        for r in records:
+            for t in r.turns:
+                tokens += (t.prompt_tokens or 0) + (t.completion_tokens or 0)
+                gpu += t.server_seconds if t.server_seconds is not None else t.seconds
+                calls += len(t.tool_calls)
+                if t.extraction is not None:
+                    x = t.extraction
+                    tokens += (x.prompt_tokens or 0) + (x.completion_tokens or 0)
+                    gpu += x.seconds
+            calls += sum(p.call is not None for p in r.pipeline)
+        rows.append(
+            {
+                "run": label,
+                "questions": n,
+                "tokens_per_q": tokens / n if n else float("nan"),
+                "gpu_seconds_per_q": gpu / n if n else float("nan"),
+                "tool_calls_per_q": calls / n if n else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- the report's section -----------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return "-" if pd.isna(x) else f"{100 * x:.1f}"
+
+
+def _with_ci(x: float, lo: float, hi: float) -> str:
+    return "-" if pd.isna(x) else f"{_pct(x)} ({_pct(lo)}–{_pct(hi)})"
+
+
+def _shown_accuracy(acc: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run": acc["run"],
+            "by": acc["dimension"],
+            "group": acc["group"],
+            "n": acc["n"],
+            "vs label % (CI)": [
+                _with_ci(a, lo, hi)
+                for a, lo, hi in zip(acc["acc"], acc["ci_lo"], acc["ci_hi"], strict=True)
+            ],
+            "vs perfect % (CI)": [
+                _with_ci(a, lo, hi)
+                for a, lo, hi in zip(
+                    acc["acc_perfect"], acc["perfect_ci_lo"], acc["perfect_ci_hi"], strict=True
+                )
+            ],
+            "perfect vs label %": [_pct(x) for x in acc["perfect_acc"]],
+            "gap (points)": ["-" if pd.isna(g) else f"{100 * g:+.1f}" for g in acc["gap"]],
+        }
+    )
+
+
+def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]], out: Path) -> list[str]:
+    """The report's section on questions answered from data (nothing when no run has any);
+    its tables are written to `out` as CSV."""
+    ways = {label: records for label, records in named_runs}
+    if not any(is_data_backed(r) for rs in ways.values() for r in rs):
+        return []
+    from analysis.formatting import details, fmt_p, to_markdown
+
+    perfect = perfect_answers(ways)  # the questions with a table: a stated-numbers run keeps those
+    ways = {k: [r for r in v if str(r.question_id) in perfect] for k, v in ways.items()}
+    ways = {k: v for k, v in ways.items() if v}
+    out.mkdir(parents=True, exist_ok=True)
+    acc = accuracy_table(ways)
+    acc.to_csv(out / "data_accuracy.csv", index=False)
+    kinds = pd.DataFrame(
+        [{"run": k, "way of answering": way_of_answering(v)} for k, v in ways.items()]
+    )
+    overall = acc[acc["dimension"] == "overall"]
+    md = [
+        "## Questions answered from data",
+        "",
+        "Each run is one way of answering: stated numbers (CLadder's own questions, paired by "
+        "question id), data in context (the counts in the question), data + tools (the data "
+        "tools over the question's table), or LLM4Causal's pipeline. Accuracy is against the "
+        "exact label and against the perfect estimator's answer (the same query over the "
+        "sample's plug-in model: what perfect reasoning from this sample answers); `perfect vs "
+        "label` is that estimator's own accuracy, the ceiling of answers drawn from the sample, "
+        "and `gap` the run's distance to it. 95% bootstrap CIs. [CSV](data_accuracy.csv)",
+        "",
+        to_markdown(kinds, formatted=True),
+        "",
+        to_markdown(_shown_accuracy(overall), formatted=True),
+        "",
+        details(
+            "By rung, query type, alignment and whether the sample points the label's way",
+            to_markdown(_shown_accuracy(acc[acc["dimension"] != "overall"]), formatted=True),
+        ),
+        "",
+    ]
+    if len(ways) > 1:
+        baseline = next(iter(ways))
+        paired = paired_table(ways, baseline)
+        paired.to_csv(out / "data_paired.csv", index=False)
+        shown = pd.DataFrame(
+            {
+                "run": paired["run"],
+                "against": paired["against"],
+                "n": paired["n"],
+                f"{baseline} %": [_pct(x) for x in paired["baseline_acc"]],
+                "run %": [_pct(x) for x in paired["run_acc"]],
+                "diff (points, CI)": [
+                    "-" if pd.isna(d) else f"{100 * d:+.1f} ({100 * lo:+.1f} to {100 * hi:+.1f})"
+                    for d, lo, hi in zip(
+                        paired["diff"], paired["diff_ci_lo"], paired["diff_ci_hi"], strict=True
+                    )
+                ],
+                "McNemar p": [fmt_p(p) for p in paired["p_value"]],
+            }
+        )
+        md += [
+            f"**Each way against `{baseline}`** (the first run given), on the questions both "
+            "finished; paired bootstrap CI of the difference. [CSV](data_paired.csv)",
+            "",
+            to_markdown(shown, formatted=True),
+            "",
+        ]
+    pipe = pipeline_table(ways)
+    if not pipe.empty:
+        pipe.to_csv(out / "data_pipeline.csv", index=False)
+        shown = pd.DataFrame(
+            {
+                "run": pipe["run"],
+                "agent": pipe["agent"],
+                "n": pipe["n"],
+                "task read %": [_pct(x) for x in pipe["task_read"]],
+                **{
+                    f"{f} %": [_pct(x) for x in pipe[f"extraction_{f}"]]
+                    for f in (*PIPELINE_FIELDS, "all")
+                },
+                "tool ran %": [_pct(x) for x in pipe["tool_ran"]],
+                "tool result right % (CI)": [
+                    _with_ci(*v)
+                    for v in zip(
+                        pipe["tool_correct"], pipe["tool_ci_lo"], pipe["tool_ci_hi"], strict=True
+                    )
+                ],
+                "interpretation right % (CI)": [
+                    _with_ci(*v)
+                    for v in zip(
+                        pipe["interpretation"],
+                        pipe["interp_ci_lo"],
+                        pipe["interp_ci_hi"],
+                        strict=True,
+                    )
+                ],
+                "answer vs label % (CI)": [
+                    _with_ci(*v)
+                    for v in zip(
+                        pipe["answer_acc"], pipe["answer_ci_lo"], pipe["answer_ci_hi"], strict=True
+                    )
+                ],
+            }
+        )
+        md += [
+            "**The pipeline's three steps** (LLM4Causal's evaluation). Step 1, extraction: the "
+            "task the model wrote, field by field against the question's (a field the query "
+            "type does not use counts as right; `all`: every field). Step 2, the tool crawdad "
+            "ran on that task: whether its result is the result of the question's own task. "
+            "Step 3, interpretation: where that result was right, whether the answer is the "
+            "one it implies under CLadder's rules (questions answered from the graph, such as "
+            "backadj, are not scored here). [CSV](data_pipeline.csv)",
+            "",
+            to_markdown(shown, formatted=True),
+            "",
+        ]
+    tools = calls_by_tool(ways)
+    if not tools.empty:
+        tools.to_csv(out / "data_tools.csv", index=False)
+        md += [
+            "**Tool use and tool errors**, per run and tool: questions with a call, calls per "
+            "question, parse failures (malformed: not JSON, not the schema, no such tool) apart "
+            "from wrong calls (read, but the table cannot answer them: a column it lacks, an "
+            "effect the graph does not identify). Pipeline calls are crawdad's own (mode "
+            "pipeline). [CSV](data_tools.csv)",
+            "",
+            to_markdown(tools),
+            "",
+        ]
+    cost = cost_table(ways)
+    cost.to_csv(out / "data_cost.csv", index=False)
+    md += [
+        "**Cost per question**: tokens (prompt and completion, debaters and extractor) and GPU "
+        "seconds (the server's generation time where it reports one, else wall time). "
+        "[CSV](data_cost.csv)",
+        "",
+        to_markdown(cost),
+        "",
+    ]
+    return md
