@@ -417,7 +417,7 @@ def bench(
         typer.Option(min=1, help="The first N selected questions (default: 4 x concurrency)."),
     ] = None,
     seconds: Annotated[
-        float, typer.Option(min=1, help="Seconds each measurement lasts (plus its drain).")
+        float, typer.Option(min=0.1, help="Seconds each measurement lasts (plus its drain).")
     ] = 30.0,
     out: Annotated[
         Path | None,
