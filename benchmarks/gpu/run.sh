@@ -122,8 +122,11 @@ mark verify
 step "install crawdad from the wheels (in the background) and build llama-server"
 SITE="$WORK/site"
 rm -rf "$SITE"
-( "$PY" -m pip install --quiet --no-index --find-links "$WORK/kit/wheels" --target "$SITE" \
-    --no-warn-script-location crawdad > "$RES/pip.log" 2>&1; echo $? > "$WORK/pip.rc" ) &
+PIP=("$PY" -m pip install --no-index --find-links "$WORK/kit/wheels" --target "$SITE"
+     --no-warn-script-location --disable-pip-version-check)
+( { "${PIP[@]}" -r "$WORK/kit/requirements.txt" \
+    && "${PIP[@]}" --no-deps "$WORK"/kit/wheels/crawdad-*.whl; } > "$RES/pip.log" 2>&1
+  echo $? > "$WORK/pip.rc" ) &
 PIP_PID=$!
 
 if [ -n "$SERVER_BIN" ]; then
