@@ -4,26 +4,31 @@ the bench folder, bad input is a message. The rules of the advice on made-up fig
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
 
 import pytest
 
+from crawdad.backends import ChatRequest
 from crawdad.bench import advise, run_bench
+from crawdad.bench.advice import ceiling_at
+from crawdad.bench.loadgen import Target, rounds
 from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, Span, Window
 from crawdad.config import RunConfig
 from crawdad.data.demo_questions import write_cladder
 from crawdad.data.questions import load_cladder
 from crawdad.demo import answer_key
 from crawdad.fake import FakeServer, LatencyModel, paper_models
+from crawdad.protocols.base import request_seed
 
 EXTRACTOR = "granite3.3:2b"
 
 
 def latency() -> LatencyModel:
     # Slow enough that P requests are in flight together, fast enough for a short test.
-    return LatencyModel(base_seconds=0.02, per_token_seconds=0.00002, capacity=64)
+    return LatencyModel(base_seconds=0.05, per_token_seconds=0.00002, capacity=64)
 
 
 def config(url: str, backend: str, **top: object) -> RunConfig:
@@ -78,7 +83,9 @@ async def test_the_load_generators_counts_are_the_servers(tmp_path: Path, backen
         assert 0 < r.window.tokens <= r.tokens and 0 < r.window.requests <= r.answered
     # The first prompts crawdad sends, with its sampling settings and seeds, for both agents.
     assert {c.model for c in calls} == {"qwen3:32b", "deepseek-r1:32b"}
-    assert len({c.seed for c in calls}) > len(ds.questions)  # a second round has new seeds
+    first = {request_seed(0, q.question_id, 0) for q in ds.questions}
+    later = {request_seed(0, q.question_id, 0, n) for q in ds.questions for n in range(1, 100)}
+    assert first & {c.seed for c in calls} and {c.seed for c in calls} <= first | later
     assert all(c.temperature == 0.6 and c.max_tokens == 8192 for c in calls)
 
 
@@ -108,8 +115,10 @@ def test_cli_bench_figures_agree_and_stay_in_the_bench_folder(
     ours = loadgen_calls(server)
     assert sum(r["sent"] for r in data["ceiling"]) == len(ours)
     assert sum(r["tokens"] for r in data["ceiling"]) == sum(c.eval_count for c in ours)
-    # Every request of the bench reached the server: the crawdad run's too.
-    assert sum(r["sent"] for r in data["ceiling"] + data["crawdad"]) == len(calls)
+    # Every request of the bench reached the server, but some of those the crawdad run had in
+    # flight when it was stopped: they were cancelled, perhaps before they were sent.
+    sent = sum(r["sent"] for r in data["ceiling"] + data["crawdad"])
+    assert sent - data["crawdad"][0]["cut"] <= len(calls) <= sent
     # The figures agree: rates are window figures over window seconds, the share of the
     # ceiling is crawdad's rate over the best of the sweep, CPU per token is CPU over tokens.
     best = max(r["tokens_per_second"] for r in data["ceiling"])
@@ -119,7 +128,9 @@ def test_cli_bench_figures_agree_and_stay_in_the_bench_folder(
         assert r["requests_per_second"] == pytest.approx(w["requests"] / w["seconds"])
         assert r["cpu_ms_per_token"] == pytest.approx(1000 * r["cpu_seconds"] / r["tokens"])
     run = data["crawdad"][0]
-    assert run["concurrency"] == 3 and run["debates"] >= 1
+    assert run["concurrency"] == 3
+    lines = (tmp_path / "b" / "run-c3" / "debates.jsonl").read_text().splitlines()
+    assert run["debates"] == len(lines)
     assert data["advice"]["fraction"] == pytest.approx(run["tokens_per_second"] / best)
     assert run["cores"] == pytest.approx(run["cpu_seconds"] / run["seconds"])
     # What is printed is what was written, and says what to do.
@@ -148,6 +159,18 @@ def test_bad_input_is_a_message(tmp_path: Path, tiny_cladder: Path, cli) -> None
     assert code == 1 and "is not empty" in err
     code, _, err = cli(*args, "--out", str(tmp_path / "full" / "x"))
     assert code == 1 and "is a file" in err
+
+
+def test_the_items_go_round_again_with_new_seeds() -> None:
+    request = ChatRequest(model="m", prompt="p", temperature=0.6, top_p=0.95, max_tokens=8)
+    targets = [Target(None, request.model_copy(update={"seed": i}), i) for i in (7, 8)]  # type: ignore[arg-type]
+    sent = list(itertools.islice(rounds(targets, seed=3), 6))
+    assert [t.item_id for t in sent] == [7, 8, 7, 8, 7, 8]
+    assert [t.request.seed for t in sent[:2]] == [7, 8]  # the first round as crawdad sends it
+    assert [t.request.seed for t in sent[2:]] == [
+        request_seed(3, 7, 0, 1), request_seed(3, 8, 0, 1),
+        request_seed(3, 7, 0, 2), request_seed(3, 8, 0, 2),
+    ]  # fmt: skip
 
 
 # --- the figures and the advice, on made-up numbers -------------------------------------------------
@@ -186,12 +209,21 @@ def crawdad(c: int, rate: float, in_flight: float, cores: float) -> CrawdadResul
         seconds=10,
         cpu_seconds=10 * cores,
         debates=3,
+        cut=0,
         finished_all=False,
         folder="f",
     )
 
 
 SWEEP = ((8, 400.0), (32, 950.0), (64, 1000.0))  # the knee at 32
+
+
+def test_the_ceiling_at_a_load_between_the_sweeps_points() -> None:
+    sweep = ceiling(*SWEEP)  # in flight = P
+    assert ceiling_at(sweep, 4) == pytest.approx(200.0)  # through zero below the first
+    assert ceiling_at(sweep, 20) == pytest.approx(400 + 550 * 12 / 24)
+    assert ceiling_at(sweep, 64) == ceiling_at(sweep, 500) == 1000.0
+    assert ceiling_at([], 8) == 0.0
 
 
 def test_advice_server_bound() -> None:
@@ -210,6 +242,7 @@ def test_advice_crawdad_bound_and_too_few_in_flight() -> None:
     assert busy.bottleneck == "crawdad" and "stream = false" in " ".join(busy.suggestions)
     few = advise(cfg, ceiling(*SWEEP), [crawdad(8, 300, 8, 0.2)])
     assert few.bottleneck == "concurrency" and "8.0 requests in flight" in few.verdict
+    assert few.same_load == pytest.approx(300 / 400) and "got 400 tok/s" in few.verdict
     # 1 request in flight per debate: 1.25 x 32 = 40 -> 48 debates, but at least 2 x the knee.
     assert (few.concurrency, few.max_in_flight) == (64, 40)
     assert "OLLAMA_NUM_PARALLEL=32" in " ".join(few.suggestions)

@@ -38,6 +38,7 @@ class Advice:
     concurrency: int | None = None
     max_in_flight: int | None = None
     fraction: float | None = None  # crawdad's best tokens/s over the ceiling
+    same_load: float | None = None  # ... over the ceiling with as many requests in flight
 
 
 def knee_of(ceiling: list[LoadResult]) -> tuple[int | None, bool]:
@@ -50,6 +51,25 @@ def knee_of(ceiling: list[LoadResult]) -> tuple[int | None, bool]:
     knee = min(p for p, r in rates if r >= KNEE * best)
     rising = len(rates) == 1 or (rates[-1][1] == best and rates[-1][1] >= 1.1 * rates[-2][1])
     return knee, rising
+
+
+def best_ceiling(ceiling: list[LoadResult]) -> float:
+    return max((c.window.tokens_per_second for c in ceiling), default=0.0)
+
+
+def ceiling_at(ceiling: list[LoadResult], in_flight: float) -> float:
+    """The ceiling with `in_flight` requests in flight on average: the sweep's points joined by
+    straight lines (through zero below the first, flat past the last)."""
+    points = sorted((c.window.in_flight, c.window.tokens_per_second) for c in ceiling)
+    points = [(x, y) for x, y in points if x > 0]
+    if not points:
+        return 0.0
+    x0, y0 = 0.0, 0.0
+    for x1, y1 in points:
+        if in_flight <= x1:
+            return y0 + (y1 - y0) * (in_flight - x0) / (x1 - x0) if x1 > x0 else y1
+        x0, y0 = x1, y1
+    return points[-1][1]
 
 
 def _nice(n: float) -> int:
@@ -90,7 +110,7 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
             + (f" ({errors[0]})" if errors else ""),
             ["check the servers with `crawdad doctor` and their logs, then run the bench again"],
         )
-    best = max(c.window.tokens_per_second for c in ceiling)
+    best = best_ceiling(ceiling)
     top = max(ceiling, key=lambda c: c.parallel)
     endpoints = len({u for a in config.agents for u in a.base_urls})
     cap = math.ceil(1.25 * knee / endpoints)
@@ -116,6 +136,8 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
         )
     run = max(runs, key=lambda r: r.window.tokens_per_second)
     fraction = run.window.tokens_per_second / best
+    same = ceiling_at(ceiling, run.window.in_flight)
+    same_load = run.window.tokens_per_second / same if same > 0 else None
     per_debate = run.window.in_flight / run.concurrency if run.concurrency else 0.0
     wanted = _nice(1.25 * knee / per_debate) if per_debate > 0 else _nice(4 * knee)
     concurrency = max(wanted, _nice(2 * knee))
@@ -144,7 +166,13 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
         bottleneck = "concurrency"
         verdict = (
             f"too few requests in flight: {at}, keeping {run.window.in_flight:.1f} requests in "
-            f"flight on average where the server needs about {knee}."
+            f"flight on average where the server needs about {knee}"
+            + (
+                f" (with as many in flight, the load generator got {same:,.0f} tok/s: crawdad "
+                f"{same_load:.2f} of that)."
+                if same_load is not None
+                else "."
+            )
         )
     else:
         bottleneck = "structure"
@@ -172,4 +200,5 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
         concurrency=concurrency,
         max_in_flight=cap,
         fraction=fraction,
+        same_load=same_load,
     )

@@ -23,7 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from crawdad import __version__
-from crawdad.bench.advice import Advice, advise
+from crawdad.bench.advice import Advice, advise, best_ceiling, ceiling_at
 from crawdad.bench.loadgen import cpu_seconds, generate_load, load_pools, load_targets
 from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools
 from crawdad.config import RunConfig
@@ -114,7 +114,7 @@ class PhaseBar:
             unit="s",
             disable=not enabled,
             dynamic_ncols=True,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total} s {postfix}",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total} s{postfix}",
         )
         self.seconds = seconds
 
@@ -161,6 +161,7 @@ async def crawdad_phase(
         close = start + seconds
         run = asyncio.create_task(run_jobs([job], gate, False, concurrency, None))
         finished_all = False
+        cut = 0
         ticked = start
         while not run.done():
             now = time.monotonic()
@@ -174,6 +175,7 @@ async def crawdad_phase(
             run.result()  # a run that stopped (servers gone, a full disk) says why
             finished_all = time.monotonic() < close
         else:
+            cut = len(log.running)
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await run
@@ -189,6 +191,7 @@ async def crawdad_phase(
             seconds=end - first,
             cpu_seconds=cpu_seconds() - cpu0,
             debates=job.summary.finished,
+            cut=cut,
             finished_all=finished_all,
             folder=str(folder),
         )
@@ -247,7 +250,7 @@ async def run_bench(
         finally:
             bar.close()
         if not progress:
-            say(crawdad_line(runs[-1], best_ceiling(ceiling)))
+            say(crawdad_line(runs[-1], ceiling))
     specs = {(a.backend, a.model, tuple(a.base_urls)) for a in config.agents}
     result = BenchResult(
         servers=[f"{b} {m} {' '.join(u)}" for b, m, u in sorted(specs)],
@@ -267,16 +270,12 @@ async def run_bench(
 # --- the printout ---------------------------------------------------------------------------------
 
 
-def best_ceiling(ceiling: list[LoadResult]) -> float:
-    return max((c.window.tokens_per_second for c in ceiling), default=0.0)
-
-
 def _ms(value: float | None) -> str:
     return f"{value:.3f}" if value is not None else "-"
 
 
 CEILING_HEAD = f"{'P':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'answered':>8} {'failed':>6} {'CPU ms/tok':>10}"
-CRAWDAD_HEAD = f"{'C':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'of ceiling':>10} {'CPU cores':>9} {'CPU ms/tok':>10} {'debates':>7}"
+CRAWDAD_HEAD = f"{'C':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'of ceiling':>10} {'same load':>9} {'CPU cores':>9} {'CPU ms/tok':>10} {'debates':>7}"
 
 
 def ceiling_line(r: LoadResult) -> str:
@@ -287,18 +286,19 @@ def ceiling_line(r: LoadResult) -> str:
     )
 
 
-def crawdad_line(r: CrawdadResult, best: float) -> str:
+def crawdad_line(r: CrawdadResult, ceiling: list[LoadResult]) -> str:
     w = r.window
+    best, same = best_ceiling(ceiling), ceiling_at(ceiling, w.in_flight)
     share = f"{w.tokens_per_second / best:.2f}" if best > 0 else "-"
+    at_load = f"{w.tokens_per_second / same:.2f}" if same > 0 else "-"
     return (
         f"{r.concurrency:>6} {w.tokens_per_second:>9,.1f} {w.requests_per_second:>8.2f} "
-        f"{w.in_flight:>9.1f} {share:>10} {r.cores:>9.2f} {_ms(r.cpu_ms_per_token):>10} "
-        f"{r.debates:>7}"
+        f"{w.in_flight:>9.1f} {share:>10} {at_load:>9} {r.cores:>9.2f} "
+        f"{_ms(r.cpu_ms_per_token):>10} {r.debates:>7}"
     )
 
 
 def report_lines(result: BenchResult) -> list[str]:
-    best = best_ceiling(result.ceiling)
     lines = [
         f"crawdad bench {result.created_at[:19]}: {result.questions} questions, windows of "
         f"{result.seconds:g} s, max_tokens {', '.join(map(str, result.max_tokens))}",
@@ -313,9 +313,10 @@ def report_lines(result: BenchResult) -> list[str]:
     if result.crawdad:
         lines += [
             "",
-            "crawdad (the config's protocol, prompts and streaming; extractor requests included):",
+            "crawdad (the config's protocol, prompts and streaming; extractor requests included;",
+            "'same load': of the ceiling with as many requests in flight as crawdad kept):",
             CRAWDAD_HEAD,
-            *(crawdad_line(r, best) for r in result.crawdad),
+            *(crawdad_line(r, result.ceiling) for r in result.crawdad),
         ]
     lines += ["", f"Verdict: {result.advice.verdict}", "Suggestions:"]
     lines += [f"  - {s}" for s in result.advice.suggestions]

@@ -150,6 +150,7 @@ class CrawdadResult:
     seconds: float  # first request to the end of the phase (the drain included)
     cpu_seconds: float  # crawdad's process over the same time
     debates: int  # debates finished (written to the bench's run folder)
+    cut: int  # requests in flight when the run was stopped, cancelled (and not counted)
     finished_all: bool  # the questions ran out before the window closed
     folder: str
 
