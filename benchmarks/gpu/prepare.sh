@@ -14,6 +14,7 @@
 #   wheels/              crawdad's wheel and, for each Python version asked, the dependencies
 #                        `crawdad bench` needs (requirements.txt: crawdad's own but the
 #                        analysis's pandas, scipy, matplotlib...; --all-deps: every one)
+#   prompts.tar.gz       crawdad's prompt sets (prompts/ sits beside the package, not in it)
 #   SHA256SUMS           the sum of every whole file (the halves are checked once joined)
 #   run.sh, README.md    what runs on the GPU machine
 set -euo pipefail
@@ -34,7 +35,7 @@ FULL_SDIST=0
 ALL_DEPS=0
 if [ -x "$ROOT/.venv/bin/python" ]; then PY="${CRAWDAD_PYTHON:-$ROOT/.venv/bin/python}"; else PY="${CRAWDAD_PYTHON:-python3}"; fi
 
-usage() { sed -n '2,20p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,21p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
@@ -127,6 +128,8 @@ for v in "${VERSIONS[@]}"; do
     || die "pip could not download crawdad's dependencies for Python $v"
 done
 
+# crawdad finds its prompt sets in prompts/ beside the package, which the wheel does not hold.
+tar czf "$OUT/prompts.tar.gz" -C "$ROOT" prompts
 cp "$HERE/run.sh" "$HERE/README.md" "$OUT/"
 chmod +x "$OUT/run.sh"
 

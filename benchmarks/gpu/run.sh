@@ -162,8 +162,10 @@ fi
 mark build
 wait "$PIP_PID" || true
 [ "$(cat "$WORK/pip.rc")" = 0 ] || { tail -20 "$RES/pip.log"; die "pip could not install crawdad from the wheels (log: $RES/pip.log)"; }
+tar xzf "$WORK/kit/prompts.tar.gz" -C "$SITE"  # crawdad reads its prompt sets from SITE/prompts
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-"$PY" -c 'import crawdad, crawdad.bench' || die "crawdad does not import from $SITE"
+"$PY" -c 'import crawdad.bench; from crawdad.prompts import load_prompts; load_prompts()' \
+  || die "crawdad or its prompt sets do not load from $SITE"
 mark install_wait
 
 step "start llama-server: $SLOTS slots of $CTX_PER_SLOT tokens"
