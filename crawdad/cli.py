@@ -414,7 +414,11 @@ def bench(
     ] = None,
     questions: Annotated[
         int | None,
-        typer.Option(min=1, help="The first N selected questions (default: 4 x concurrency)."),
+        typer.Option(
+            min=1,
+            help="Questions for crawdad's runs (default: 4 x concurrency); the load generator "
+            "takes as many others.",
+        ),
     ] = None,
     seconds: Annotated[
         float, typer.Option(min=0.1, help="Seconds each measurement lasts (plus its drain).")
@@ -438,7 +442,8 @@ def bench(
     cfg = build_config(config, sets, questions_file=questions_file)
     levels = parse_levels(concurrency, "--concurrency") if concurrency else [cfg.concurrency]
     sweep = parse_levels(parallel, "--parallel") if parallel else default_levels(max(levels))
-    n = min(questions or 4 * max(levels), cfg.selection.limit or 1 << 30)
+    # As many again for the load generator, so that crawdad meets no prompt it has cached.
+    n = min(2 * (questions or 4 * max(levels)), cfg.selection.limit or 1 << 30)
     task = task_named(cfg.task)
     selection = cfg.selection.model_copy(update={"limit": n})
     dataset = task.select(task.load(data, cfg.selection.questions_file), selection, cfg.seed)

@@ -131,6 +131,12 @@ def test_cli_bench_figures_agree_and_stay_in_the_bench_folder(
     assert run["concurrency"] == 3
     lines = (tmp_path / "b" / "run-c3" / "debates.jsonl").read_text().splitlines()
     assert run["debates"] == len(lines)
+    # crawdad ran the first half of the questions, the load generator the others.
+    assert (tmp_path / "b" / "run-c3" / "selected-ids.txt").read_text().split() == ["0", "1", "2"]
+    assert (data["questions"], data["load_questions"]) == (3, 3)
+    assert {c.seed for c in ours} <= {
+        request_seed(0, q, 0, n) for q in (3, 4, 5) for n in range(100)
+    } | {request_seed(0, q, 0) for q in (3, 4, 5)}
     assert data["advice"]["fraction"] == pytest.approx(run["tokens_per_second"] / best)
     assert run["cores"] == pytest.approx(run["cpu_seconds"] / run["seconds"])
     # What is printed is what was written, and says what to do.

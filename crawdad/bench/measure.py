@@ -46,7 +46,8 @@ TEXT_FILE = "bench.txt"
 @dataclass
 class BenchResult:
     servers: list[str]  # "backend model url", one per agent server
-    questions: int
+    questions: int  # the crawdad runs'
+    load_questions: int  # the load generator's
     seconds: float
     max_tokens: list[int]
     ceiling: list[LoadResult]
@@ -80,6 +81,22 @@ def parse_levels(text: str, flag: str) -> list[int]:
             f"{flag} 8,32,64"
         )
     return sorted(set(levels))
+
+
+def split_items(dataset: Dataset) -> tuple[Dataset, Dataset]:
+    """(the crawdad runs' questions, the load generator's): the first half and the rest."""
+    qs = dataset.questions
+    if len(qs) < 2:
+        return dataset, dataset
+    half = (len(qs) + 1) // 2
+
+    def part(items: list[Any]) -> Dataset:
+        info = dataset.info.model_copy(
+            update={"n_selected": len(items), "selected_ids": [str(q.question_id) for q in items]}
+        )
+        return Dataset(questions=items, info=info)
+
+    return part(qs[:half]), part(qs[half:])
 
 
 def default_levels(concurrency: int) -> list[int]:
@@ -214,15 +231,18 @@ async def run_bench(
     say: Callable[[str], None] = print,
 ) -> BenchResult:
     """The ceiling at each P of `parallel`, then crawdad at each of `concurrencies`, in the new
-    folder `out`."""
+    folder `out`. The crawdad runs take the first half of the questions and the load generator
+    the second (all of them when there is one), so that no crawdad request finds its prompt in
+    the server's cache because the load generator sent it."""
     check_out(out)
     servers = await check_servers_of(config)
     make_writable_folder(out)
     drain = drain if drain is not None else max(60.0, 2 * seconds)
+    own, generated = split_items(dataset)
     ceiling: list[LoadResult] = []
     pools = load_pools(config)
     try:
-        targets = load_targets(config, dataset.questions, pools)
+        targets = load_targets(config, generated.questions, pools)
         for p in parallel:
             bar = PhaseBar(f"ceiling P={p}", seconds, progress)
             try:
@@ -244,7 +264,7 @@ async def run_bench(
         try:
             runs.append(
                 await crawdad_phase(
-                    config, dataset, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
+                    config, own, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
                 )
             )
         finally:
@@ -254,7 +274,8 @@ async def run_bench(
     specs = {(a.backend, a.model, tuple(a.base_urls)) for a in config.agents}
     result = BenchResult(
         servers=[f"{b} {m} {' '.join(u)}" for b, m, u in sorted(specs)],
-        questions=len(dataset.questions),
+        questions=len(own.questions),
+        load_questions=len(generated.questions),
         seconds=seconds,
         max_tokens=sorted({a.max_tokens for a in config.agents}),
         ceiling=ceiling,
@@ -300,8 +321,9 @@ def crawdad_line(r: CrawdadResult, ceiling: list[LoadResult]) -> str:
 
 def report_lines(result: BenchResult) -> list[str]:
     lines = [
-        f"crawdad bench {result.created_at[:19]}: {result.questions} questions, windows of "
-        f"{result.seconds:g} s, max_tokens {', '.join(map(str, result.max_tokens))}",
+        f"crawdad bench {result.created_at[:19]}: {result.questions} questions for crawdad, "
+        f"{result.load_questions} others for the load generator, windows of {result.seconds:g} s, "
+        f"max_tokens {', '.join(map(str, result.max_tokens))}",
         *(f"  server: {s}" for s in result.servers),
         "",
         "Server ceiling (load generator: the first prompts, not streamed, P always in flight):",
