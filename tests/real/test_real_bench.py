@@ -143,7 +143,7 @@ def test_bench_counts_match_llama_server_metrics(tmp_path: Path) -> None:
         result = _ceiling(server, tmp_path, [1, 2])
         after = _metric(server.origin, "tokens_predicted_total")
         log = _log_since(server, offset)
-    finished = re.findall(r"^\s*eval time =\s+[0-9.]+ ms /\s+(\d+) tokens", log, re.M)
+    finished = re.findall(r"\|\s+eval time =\s+[0-9.]+ ms /\s+(\d+) tokens", log)
     sent = sum(r.sent for r in result.ceiling)
     tokens = sum(r.tokens for r in result.ceiling)
     detail = f"{[(r.parallel, r.sent, r.tokens) for r in result.ceiling]}\n{log[-3000:]}"
