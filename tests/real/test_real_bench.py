@@ -73,7 +73,10 @@ def test_bench_counts_match_llamacpp_python(llamacpp: RealServer, tmp_path: Path
     result = _ceiling(llamacpp, tmp_path, [1, 2])
     log = _log_since(llamacpp, offset)
     posts = len(re.findall(r'"POST /v1/chat/completions HTTP/1\.1" 200', log))
-    runs = [int(n) for n in re.findall(r"^llama_perf_context_print:\s+eval time =.*?/\s+(\d+) runs", log, re.M)]
+    runs = [
+        int(n)
+        for n in re.findall(r"^llama_perf_context_print:\s+eval time =.*?/\s+(\d+) runs", log, re.M)
+    ]
     sent = sum(r.sent for r in result.ceiling)
     tokens = sum(r.tokens for r in result.ceiling)
     detail = f"{[(r.parallel, r.sent, r.tokens, r.errors) for r in result.ceiling]}\n{log[-3000:]}"
@@ -81,7 +84,7 @@ def test_bench_counts_match_llamacpp_python(llamacpp: RealServer, tmp_path: Path
     assert all(r.failed == 0 and r.answered == r.sent for r in result.ceiling), detail
     assert abs(sum(runs) - tokens) <= sent and tokens > 0, detail
     for r in result.ceiling:
-        assert 0 < r.window.tokens_per_second and r.window.in_flight <= r.parallel + 1e-9
+        assert r.window.tokens_per_second > 0 and r.window.in_flight <= r.parallel + 1e-9
 
 
 def test_bench_cli_end_to_end(llamacpp: RealServer, tmp_path: Path) -> None:
@@ -125,7 +128,7 @@ def test_bench_counts_match_llama_server_metrics(tmp_path: Path) -> None:
     if binary is None:
         pytest.skip(
             "no llama-server binary: build one with `bash benchmarks/gpu/run.sh --cpu` (see "
-            "benchmarks/gpu/README.md) and copy WORK/src/build/bin/llama-server to "
+            "benchmarks/gpu/README.md) and copy the files of WORK/src/build/bin/ to "
             "$CRAWDAD_REAL_SERVERS_DIR/llama-server/, or set CRAWDAD_LLAMA_SERVER"
         )
     port = free_port()
