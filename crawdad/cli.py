@@ -446,7 +446,7 @@ def bench(
     n = min(2 * (questions or 4 * max(levels)), cfg.selection.limit or 1 << 30)
     task = task_named(cfg.task)
     selection = cfg.selection.model_copy(update={"limit": n})
-    dataset = task.select(task.load(data, cfg.selection.questions_file), selection, cfg.seed)
+    dataset: Any = task.select(task.load(data, cfg.selection.questions_file), selection, cfg.seed)
     result = asyncio.run(
         run_bench(
             cfg,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import resource
 import time
@@ -53,7 +54,7 @@ def load_pools(config: RunConfig) -> list[ModelPool]:
         key = (agent.backend, agent.model, tuple(agent.base_urls))
         if key not in pools:
             spec = agent.model_copy(update={"max_in_flight": None})
-            pools[key] = ModelPool(spec, lambda url, s=spec: make_backend(s, url), config.retry)
+            pools[key] = ModelPool(spec, functools.partial(make_backend, spec), config.retry)
     return list(pools.values())
 
 

@@ -59,13 +59,13 @@ class BenchResult:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for phase, rows in (("ceiling", self.ceiling), ("crawdad", self.crawdad)):
-            for row, dumped in zip(rows, data[phase], strict=True):
-                dumped["tokens_per_second"] = row.window.tokens_per_second
-                dumped["requests_per_second"] = row.window.requests_per_second
-                dumped["cpu_ms_per_token"] = row.cpu_ms_per_token
-        for row, dumped in zip(self.crawdad, data["crawdad"], strict=True):
-            dumped["cores"] = row.cores
+        rows: list[LoadResult | CrawdadResult] = [*self.ceiling, *self.crawdad]
+        for row, dumped in zip(rows, data["ceiling"] + data["crawdad"], strict=True):
+            dumped["tokens_per_second"] = row.window.tokens_per_second
+            dumped["requests_per_second"] = row.window.requests_per_second
+            dumped["cpu_ms_per_token"] = row.cpu_ms_per_token
+            if isinstance(row, CrawdadResult):
+                dumped["cores"] = row.cores
         return data
 
 
