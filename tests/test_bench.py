@@ -188,16 +188,18 @@ def test_a_window_counts_the_share_of_each_request_inside_it() -> None:
             Span(start=0.0, end=10.0, tokens=100, ok=True),  # half inside [5, 15]
             Span(start=5.0, end=15.0, tokens=40, ok=True),  # wholly inside
             Span(start=14.0, end=16.0, tokens=20, ok=True),  # half inside
-            Span(start=6.0, end=7.0, tokens=0, ok=False),  # failed: time, no tokens
+            Span(start=6.0, end=7.0, tokens=0, ok=False, error="E"),  # failed: time, no tokens
+            Span(start=14.0, end=15.0, tokens=0, cancelled=True),  # cut at the end of a phase
             Span(start=20.0, end=30.0, tokens=500, ok=True),  # outside
         ]
     )
     w = log.window(5.0, 15.0)
     assert w.tokens == pytest.approx(50 + 40 + 10)
     assert w.requests == pytest.approx(0.5 + 1 + 0.5)
-    assert w.in_flight == pytest.approx((5 + 10 + 1 + 1) / 10)
+    assert w.in_flight == pytest.approx((5 + 10 + 1 + 1 + 1) / 10)
     assert w.tokens_per_second == pytest.approx(10.0)
-    assert (log.sent, log.answered, log.failed, log.tokens) == (5, 4, 1, 660)
+    assert (log.sent, log.answered, log.failed, log.tokens) == (6, 4, 1, 660)
+    assert log.errors() == ["1 x E"]
 
 
 def ceiling(*rates: tuple[int, float]) -> list[LoadResult]:
@@ -237,7 +239,7 @@ def test_advice_server_bound() -> None:
     advice = advise(cfg, ceiling(*SWEEP), [crawdad(64, 930, 40, 0.3)])
     assert advice.bottleneck == "server" and advice.knee == 32
     assert advice.fraction == pytest.approx(0.93)
-    assert "GPU server is the bottleneck" in advice.verdict
+    assert "model server is the bottleneck" in advice.verdict
     text = " ".join(advice.suggestions)
     assert "gains little past P=32" in text and "--max-num-seqs 32" in text
 
@@ -252,6 +254,15 @@ def test_advice_crawdad_bound_and_too_few_in_flight() -> None:
     # 1 request in flight per debate: 1.25 x 32 = 40 -> 48 debates, but at least 2 x the knee.
     assert (few.concurrency, few.max_in_flight) == (64, 40)
     assert "OLLAMA_NUM_PARALLEL=32" in " ".join(few.suggestions)
+
+
+def test_advice_leaves_out_sweep_rows_with_requests_cut() -> None:
+    cfg = RunConfig().serve_all_from("http://h:8000/v1", "openai")
+    sweep = ceiling(*SWEEP, (128, 50.0))  # P=128: its requests outlived the drain
+    sweep[-1].cut = 100
+    advice = advise(cfg, sweep, [crawdad(64, 930, 40, 0.3)])
+    assert advice.bottleneck == "server" and advice.knee == 32
+    assert advice.fraction == pytest.approx(0.93)
 
 
 def test_advice_when_the_ceiling_still_rises_or_is_empty() -> None:

@@ -101,10 +101,17 @@ def server_flags(config: RunConfig, slots: int) -> str:
     return "; ".join(flags)
 
 
+def usable(ceiling: list[LoadResult]) -> list[LoadResult]:
+    """The sweep's rows whose every request was counted (none cut after the drain), or all of
+    them when none was."""
+    return [c for c in ceiling if c.complete] or ceiling
+
+
 def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResult]) -> Advice:
+    errors = [e for c in ceiling for e in c.errors][:1]
+    ceiling = usable(ceiling)
     knee, rising = knee_of(ceiling)
     if knee is None:
-        errors = [e for c in ceiling for e in c.errors][:1]
         return Advice(
             "no figures: the load generator got no generated tokens from the servers"
             + (f" ({errors[0]})" if errors else ""),
@@ -144,7 +151,7 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
     at = f"crawdad at concurrency {run.concurrency} reached {fraction:.2f} of the ceiling"
     if fraction >= SERVER_BOUND:
         bottleneck = "server"
-        verdict = f"the GPU server is the bottleneck: {at}."
+        verdict = f"the model server is the bottleneck: {at}."
         suggestions.append(
             "For more throughput, the server must do more: more slots if its ceiling still "
             "rose, more replicas (list each in base_urls), or a smaller or quantized model."

@@ -104,7 +104,6 @@ async def generate_load(
     log = RequestLog()
     meter_pools({id(t.pool): t.pool for t in targets}.values(), log)
     source = rounds(targets, seed)
-    errors: list[str] = []
     cpu0 = cpu_seconds()
     start = time.monotonic()
     close = start + seconds
@@ -112,11 +111,8 @@ async def generate_load(
     async def worker() -> None:
         while time.monotonic() < close:
             target = next(source)
-            try:
+            with contextlib.suppress(BackendError):  # noted in the log, with the reason
                 await target.pool.chat(target.request)
-            except BackendError as e:
-                if len(errors) < 5:
-                    errors.append(str(e))
 
     async def ticker() -> None:
         while True:
@@ -151,5 +147,5 @@ async def generate_load(
         seconds=(max(ends) if ends else time.monotonic()) - first,
         cpu_seconds=cpu_seconds() - cpu0,
         cut=cut,
-        errors=errors,
+        errors=log.errors(),
     )

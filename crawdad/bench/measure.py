@@ -23,7 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from crawdad import __version__
-from crawdad.bench.advice import Advice, advise, best_ceiling, ceiling_at
+from crawdad.bench.advice import Advice, advise, best_ceiling, ceiling_at, usable
 from crawdad.bench.loadgen import cpu_seconds, generate_load, load_pools, load_targets
 from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools
 from crawdad.config import RunConfig
@@ -209,6 +209,7 @@ async def crawdad_phase(
             cpu_seconds=cpu_seconds() - cpu0,
             debates=job.summary.finished,
             cut=cut,
+            errors=log.errors(),
             finished_all=finished_all,
             folder=str(folder),
         )
@@ -309,12 +310,13 @@ def ceiling_line(r: LoadResult) -> str:
 
 def crawdad_line(r: CrawdadResult, ceiling: list[LoadResult]) -> str:
     w = r.window
+    ceiling = usable(ceiling)
     best, same = best_ceiling(ceiling), ceiling_at(ceiling, w.in_flight)
     share = f"{w.tokens_per_second / best:.2f}" if best > 0 else "-"
     at_load = f"{w.tokens_per_second / same:.2f}" if same > 0 else "-"
     return (
         f"{r.concurrency:>6} {w.tokens_per_second:>9,.1f} {w.requests_per_second:>8.2f} "
-        f"{w.in_flight:>9.1f} {share:>10} {at_load:>9} {r.cores:>9.2f} "
+        f"{w.in_flight:>9.1f} {share:>10} {at_load:>9} {r.cores:>9.3f} "
         f"{_ms(r.cpu_ms_per_token):>10} {r.debates:>7}"
     )
 
@@ -331,7 +333,13 @@ def report_lines(result: BenchResult) -> list[str]:
         *(ceiling_line(r) for r in result.ceiling),
     ]
     for r in result.ceiling:
-        lines += [f"  P={r.parallel}: {e}" for e in r.errors[:2]]
+        if not r.complete:
+            lines.append(
+                f"  P={r.parallel}: {r.cut} requests were still unanswered after the drain and "
+                "were cut: this row counts none of their tokens and is left out of the verdict "
+                "(raise --seconds, or lower --parallel)"
+            )
+        lines += [f"  P={r.parallel} failed: {e}" for e in r.errors[:2]]
     if result.crawdad:
         lines += [
             "",
@@ -340,6 +348,8 @@ def report_lines(result: BenchResult) -> list[str]:
             CRAWDAD_HEAD,
             *(crawdad_line(r, result.ceiling) for r in result.crawdad),
         ]
+        for c in result.crawdad:
+            lines += [f"  C={c.concurrency} failed: {e}" for e in c.errors[:2]]
     lines += ["", f"Verdict: {result.advice.verdict}", "Suggestions:"]
     lines += [f"  - {s}" for s in result.advice.suggestions]
     lines += ["", f"written: {Path(result.out) / RESULT_FILE}, {Path(result.out) / TEXT_FILE}"]

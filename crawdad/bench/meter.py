@@ -10,7 +10,9 @@ requests after the window closes, so that every request that overlaps the window
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,6 +28,8 @@ class Span:
     tokens: int = 0
     prompt_tokens: int = 0
     ok: bool = False
+    error: str | None = None  # why it failed (the exception's type and message)
+    cancelled: bool = False  # cut when its phase ended (neither answered nor failed)
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,15 @@ class RequestLog:
         self.running.add(len(self.spans) - 1)
         return len(self.spans) - 1
 
-    def end(self, index: int, result: ChatResult | None) -> None:
+    def end(
+        self, index: int, result: ChatResult | None, error: BaseException | None = None
+    ) -> None:
         span = self.spans[index]
         span.end = time.monotonic()
+        if isinstance(error, asyncio.CancelledError):
+            span.cancelled = True
+        elif error is not None:
+            span.error = f"{type(error).__name__}: {error}"[:300]
         if result is not None:
             span.ok = True
             span.tokens = result.completion_tokens or 0
@@ -86,11 +96,16 @@ class RequestLog:
 
     @property
     def failed(self) -> int:
-        return sum(1 for s in self.spans if s.end is not None and not s.ok)
+        return sum(1 for s in self.spans if s.end is not None and not s.ok and not s.cancelled)
 
     @property
     def tokens(self) -> int:
         return sum(s.tokens for s in self.spans)
+
+    def errors(self, most: int = 5) -> list[str]:
+        """The most common reasons requests failed, with their counts."""
+        counts = Counter(s.error for s in self.spans if s.error)
+        return [f"{n} x {e}" for e, n in counts.most_common(most)]
 
     @property
     def prompt_tokens(self) -> int:
@@ -130,7 +145,13 @@ class LoadResult:
     seconds: float  # first request to last answer, the drain included
     cpu_seconds: float  # the load generator's own CPU, drain included
     cut: int = 0  # requests still unanswered when the drain gave up (cancelled)
-    errors: list[str] = field(default_factory=list)  # the first few, for the report
+    errors: list[str] = field(default_factory=list)  # why requests failed, most common first
+
+    @property
+    def complete(self) -> bool:
+        """Every request of the window was answered or failed within the drain: none was cut,
+        so the window's figures count every token generated in it."""
+        return self.cut == 0
 
     @property
     def cpu_ms_per_token(self) -> float | None:
@@ -153,6 +174,7 @@ class CrawdadResult:
     cut: int  # requests in flight when the run was stopped, cancelled (and not counted)
     finished_all: bool  # the questions ran out before the window closed
     folder: str
+    errors: list[str] = field(default_factory=list)  # why requests failed, most common first
 
     @property
     def cpu_ms_per_token(self) -> float | None:
@@ -174,12 +196,13 @@ class Metered:
 
     async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
         index = self.log.begin()
-        result: ChatResult | None = None
         try:
             result = await self.inner.chat(request, guard)
-            return result
-        finally:
-            self.log.end(index, result)
+        except BaseException as e:
+            self.log.end(index, None, e)
+            raise
+        self.log.end(index, result)
+        return result
 
     async def list_models(self) -> list[str]:
         return await self.inner.list_models()
