@@ -398,6 +398,72 @@ def experiment(
 
 
 @app.command()
+def bench(
+    data: DataOpt,
+    config: ConfigOpt = None,
+    parallel: Annotated[
+        str | None,
+        typer.Option(
+            help="Requests in flight for the servers' ceiling, comma-separated (a sweep). "
+            "Default: a quarter of the concurrency up to twice it."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        str | None,
+        typer.Option(help="Debates in flight for the crawdad runs, comma-separated."),
+    ] = None,
+    questions: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Questions for crawdad's runs (default: 4 x concurrency); the load generator "
+            "takes as many others.",
+        ),
+    ] = None,
+    seconds: Annotated[
+        float, typer.Option(min=0.1, help="Seconds each measurement lasts (plus its drain).")
+    ] = 30.0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Bench folder (default: runs/bench-TIME); a new one."),
+    ] = None,
+    questions_file: QuestionsFileOpt = None,
+    sets: Annotated[
+        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+    ] = [],  # noqa: B006
+    progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
+) -> None:
+    """Is the GPU server or crawdad the bottleneck? The servers' ceiling, crawdad's share of it,
+    and the settings to use."""
+    from crawdad.bench import report_lines, run_bench
+    from crawdad.bench.measure import default_levels, default_out, parse_levels
+    from crawdad.tasks import task_named
+
+    cfg = build_config(config, sets, questions_file=questions_file)
+    levels = parse_levels(concurrency, "--concurrency") if concurrency else [cfg.concurrency]
+    sweep = parse_levels(parallel, "--parallel") if parallel else default_levels(max(levels))
+    # As many again for the load generator, so that crawdad meets no prompt it has cached.
+    n = min(2 * (questions or 4 * max(levels)), cfg.selection.limit or 1 << 30)
+    task = task_named(cfg.task)
+    selection = cfg.selection.model_copy(update={"limit": n})
+    dataset: Any = task.select(task.load(data, cfg.selection.questions_file), selection, cfg.seed)
+    result = asyncio.run(
+        run_bench(
+            cfg,
+            dataset,
+            out or default_out(),
+            parallel=sweep,
+            concurrencies=levels,
+            seconds=seconds,
+            progress=progress,
+            say=typer.echo,
+        )
+    )
+    for line in report_lines(result):
+        typer.echo(line)
+
+
+@app.command()
 def doctor(
     config: ConfigOpt = None,
     sets: Annotated[list[str], typer.Option("--set")] = [],  # noqa: B006

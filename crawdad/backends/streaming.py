@@ -40,6 +40,7 @@ from crawdad.backends.base import (
     stop_reason_of,
 )
 from crawdad.backends.guard import StreamGuard, Verdict
+from crawdad.backends.transport import connector
 from crawdad.errors import BackendError
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # read in this order
@@ -58,7 +59,7 @@ def new_session(connect_timeout: float, read_timeout: float) -> aiohttp.ClientSe
     backends bound the whole request by `read_timeout` instead, which the SDKs' read timeout
     (the same number) never came before anyway."""
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0),
+        connector=connector(),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None),
         json_serialize=lambda obj: msgspec.json.encode(obj).decode(),
     )

@@ -28,14 +28,22 @@ TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, OSError)
 
 _HTTP_LIBRARIES = ("httpx", "httpcore", "httpx2", "httpcore2")
 
+# An idle kept-alive connection is closed after this many seconds. llama-server closes its own
+# after 5 s; a pool that kept them longer (aiohttp's default: 15 s) wrote new requests into
+# connections the server was closing ("Cannot write to closing transport", then a retry).
+KEEPALIVE_SECONDS = 4.0
+
+
+def connector() -> aiohttp.TCPConnector:
+    """No cap on connections (crawdad caps requests itself; aiohttp's default of 100 would queue
+    the rest in the client, unseen), idle connections kept `KEEPALIVE_SECONDS`."""
+    return aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_SECONDS)
+
 
 def ollama_transport() -> httpx.AsyncBaseTransport:
-    """For `ollama.AsyncClient(transport=...)`: no cap on connections (crawdad caps requests;
-    aiohttp's default of 100 would queue the rest in the client, unseen)."""
+    """For `ollama.AsyncClient(transport=...)`, over `connector()`."""
     # A factory: the session must be made inside the running event loop, on first use.
-    return AiohttpTransport(
-        client=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-    )
+    return AiohttpTransport(client=lambda: aiohttp.ClientSession(connector=connector()))
 
 
 def openai_http_client(timeout: float) -> openai.DefaultAsyncHttpxClient:

@@ -1,0 +1,211 @@
+"""What a bench's figures mean, and what to change: the verdict and concrete settings.
+
+The rules, in order, for the crawdad run that generated the most tokens per second:
+
+- the server's ceiling is the best tokens/s of the sweep; its knee is the smallest P that gets
+  0.9 of that. A ceiling still rising at the largest P means the server can take more at once.
+- crawdad within 0.9 of the ceiling: the server is the bottleneck (server flags, replicas).
+- crawdad below that with its process near one core busy (0.8 or more; its event loop runs on
+  one): crawdad is the bottleneck (streaming off for the agents, or several processes).
+- crawdad below that with fewer requests in flight than the knee on average: too few debates
+  in flight (a higher concurrency, a cap per server).
+- otherwise: the debates' own structure (turns one after another, extractor calls between
+  them); more concurrency with a cap lets the debates end together.
+
+The suggested concurrency puts about 1.25 x the knee in flight, from the requests in flight per
+debate crawdad was seen to keep; `max_in_flight` is about 1.25 x the knee per server.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from crawdad.bench.meter import CrawdadResult, LoadResult
+from crawdad.config import RunConfig
+
+SERVER_BOUND = 0.9  # of the ceiling
+BUSY_CORE = 0.8  # cores of crawdad's process that count as "one core, full"
+KNEE = 0.9  # of the best ceiling
+
+
+@dataclass
+class Advice:
+    verdict: str
+    suggestions: list[str] = field(default_factory=list)
+    bottleneck: str = "unknown"  # "server", "crawdad", "concurrency", "structure", "unknown"
+    knee: int | None = None
+    concurrency: int | None = None
+    max_in_flight: int | None = None
+    fraction: float | None = None  # crawdad's best tokens/s over the ceiling
+    same_load: float | None = None  # ... over the ceiling with as many requests in flight
+
+
+def knee_of(ceiling: list[LoadResult]) -> tuple[int | None, bool]:
+    """(the smallest P within KNEE of the best tokens/s, whether it was still rising at the
+    largest P of the sweep)."""
+    rates = [(c.parallel, c.window.tokens_per_second) for c in ceiling]
+    best = max((r for _, r in rates), default=0.0)
+    if best <= 0:
+        return None, False
+    knee = min(p for p, r in rates if r >= KNEE * best)
+    rising = len(rates) == 1 or (rates[-1][1] == best and rates[-1][1] >= 1.1 * rates[-2][1])
+    return knee, rising
+
+
+def best_ceiling(ceiling: list[LoadResult]) -> float:
+    return max((c.window.tokens_per_second for c in ceiling), default=0.0)
+
+
+def ceiling_at(ceiling: list[LoadResult], in_flight: float) -> float:
+    """The ceiling with `in_flight` requests in flight on average: the sweep's points joined by
+    straight lines (through zero below the first, flat past the last)."""
+    points = sorted((c.window.in_flight, c.window.tokens_per_second) for c in ceiling)
+    points = [(x, y) for x, y in points if x > 0]
+    if not points:
+        return 0.0
+    x0, y0 = 0.0, 0.0
+    for x1, y1 in points:
+        if in_flight <= x1:
+            return y0 + (y1 - y0) * (in_flight - x0) / (x1 - x0) if x1 > x0 else y1
+        x0, y0 = x1, y1
+    return points[-1][1]
+
+
+def _nice(n: float) -> int:
+    """Up to a round number: 1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, ..."""
+    n = max(1, math.ceil(n))
+    steps = [1, 2, 4, 8, 12, 16, 24]
+    for s in steps:
+        if n <= s:
+            return s
+    power = 32
+    while True:
+        if n <= power:
+            return power
+        if n <= power * 3 // 2:
+            return power * 3 // 2
+        power *= 2
+
+
+def server_flags(config: RunConfig, slots: int) -> str:
+    backends = {a.backend for a in config.agents}
+    flags = []
+    if "ollama" in backends:
+        flags.append(f"Ollama: OLLAMA_NUM_PARALLEL={slots}")
+    if "openai" in backends:
+        flags.append(
+            f"llama.cpp: --parallel {slots} (and --ctx-size {slots} x the context one request "
+            f"needs); vLLM: --max-num-seqs {slots}"
+        )
+    return "; ".join(flags)
+
+
+def usable(ceiling: list[LoadResult]) -> list[LoadResult]:
+    """The sweep's rows whose every request was counted (none cut after the drain), or all of
+    them when none was."""
+    return [c for c in ceiling if c.complete] or ceiling
+
+
+def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResult]) -> Advice:
+    errors = [e for c in ceiling for e in c.errors][:1]
+    ceiling = usable(ceiling)
+    knee, rising = knee_of(ceiling)
+    if knee is None:
+        return Advice(
+            "no figures: the load generator got no generated tokens from the servers"
+            + (f" ({errors[0]})" if errors else ""),
+            ["check the servers with `crawdad doctor` and their logs, then run the bench again"],
+        )
+    best = best_ceiling(ceiling)
+    top = max(ceiling, key=lambda c: c.parallel)
+    endpoints = len({u for a in config.agents for u in a.base_urls})
+    cap = math.ceil(1.25 * knee / endpoints)
+    suggestions: list[str] = []
+    if rising:
+        suggestions.append(
+            f"The server's ceiling still rose at P={top.parallel} (the largest of the sweep): "
+            f"it can take more at once. Measure again with a larger --parallel, and check that "
+            f"the server lets that many run together ({server_flags(config, 2 * top.parallel)})."
+        )
+    else:
+        suggestions.append(
+            f"The server gains little past P={knee} requests in flight "
+            f"({best:,.0f} tok/s at best): it needs no more slots than that "
+            f"({server_flags(config, _nice(knee))}); each slot costs KV-cache memory."
+        )
+    if not runs:
+        return Advice(
+            f"the servers' ceiling is {best:,.0f} generated tokens/s, reached from P={knee}; "
+            "no crawdad run was measured",
+            suggestions,
+            knee=knee,
+        )
+    run = max(runs, key=lambda r: r.window.tokens_per_second)
+    fraction = run.window.tokens_per_second / best
+    same = ceiling_at(ceiling, run.window.in_flight)
+    same_load = run.window.tokens_per_second / same if same > 0 else None
+    per_debate = run.window.in_flight / run.concurrency if run.concurrency else 0.0
+    wanted = _nice(1.25 * knee / per_debate) if per_debate > 0 else _nice(4 * knee)
+    concurrency = max(wanted, _nice(2 * knee))
+    at = f"crawdad at concurrency {run.concurrency} reached {fraction:.2f} of the ceiling"
+    if fraction >= SERVER_BOUND:
+        bottleneck = "server"
+        verdict = f"the model server is the bottleneck: {at}."
+        suggestions.append(
+            "For more throughput, the server must do more: more slots if its ceiling still "
+            "rose, more replicas (list each in base_urls), or a smaller or quantized model."
+        )
+    elif run.cores >= BUSY_CORE:
+        bottleneck = "crawdad"
+        verdict = (
+            f"crawdad is the bottleneck: {at}, with its process {run.cores:.2f} cores busy "
+            f"({run.cpu_ms_per_token:.3f} ms of CPU per generated token)."
+        )
+        suggestions += [
+            "Set stream = false on the agents: a streamed token costs crawdad about ten times "
+            "the CPU of a whole answer (the loop guard and turn budget then no longer watch "
+            "the stream: max_tokens bounds a looping answer).",
+            "Or split the questions over several crawdad processes, each with its own --out "
+            "and --range (0-4999, 5000-), against the same servers.",
+        ]
+    elif run.window.in_flight < 0.8 * knee:
+        bottleneck = "concurrency"
+        verdict = (
+            f"too few requests in flight: {at}, keeping {run.window.in_flight:.1f} requests in "
+            f"flight on average where the server needs about {knee}"
+            + (
+                f" (with as many in flight, the load generator got {same:,.0f} tok/s: crawdad "
+                f"{same_load:.2f} of that)."
+                if same_load is not None
+                else "."
+            )
+        )
+    else:
+        bottleneck = "structure"
+        verdict = (
+            f"neither is saturated: {at} with {run.window.in_flight:.1f} requests in flight; "
+            "the gap is the debates' structure (each waits for its turns and extractions)."
+        )
+    suggestions.append(
+        f"Use concurrency = {concurrency} (about {per_debate:.2f} requests in flight per debate "
+        f"were seen) and max_in_flight = {cap} on each agent and the extractor"
+        + (f" ({endpoints} servers)" if endpoints > 1 else "")
+        + ": the requests beyond the server's slots then wait in crawdad, where the debates "
+        "furthest behind go first."
+    )
+    if run.finished_all:
+        suggestions.append(
+            f"The crawdad run at concurrency {run.concurrency} finished its questions before "
+            "its window closed, so its figure includes the run's tail: use more --questions."
+        )
+    return Advice(
+        verdict,
+        suggestions,
+        bottleneck=bottleneck,
+        knee=knee,
+        concurrency=concurrency,
+        max_in_flight=cap,
+        fraction=fraction,
+        same_load=same_load,
+    )

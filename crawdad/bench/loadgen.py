@@ -1,0 +1,151 @@
+"""The servers' ceiling: crawdad's own first prompts for the selected items, P requests always
+in flight, no debate structure.
+
+Each agent's first-turn request for each item is sent as crawdad sends it (the same prompt,
+sampling settings, seed, output budget and, on Ollama, context window), but not streamed: the
+load generator must cost as little CPU as it can, so that what it measures is the servers. Once
+every item has been sent, the items go round again with other seeds. P workers each send their
+next request the moment their last one is answered, until the window closes; the requests then
+in flight are drained (so that their tokens are known) and counted for the share of their life
+inside the window (`meter.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import resource
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crawdad.backends import ChatRequest, ModelPool, make_backend
+from crawdad.bench.meter import LoadResult, RequestLog, meter_pools
+from crawdad.config import RunConfig
+from crawdad.errors import BackendError
+from crawdad.prompts import load_prompts
+from crawdad.protocols.base import Participant, request_seed
+from crawdad.tasks import task_named
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process so far (user and system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class Target:
+    """One request the load generator sends: an agent's first turn on one item."""
+
+    pool: ModelPool
+    request: ChatRequest
+    item_id: int | str
+
+
+def load_pools(config: RunConfig) -> list[ModelPool]:
+    """One pool per model and set of servers of the agents, with no cap on requests in flight
+    (the load generator decides how many are in flight)."""
+    pools: dict[tuple[str, str, tuple[str, ...]], ModelPool] = {}
+    for agent in config.agents:
+        key = (agent.backend, agent.model, tuple(agent.base_urls))
+        if key not in pools:
+            spec = agent.model_copy(update={"max_in_flight": None})
+            pools[key] = ModelPool(spec, functools.partial(make_backend, spec), config.retry)
+    return list(pools.values())
+
+
+def load_targets(config: RunConfig, items: Sequence[Any], pools: list[ModelPool]) -> list[Target]:
+    """Every agent's first request for every item, in item order, not streamed."""
+    task = task_named(config.task)
+    template = load_prompts(config.prompt_source)["initial"]
+    by_key = {(p.spec.backend, p.spec.model, tuple(p.spec.base_urls)): p for p in pools}
+    targets = []
+    for item in items:
+        prompt = template.fill(question=task.show(item))
+        seed = request_seed(config.seed, item.question_id, 0)
+        for agent in config.agents:
+            pool = by_key[(agent.backend, agent.model, tuple(agent.base_urls))]
+            request = Participant(agent, pool).request(prompt, seed=seed)
+            targets.append(
+                Target(pool, request.model_copy(update={"stream": False}), item.question_id)
+            )
+    return targets
+
+
+def rounds(targets: list[Target], seed: int) -> Iterator[Target]:
+    """The targets over and over; each round after the first with new seeds."""
+    for n in itertools.count():
+        for t in targets:
+            if n == 0:
+                yield t
+            else:
+                new_seed = request_seed(seed, t.item_id, 0, sample=n)
+                yield Target(t.pool, t.request.model_copy(update={"seed": new_seed}), t.item_id)
+
+
+Tick = Callable[[float, RequestLog], None]
+
+
+async def generate_load(
+    targets: list[Target],
+    parallel: int,
+    seconds: float,
+    *,
+    seed: int = 0,
+    drain: float = 60.0,
+    tick: Tick | None = None,
+) -> LoadResult:
+    """Keep `parallel` requests in flight for `seconds`, then drain them (at most `drain`
+    seconds). `tick(elapsed, log)` is called about twice a second (the progress bar)."""
+    log = RequestLog()
+    meter_pools({id(t.pool): t.pool for t in targets}.values(), log)
+    source = rounds(targets, seed)
+    cpu0 = cpu_seconds()
+    start = time.monotonic()
+    close = start + seconds
+
+    async def worker() -> None:
+        while time.monotonic() < close:
+            target = next(source)
+            with contextlib.suppress(BackendError):  # noted in the log, with the reason
+                await target.pool.chat(target.request)
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            if tick is not None:
+                tick(time.monotonic() - start, log)
+
+    workers = [asyncio.create_task(worker()) for _ in range(parallel)]
+    clock = asyncio.create_task(ticker())
+    try:
+        _, pending = await asyncio.wait(workers, timeout=seconds + drain)
+        cut = len(log.running)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    finally:
+        for task in workers:
+            task.cancel()
+        clock.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await clock
+    ends = [s.end for s in log.spans if s.end is not None]
+    first = log.first_start or start
+    return LoadResult(
+        parallel=parallel,
+        window=log.window(first, close),
+        sent=log.sent,
+        answered=log.answered,
+        failed=log.failed,
+        tokens=log.tokens,
+        prompt_tokens=log.prompt_tokens,
+        seconds=(max(ends) if ends else time.monotonic()) - first,
+        cpu_seconds=cpu_seconds() - cpu0,
+        cut=cut,
+        errors=log.errors(),
+    )

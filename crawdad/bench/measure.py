@@ -1,0 +1,356 @@
+"""`crawdad bench`: is the GPU server or crawdad the bottleneck, and what concurrency to use.
+
+Against the servers of a config it measures, one phase after another, each for a window of
+`seconds`: (a) the servers' ceiling, with the load generator at each P of a sweep
+(`loadgen.py`), and (b) a short crawdad run at each concurrency asked for (the normal runner,
+the config's protocol, prompts and streaming, into the bench folder), with crawdad's own CPU
+per generated token. The figures go to BENCH/bench.json and BENCH/bench.txt, and the
+suggestion comes from `advice.py`. Nothing is written outside the bench folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from crawdad import __version__
+from crawdad.bench.advice import Advice, advise, best_ceiling, ceiling_at, usable
+from crawdad.bench.loadgen import cpu_seconds, generate_load, load_pools, load_targets
+from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools
+from crawdad.config import RunConfig
+from crawdad.data.questions import Dataset
+from crawdad.errors import ConfigError, CrawdadError
+from crawdad.run.runner import (
+    build_setup,
+    check_servers_of,
+    make_job,
+    manifest_for,
+    pools_of,
+    run_jobs,
+)
+from crawdad.run.store import RunStore, make_writable_folder
+
+RESULT_FILE = "bench.json"
+TEXT_FILE = "bench.txt"
+
+
+@dataclass
+class BenchResult:
+    servers: list[str]  # "backend model url", one per agent server
+    questions: int  # the crawdad runs'
+    load_questions: int  # the load generator's
+    seconds: float
+    max_tokens: list[int]
+    ceiling: list[LoadResult]
+    crawdad: list[CrawdadResult]
+    advice: Advice
+    out: str
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    crawdad_version: str = __version__
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        rows: list[LoadResult | CrawdadResult] = [*self.ceiling, *self.crawdad]
+        for row, dumped in zip(rows, data["ceiling"] + data["crawdad"], strict=True):
+            dumped["tokens_per_second"] = row.window.tokens_per_second
+            dumped["requests_per_second"] = row.window.requests_per_second
+            dumped["cpu_ms_per_token"] = row.cpu_ms_per_token
+            if isinstance(row, CrawdadResult):
+                dumped["cores"] = row.cores
+        return data
+
+
+def parse_levels(text: str, flag: str) -> list[int]:
+    """'8,32,64' -> [8, 32, 64]: whole numbers from 1 to 4096, each once, in order."""
+    try:
+        levels = [int(p) for p in text.replace(" ", "").split(",") if p]
+    except ValueError:
+        levels = []
+    if not levels or any(not 1 <= n <= 4096 for n in levels):
+        raise ConfigError(
+            f"{flag} {text!r}: give whole numbers from 1 to 4096, separated by commas, as in "
+            f"{flag} 8,32,64"
+        )
+    return sorted(set(levels))
+
+
+def split_items(dataset: Dataset) -> tuple[Dataset, Dataset]:
+    """(the crawdad runs' questions, the load generator's): the first half and the rest."""
+    qs = dataset.questions
+    if len(qs) < 2:
+        return dataset, dataset
+    half = (len(qs) + 1) // 2
+
+    def part(items: list[Any]) -> Dataset:
+        info = dataset.info.model_copy(
+            update={"n_selected": len(items), "selected_ids": [str(q.question_id) for q in items]}
+        )
+        return Dataset(questions=items, info=info)
+
+    return part(qs[:half]), part(qs[half:])
+
+
+def default_levels(concurrency: int) -> list[int]:
+    """The sweep when none is given: a quarter of the config's concurrency up to twice it."""
+    return sorted(
+        {max(1, concurrency // 4), max(1, concurrency // 2), concurrency, 2 * concurrency}
+    )
+
+
+def default_out(now: datetime | None = None) -> Path:
+    return Path("runs") / f"bench-{(now or datetime.now()).strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_out(out: Path) -> None:
+    """A new folder, or an empty one: the bench's runs must start from nothing (a run folder
+    resumed would skip its finished debates and measure nothing)."""
+    if out.exists() and not out.is_dir():
+        raise CrawdadError(f"--out {out} is a file: give a new folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise CrawdadError(
+            f"--out {out} is not empty: give a new folder (each bench starts its runs afresh)"
+        )
+
+
+class PhaseBar:
+    """One tqdm bar per phase over its window's seconds, with the figures so far."""
+
+    def __init__(self, label: str, seconds: float, enabled: bool) -> None:
+        self.bar = tqdm(
+            total=round(seconds),
+            desc=label,
+            unit="s",
+            disable=not enabled,
+            dynamic_ncols=True,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total} s{postfix}",
+        )
+        self.seconds = seconds
+
+    def __call__(self, elapsed: float, log: RequestLog) -> None:
+        first = log.first_start
+        if first is None or self.bar.disable:
+            return
+        now = time.monotonic()
+        w = log.window(first, min(now, first + self.seconds))
+        note = f"{w.tokens_per_second:,.0f} tok/s, {len(log.running)} in flight"
+        if elapsed > self.seconds:
+            note += ", draining"
+        self.bar.n = min(self.bar.total, round(elapsed))
+        self.bar.set_postfix_str(note, refresh=True)
+
+    def close(self) -> None:
+        self.bar.n = self.bar.total
+        self.bar.close()
+
+
+async def crawdad_phase(
+    config: RunConfig,
+    dataset: Dataset,
+    folder: Path,
+    concurrency: int,
+    seconds: float,
+    servers: dict[str, str | None],
+    *,
+    drain: float = 60.0,
+    tick: Callable[[float, RequestLog], None] | None = None,
+) -> CrawdadResult:
+    """A crawdad run at `concurrency` into `folder`, stopped once the window has closed and the
+    requests it had in flight then are answered (or `drain` seconds have passed)."""
+    config = config.model_copy(update={"concurrency": concurrency})
+    setup, gate = build_setup(config)
+    log = RequestLog()
+    meter_pools(pools_of(setup), log)
+    store = RunStore(folder)
+    try:
+        scan = store.open(manifest_for(config, dataset, setup, servers, False))
+        job = make_job(setup, store, scan, dataset.questions)
+        cpu0 = cpu_seconds()
+        start = time.monotonic()
+        close = start + seconds
+        run = asyncio.create_task(run_jobs([job], gate, False, concurrency, None))
+        finished_all = False
+        cut = 0
+        ticked = start
+        while not run.done():
+            now = time.monotonic()
+            if tick is not None and now - ticked >= 0.5:
+                ticked = now
+                tick(now - start, log)
+            if now >= close and (log.in_flight_since(close) == 0 or now >= close + drain):
+                break
+            await asyncio.wait([run], timeout=0.1)
+        if run.done():
+            run.result()  # a run that stopped (servers gone, a full disk) says why
+            finished_all = time.monotonic() < close
+        else:
+            cut = len(log.running)
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+        end = time.monotonic()
+        first = log.first_start or start
+        return CrawdadResult(
+            concurrency=concurrency,
+            window=log.window(first, min(close, end)),
+            sent=log.sent,
+            answered=log.answered,
+            failed=log.failed,
+            tokens=log.tokens,
+            seconds=end - first,
+            cpu_seconds=cpu_seconds() - cpu0,
+            debates=job.summary.finished,
+            cut=cut,
+            errors=log.errors(),
+            finished_all=finished_all,
+            folder=str(folder),
+        )
+    finally:
+        store.close()
+        for pool in pools_of(setup):
+            await pool.aclose()
+
+
+async def run_bench(
+    config: RunConfig,
+    dataset: Dataset,
+    out: Path,
+    *,
+    parallel: list[int],
+    concurrencies: list[int],
+    seconds: float,
+    progress: bool = True,
+    drain: float | None = None,
+    say: Callable[[str], None] = print,
+) -> BenchResult:
+    """The ceiling at each P of `parallel`, then crawdad at each of `concurrencies`, in the new
+    folder `out`. The crawdad runs take the first half of the questions and the load generator
+    the second (all of them when there is one), so that no crawdad request finds its prompt in
+    the server's cache because the load generator sent it."""
+    check_out(out)
+    servers = await check_servers_of(config)
+    make_writable_folder(out)
+    drain = drain if drain is not None else max(60.0, 2 * seconds)
+    own, generated = split_items(dataset)
+    ceiling: list[LoadResult] = []
+    pools = load_pools(config)
+    try:
+        targets = load_targets(config, generated.questions, pools)
+        for p in parallel:
+            bar = PhaseBar(f"ceiling P={p}", seconds, progress)
+            try:
+                ceiling.append(
+                    await generate_load(
+                        targets, p, seconds, seed=config.seed, drain=drain, tick=bar
+                    )
+                )
+            finally:
+                bar.close()
+            if not progress:
+                say(ceiling_line(ceiling[-1]))
+    finally:
+        for pool in pools:
+            await pool.aclose()
+    runs: list[CrawdadResult] = []
+    for c in concurrencies:
+        bar = PhaseBar(f"crawdad C={c}", seconds, progress)
+        try:
+            runs.append(
+                await crawdad_phase(
+                    config, own, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
+                )
+            )
+        finally:
+            bar.close()
+        if not progress:
+            say(crawdad_line(runs[-1], ceiling))
+    specs = {(a.backend, a.model, tuple(a.base_urls)) for a in config.agents}
+    result = BenchResult(
+        servers=[f"{b} {m} {' '.join(u)}" for b, m, u in sorted(specs)],
+        questions=len(own.questions),
+        load_questions=len(generated.questions),
+        seconds=seconds,
+        max_tokens=sorted({a.max_tokens for a in config.agents}),
+        ceiling=ceiling,
+        crawdad=runs,
+        advice=advise(config, ceiling, runs),
+        out=str(out),
+    )
+    (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=1, default=str))
+    (out / TEXT_FILE).write_text("\n".join(report_lines(result)) + "\n")
+    return result
+
+
+# --- the printout ---------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+CEILING_HEAD = f"{'P':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'answered':>8} {'failed':>6} {'CPU ms/tok':>10}"
+CRAWDAD_HEAD = f"{'C':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'of ceiling':>10} {'same load':>9} {'CPU cores':>9} {'CPU ms/tok':>10} {'debates':>7}"
+
+
+def ceiling_line(r: LoadResult) -> str:
+    w = r.window
+    return (
+        f"{r.parallel:>6} {w.tokens_per_second:>9,.1f} {w.requests_per_second:>8.2f} "
+        f"{w.in_flight:>9.1f} {r.answered:>8} {r.failed:>6} {_ms(r.cpu_ms_per_token):>10}"
+    )
+
+
+def crawdad_line(r: CrawdadResult, ceiling: list[LoadResult]) -> str:
+    w = r.window
+    ceiling = usable(ceiling)
+    best, same = best_ceiling(ceiling), ceiling_at(ceiling, w.in_flight)
+    share = f"{w.tokens_per_second / best:.2f}" if best > 0 else "-"
+    at_load = f"{w.tokens_per_second / same:.2f}" if same > 0 else "-"
+    return (
+        f"{r.concurrency:>6} {w.tokens_per_second:>9,.1f} {w.requests_per_second:>8.2f} "
+        f"{w.in_flight:>9.1f} {share:>10} {at_load:>9} {r.cores:>9.3f} "
+        f"{_ms(r.cpu_ms_per_token):>10} {r.debates:>7}"
+    )
+
+
+def report_lines(result: BenchResult) -> list[str]:
+    lines = [
+        f"crawdad bench {result.created_at[:19]}: {result.questions} questions for crawdad, "
+        f"{result.load_questions} others for the load generator, windows of {result.seconds:g} s, "
+        f"max_tokens {', '.join(map(str, result.max_tokens))}",
+        *(f"  server: {s}" for s in result.servers),
+        "",
+        "Server ceiling (load generator: the first prompts, not streamed, P always in flight):",
+        CEILING_HEAD,
+        *(ceiling_line(r) for r in result.ceiling),
+    ]
+    for r in result.ceiling:
+        if not r.complete:
+            lines.append(
+                f"  P={r.parallel}: {r.cut} requests were still unanswered after the drain and "
+                "were cut: this row counts none of their tokens and is left out of the verdict "
+                "(raise --seconds, or lower --parallel)"
+            )
+        lines += [f"  P={r.parallel} failed: {e}" for e in r.errors[:2]]
+    if result.crawdad:
+        lines += [
+            "",
+            "crawdad (the config's protocol, prompts and streaming; extractor requests included;",
+            "'same load': of the ceiling with as many requests in flight as crawdad kept):",
+            CRAWDAD_HEAD,
+            *(crawdad_line(r, result.ceiling) for r in result.crawdad),
+        ]
+        for c in result.crawdad:
+            lines += [f"  C={c.concurrency} failed: {e}" for e in c.errors[:2]]
+    lines += ["", f"Verdict: {result.advice.verdict}", "Suggestions:"]
+    lines += [f"  - {s}" for s in result.advice.suggestions]
+    lines += ["", f"written: {Path(result.out) / RESULT_FILE}, {Path(result.out) / TEXT_FILE}"]
+    return lines

@@ -1,0 +1,225 @@
+"""What a bench measures of one phase: every request's start, end and generated tokens, noted by
+a `Metered` backend wrapped around each server's client, and the figures of a time window.
+
+A request's tokens are counted when its answer comes, but they were generated over its whole
+life. A window's figures spread each request's tokens evenly over its life and count the part
+that fell inside the window, so that a window shorter than a request (a 512-token answer at 20
+tokens/s takes 25 s) still measures what the server generated in it. The phases drain their
+requests after the window closes, so that every request that overlaps the window is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from crawdad.backends.base import Backend, ChatRequest, ChatResult
+from crawdad.backends.guard import StreamGuard
+from crawdad.backends.pool import ModelPool
+
+
+@dataclass(slots=True)
+class Span:
+    start: float
+    end: float | None = None
+    tokens: int = 0
+    prompt_tokens: int = 0
+    ok: bool = False
+    error: str | None = None  # why it failed (the exception's type and message)
+    cancelled: bool = False  # cut when its phase ended (neither answered nor failed)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window's figures: generated tokens and answered requests inside it (by the share of
+    each request's life inside it), and the mean number of requests in flight."""
+
+    seconds: float
+    tokens: float
+    requests: float
+    in_flight: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def requests_per_second(self) -> float:
+        return self.requests / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class RequestLog:
+    """Every request of a phase, as the Metered backends saw them."""
+
+    spans: list[Span] = field(default_factory=list)
+    running: set[int] = field(default_factory=set)  # indexes of the spans in flight
+
+    def begin(self) -> int:
+        self.spans.append(Span(time.monotonic()))
+        self.running.add(len(self.spans) - 1)
+        return len(self.spans) - 1
+
+    def end(
+        self, index: int, result: ChatResult | None, error: BaseException | None = None
+    ) -> None:
+        span = self.spans[index]
+        span.end = time.monotonic()
+        if isinstance(error, asyncio.CancelledError):
+            span.cancelled = True
+        elif error is not None:
+            span.error = f"{type(error).__name__}: {error}"[:300]
+        if result is not None:
+            span.ok = True
+            span.tokens = result.completion_tokens or 0
+            span.prompt_tokens = result.prompt_tokens or 0
+        self.running.discard(index)
+
+    @property
+    def first_start(self) -> float | None:
+        return self.spans[0].start if self.spans else None
+
+    def in_flight_since(self, moment: float) -> int:
+        """Requests still in flight that started before `moment`."""
+        return sum(1 for i in self.running if self.spans[i].start < moment)
+
+    @property
+    def sent(self) -> int:
+        return len(self.spans)
+
+    @property
+    def answered(self) -> int:
+        return sum(s.ok for s in self.spans)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for s in self.spans if s.end is not None and not s.ok and not s.cancelled)
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.tokens for s in self.spans)
+
+    def errors(self, most: int = 5) -> list[str]:
+        """The most common reasons requests failed, with their counts."""
+        counts = Counter(s.error for s in self.spans if s.error)
+        return [f"{n} x {e}" for e, n in counts.most_common(most)]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.prompt_tokens for s in self.spans)
+
+    def window(self, start: float, stop: float) -> Window:
+        """The figures of [start, stop]. Requests still in flight count as running until now
+        (their tokens are not known yet)."""
+        seconds = max(0.0, stop - start)
+        tokens = requests = busy = 0.0
+        now = time.monotonic()
+        for s in self.spans:
+            end = s.end if s.end is not None else now
+            overlap = min(end, stop) - max(s.start, start)
+            if overlap <= 0:
+                continue
+            busy += overlap
+            life = end - s.start
+            share = overlap / life if life > 0 else 1.0
+            if s.ok:
+                tokens += s.tokens * share
+                requests += share
+        return Window(seconds, tokens, requests, busy / seconds if seconds > 0 else 0.0)
+
+
+@dataclass
+class LoadResult:
+    """One level of the sweep: P requests in flight for `window.seconds`."""
+
+    parallel: int
+    window: Window
+    sent: int  # requests sent to the servers (every attempt, the failed ones too)
+    answered: int
+    failed: int
+    tokens: int  # generated tokens of every answered request, the drained ones included
+    prompt_tokens: int
+    seconds: float  # first request to last answer, the drain included
+    cpu_seconds: float  # the load generator's own CPU, drain included
+    cut: int = 0  # requests still unanswered when the drain gave up (cancelled)
+    errors: list[str] = field(default_factory=list)  # why requests failed, most common first
+
+    @property
+    def complete(self) -> bool:
+        """Every request of the window was answered or failed within the drain: none was cut,
+        so the window's figures count every token generated in it."""
+        return self.cut == 0
+
+    @property
+    def cpu_ms_per_token(self) -> float | None:
+        return 1000 * self.cpu_seconds / self.tokens if self.tokens else None
+
+
+@dataclass
+class CrawdadResult:
+    """A short crawdad run at one concurrency."""
+
+    concurrency: int
+    window: Window
+    sent: int
+    answered: int
+    failed: int
+    tokens: int  # generated tokens of every answered request of the phase
+    seconds: float  # first request to the end of the phase (the drain included)
+    cpu_seconds: float  # crawdad's process over the same time
+    debates: int  # debates finished (written to the bench's run folder)
+    cut: int  # requests in flight when the run was stopped, cancelled (and not counted)
+    finished_all: bool  # the questions ran out before the window closed
+    folder: str
+    errors: list[str] = field(default_factory=list)  # why requests failed, most common first
+
+    @property
+    def cpu_ms_per_token(self) -> float | None:
+        return 1000 * self.cpu_seconds / self.tokens if self.tokens else None
+
+    @property
+    def cores(self) -> float:
+        """crawdad's CPU, in cores (one process runs on one core at most, bar the threads)."""
+        return self.cpu_seconds / self.seconds if self.seconds > 0 else 0.0
+
+
+class Metered:
+    """A Backend that notes each request in a RequestLog and passes it on unchanged."""
+
+    def __init__(self, inner: Backend, log: RequestLog) -> None:
+        self.inner = inner
+        self.log = log
+        self.url = inner.url
+
+    async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
+        index = self.log.begin()
+        try:
+            result = await self.inner.chat(request, guard)
+        except BaseException as e:
+            self.log.end(index, None, e)
+            raise
+        self.log.end(index, result)
+        return result
+
+    async def list_models(self) -> list[str]:
+        return await self.inner.list_models()
+
+    async def version(self) -> str | None:
+        return await self.inner.version()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def meter_pools(pools: Iterable[ModelPool], log: RequestLog) -> None:
+    """Note every request of these pools in `log` (from now on: a pool metered before for
+    another log is switched to this one)."""
+    for pool in pools:
+        for endpoint in pool.endpoints:
+            if isinstance(endpoint.backend, Metered):
+                endpoint.backend.log = log
+            else:
+                endpoint.backend = Metered(endpoint.backend, log)
