@@ -178,7 +178,7 @@ def frames_of_records(records: Iterable[DebateRecord], run: str) -> DiscoveryFra
                 item.get("cause"),
                 item.get("effect"),
                 rec.gold,
-                rec.protocol,
+                _protocol(rec),
                 any(t.stance is not None for t in rec.turns),
             )
         )
@@ -191,6 +191,11 @@ def frames_of_records(records: Iterable[DebateRecord], run: str) -> DiscoveryFra
         pd.DataFrame(answers, columns=D.ANSWER_COLUMNS),
         pd.DataFrame(graphs, columns=D.GRAPH_ANSWER_COLUMNS),
     )
+
+
+def _protocol(rec: DebateRecord) -> str:
+    """The record's protocol, "+ prior" when it was shown another system's graph (a hybrid)."""
+    return f"{rec.protocol} + prior" if rec.item.get("prior_from") else str(rec.protocol)
 
 
 def _agent_systems(rec: DebateRecord) -> list[tuple[str, str, Any, list[Turn]]]:
@@ -231,7 +236,7 @@ def _graph_rows(rec: DebateRecord, run: str) -> list[tuple[Any, ...]]:
         rec.graph_id,
         tuple(item.get("variables") or ()),
         rec.gold or "",
-        rec.protocol,
+        _protocol(rec),
     )
     final = rec.final_answer if rec.error is None else None
     systems = [(D.FINAL, "final", final, rec.turns), *_agent_systems(rec)]
@@ -293,7 +298,8 @@ def _protocols(frames: DiscoveryFrames) -> dict[str, str]:
     out = {}
     for run, g in frames.pairs.groupby("run", sort=False):
         kind = "+".join(dict.fromkeys(g["protocol"].dropna())) or "crawdad"
-        out[str(run)] = f"{kind} (stances)" if kind == "judge" and g["stances"].any() else kind
+        stances = kind.startswith("judge") and g["stances"].any()
+        out[str(run)] = kind.replace("judge", "judge (stances)", 1) if stances else kind
     for run, g in frames.graphs.groupby("run", sort=False):
         kind = "+".join(dict.fromkeys(g["protocol"].dropna())) or "crawdad"
         out[str(run)] = f"{kind}, whole graph" if kind != "algorithm" else kind
