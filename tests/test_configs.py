@@ -78,12 +78,16 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
     spec, sha = load_experiment(path)
     configs = variant_configs(spec, str(path))
     task = task_named(next(iter(configs.values())).task)
-    if task.name == "cladder":
-        dataset = load_cladder(tiny_cladder)
-    else:  # discovery: two of crawdad's example graphs (the tiny models have no variables)
-        dataset = task.select(task.load(EXAMPLES), SelectionConfig(limit=2), 0)
-    n = len(dataset.questions)
-    key = answer_key(dataset.questions, task)
+    datasets, key = {}, AnswerKey()
+    for name, cfg in configs.items():  # MAC's experiment holds variants of two tasks
+        own = task_named(cfg.task)
+        if own.name == "cladder":
+            datasets[name] = load_cladder(tiny_cladder)
+        else:  # discovery: two of crawdad's example graphs (the tiny models have no variables)
+            datasets[name] = own.select(own.load(EXAMPLES), SelectionConfig(limit=2), 0)
+            if own.answers is None:  # data to run algorithms on
+                datasets[name] = with_sampled_models(datasets[name], 0)
+        answer_key(datasets[name].questions, own, key)
     models: dict[str, FakeModel] = {}
     for cfg in configs.values():
         models |= models_of(cfg, key)
@@ -93,10 +97,10 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
             cfg.retry.initial_wait = cfg.retry.max_wait = 0
         manifest = experiment_manifest(spec, str(path), sha, list(configs))
         summaries = await run_experiment(
-            configs, manifest, dataset, Path("exp"), progress=False, simulated=True
+            configs, manifest, datasets, Path("exp"), progress=False, simulated=True
         )
         sent = [r for r in server.requests if r["model"] != "granite3.3:2b"]
-    assert [s.done_total for s in summaries] == [n] * len(configs)
+    assert [s.done_total for s in summaries] == [len(d.questions) for d in datasets.values()]
     assert all(s.errored == 0 for s in summaries)
     records = [r for name in configs for r in RunStore(Path("exp") / name).records()]
     # Some turns were answered from the store (another variant had made the same request)...
