@@ -334,14 +334,16 @@ def _summary_row(g: pd.DataFrame) -> dict[str, object]:
     for m in METRICS:
         mean, lo, hi = _ci(done[m])
         row |= {m: mean, f"{m}_lo": lo, f"{m}_hi": hi}
-    graphs = len(done) or float("nan")
-    pairs = row["pairs"] or float("nan")
+    # Cost over every complete graph, scored or not (a graph without truth cost as much).
+    paid = g[complete]
+    graphs = len(paid) or float("nan")
+    pairs = int(paid["pairs"].sum()) or float("nan")
     row |= {
         "n_f1": int(done["edge_f1"].notna().sum()),
-        "tokens_per_graph": float(done["tokens"].sum()) / graphs,  # type: ignore[operator]
-        "gpu_seconds_per_graph": float(done["gpu_seconds"].sum()) / graphs,  # type: ignore[operator]
-        "requests_per_graph": float(done["requests"].sum()) / graphs,  # type: ignore[operator]
-        "requests_per_pair": float(done["requests"].sum()) / pairs,  # type: ignore[operator]
+        "tokens_per_graph": float(paid["tokens"].sum()) / graphs,  # type: ignore[operator]
+        "gpu_seconds_per_graph": float(paid["gpu_seconds"].sum()) / graphs,  # type: ignore[operator]
+        "requests_per_graph": float(paid["requests"].sum()) / graphs,  # type: ignore[operator]
+        "requests_per_pair": float(paid["requests"].sum()) / pairs,  # type: ignore[operator]
     }
     return row
 
