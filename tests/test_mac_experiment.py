@@ -191,6 +191,14 @@ def test_macs_whole_set_runs_resumes_and_reports_on_cladder_graphs(
     assert finals.loc["coding-debating", "protocol"] == "judge (stances) + prior"
     assert finals.loc["debating-coding", "protocol"] == "coding + prior, whole graph"
     assert finals.loc["pc", "protocol"] == "algorithm"
+    # The experiment's own report: the pair variants compared question by question, every
+    # variant's graphs (the coding agents' too) in its Causal discovery section.
+    code, printed, err = cli("analyze", str(tmp_path / "mac"), "--out", str(tmp_path / "exp"))
+    assert code == 0, printed + err
+    text = (tmp_path / "exp" / "report.md").read_text()
+    assert "Variants of another task than the baseline's (discovery-pairs): `coding-agents`" in text
+    versus = pd.read_csv(tmp_path / "exp" / "discovery" / "tables" / "versus_baseline.csv")
+    assert "coding-agents" in set(versus["run"]) and set(versus["graphs"]) == {2}
 
 
 def test_macs_whole_set_runs_and_reports_on_a_sachs_format_set(
