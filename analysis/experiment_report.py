@@ -10,8 +10,10 @@ Layout of `out/`:
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -303,12 +305,35 @@ def write_experiment_report(folder: Path, out: Path) -> Path:
     return write_into(out, lambda: _write(exp, out))
 
 
-def _write(exp: Experiment, out: Path) -> Path:
+def _task(v: Any) -> str:
+    manifest = v.run.manifest
+    return str((manifest.config.get("task") if manifest is not None else None) or "cladder")
+
+
+def _by_task(exp: Experiment) -> tuple[Experiment, list[Experiment]]:
+    """The variants of the baseline's task (or the first variant's), and those of each other
+    task (MAC's experiment: pair variants and the coding agents' whole graphs): items of two
+    tasks are compared only in the Causal discovery section, by graph."""
+    # cladder-data-no-counts shows cladder-data's questions without the counts: the same items
+    tasks = {v.name: _task(v).removesuffix("-no-counts") for v in exp.variants}
+    main = tasks.get(exp.baseline or "") or next(iter(tasks.values()), "cladder")
+    groups: dict[str, list[Any]] = {}
+    for v in exp.variants:
+        groups.setdefault(tasks[v.name], []).append(v)
+    mine = dataclasses.replace(exp, variants=groups.pop(main, []))
+    return mine, [dataclasses.replace(exp, variants=vs) for vs in groups.values()]
+
+
+def _write(whole: Experiment, out: Path) -> Path:
+    exp, apart = _by_task(whole)
     names = [v.name for v in exp.variants]
     q = exp.questions()
     universe = exp.universe()
     keep = X.common_questions(q, names)
     cov = X.coverage(q, names, universe)
+    for other in apart:  # each counted against its own items
+        own = [v.name for v in other.variants]
+        cov = pd.concat([cov, X.coverage(other.questions(), own, other.universe())])
     acc = X.accuracy_rows(q, names, keep)
     cost = X.cost_rows(q, names, keep)
     gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
@@ -346,9 +371,18 @@ def _write(exp: Experiment, out: Path) -> Path:
         f"{m.crawdad_version}). Baseline: "
         + (f"`{m.baseline}`." if m.baseline else "none named (no paired comparisons)."),
         "",
-        _variants_table(exp, cov),
+        _variants_table(whole, cov),
         "",
     ]
+    if apart:
+        others = ", ".join(f"`{v.name}` ({_task(v)})" for o in apart for v in o.variants)
+        md += [
+            f"Variants of another task than the baseline's ({_task(exp.variants[0])}): "
+            f"{others}. Their items differ, so the sections below compare the "
+            f"{_task(exp.variants[0])} variants only; the Causal discovery section scores every "
+            "variant's graphs together.",
+            "",
+        ]
     if exp.warnings:
         md += ["**Loader warnings:**", "", *[f"- {w}" for w in exp.warnings], ""]
     md += [RULES, ""]
@@ -404,14 +438,14 @@ def _write(exp: Experiment, out: Path) -> Path:
             _write_table(out, "sc_curves", cframe, _curves_shown(cframe)),
             "",
         ]
-    md += experiment_discovery_section(exp.variants, base, out)  # discovery-pairs variants
+    md += experiment_discovery_section(whole.variants, base, out)  # every discovery variant
     if any(
         str(v.overrides.get("task") or m.base.get("task") or "").startswith("cladder-data")
-        for v in exp.variants
-    ):  # questions answered from data
+        for v in whole.variants
+    ):  # questions answered from data (with or without the counts: every variant)
         from analysis.data_questions import data_section, run_records
 
-        md += data_section([(v.name, run_records(v.run)) for v in exp.variants], out)
+        md += data_section([(v.name, run_records(v.run)) for v in whole.variants], out)
     md += [
         "## Each variant on its own",
         "",

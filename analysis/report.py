@@ -363,8 +363,12 @@ def _run_section(
     out = [f"## Run `{label}` ({kind} protocol)", ""]
     not_here = CLADDER_ONLY if is_discovery_run(run) else set()
     if not_here:
+        graphs = run.manifest is not None and run.manifest.config.get("task") == "discovery-graph"
         out += [
-            "Causal discovery (pairs): the graphs are scored in the Causal discovery section "
+            "Causal discovery (whole graphs): the graphs are scored in the Causal discovery "
+            "section above; below, an answer is right only when its edge list is the true one."
+            if graphs
+            else "Causal discovery (pairs): the graphs are scored in the Causal discovery section "
             "above; the sections below read each pair as a yes/no question.",
             "",
         ]
@@ -569,7 +573,7 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     if any(_data_backed(r) for r in runs):  # questions answered from data (and their twins)
         md += data_section([(r.label, run_records(r)) for r in runs], out)
     jobs: list[_Job] = []
-    md += discovery_section(runs, out, jobs)  # runs of the discovery-pairs task
+    md += discovery_section(runs, out, jobs)  # runs of the discovery tasks
     if len(runs) > 1:
         md += RP.compare_lines(tables, [r.label for r in runs], out, jobs)
     for run in runs:

@@ -1,8 +1,11 @@
-"""The report's causal discovery part (the discovery-pairs task: MAC's Meta Agents Model, one
-question per ordered variable pair): each run's records read back into pair and answer frames,
-the graphs assembled and scored (`analysis.metrics.discovery`), and the Markdown of the "Causal
-discovery" section of a run report (`discovery_section`) and of an experiment report
-(`experiment_discovery_section`), with their tables (CSV + Markdown) and figures (PNG + PDF).
+"""The report's causal discovery part: the discovery-pairs task (MAC's Meta Agents Model, one
+question per ordered variable pair) and the discovery-graph task (a whole graph per record:
+whole-graph debates, MAC's Coding Agents and hybrids, the plain-algorithm baselines of
+`crawdad discover-baseline`). Each run's records are read back into frames (pairs and their
+answers; whole graphs and theirs), the graphs assembled and scored (`analysis.metrics.discovery`),
+and the Markdown of the "Causal discovery" section of a run report (`discovery_section`) and of
+an experiment report (`experiment_discovery_section`) written, with their tables (CSV +
+Markdown) and figures (PNG + PDF): every system in the same table.
 
 Only run folders are read: the records' `item` (graph, source dataset, cause, effect, the
 graph's variables), `gold` and `graph_id` (CLadder's graph kind) say everything needed.
@@ -11,7 +14,7 @@ graph's variables), `gold` and `graph_id` (CLadder's graph kind) say everything 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from crawdad.records import DebateRecord, Turn
 from crawdad.run.store import RunStore
 
 __all__ = [
+    "GRAPH_TASK",
     "TASK",
     "DiscoveryFrames",
     "discovery_frames",
@@ -40,6 +44,8 @@ __all__ = [
 ]
 
 TASK = "discovery-pairs"
+GRAPH_TASK = "discovery-graph"
+TASKS = (TASK, GRAPH_TASK)
 FOLDER = "discovery"  # of the report folder: tables/ and figures/
 COLLAPSE_ROWS = 24
 _Job = tuple[Path, str, Callable[..., Figure], tuple[object, ...]]
@@ -75,10 +81,48 @@ wall time) and requests (generations plus extractor calls); a final answer costs
 record, a first answer only its own turn."""
 
 
+GRAPH_ABOUT = """\
+**Whole graphs.** A record of the discovery-graph task carries one predicted graph, an edge list
+(`A -> B; C -> D`), read over the graph's variables: the protocol's **final answer**, and **each
+agent's first answer** (solo: its first sample; a coding agent: its first plan's graph). Such
+records come from whole-graph debates (the crawdad, simultaneous and solo protocols, prompt set
+`mac-graph`), MAC's *Coding Agents* (protocol `coding`: the debaters choose a causal-learn
+algorithm and its parameters, each plan run on the data), the hybrids (a system given another
+system's graph as prior knowledge: MAC's *Coding-Debating* and *Debating-Coding*) and the plain
+algorithms of `crawdad discover-baseline` (protocol `algorithm`: MAC's PC, LiNGAM, exact search
+rows). An edge PC or GES leaves undirected (a CPDAG) counts as both directions."""
+
+GRAPH_RULES = """\
+For whole graphs, `unans.` and `err.` count graphs, not pairs (no edge list read, or a failed
+debate: scored as the empty graph); pair accuracy is over the graph's ordered pairs. A graph
+without a known truth (Auto MPG: MAC does not state the graph it scored against) is learned and
+counted (`no truth`), never scored. A system scored on **one graph** (Sachs, as in MAC's Table 2)
+has **no CI over graphs**: its score is shown alone; the same system run with other seeds is
+another run (another row), not a resample."""
+
+
+def _intro(frames: DiscoveryFrames) -> list[str]:
+    """The section's heading and what its records are."""
+    if frames.graphs.empty:
+        return ["## Causal discovery (MAC's Meta Agents Model)", "", ABOUT, ""]
+    out = ["## Causal discovery (MAC)", ""]
+    if not frames.pairs.empty:
+        out += [ABOUT, ""]
+    return [*out, GRAPH_ABOUT, ""]
+
+
+def _rules(frames: DiscoveryFrames) -> list[str]:
+    out = [RULES, ""]
+    return [*out, GRAPH_RULES, ""] if not frames.graphs.empty else out
+
+
 @dataclass
 class DiscoveryFrames:
     pairs: pd.DataFrame  # D.PAIR_COLUMNS
     answers: pd.DataFrame  # D.ANSWER_COLUMNS
+    graphs: pd.DataFrame = field(  # D.GRAPH_ANSWER_COLUMNS
+        default_factory=lambda: pd.DataFrame(columns=D.GRAPH_ANSWER_COLUMNS)
+    )
 
 
 # --- records -> frames --------------------------------------------------------------------------
@@ -113,9 +157,12 @@ def _answer(run: str, rec: DebateRecord, who: str, stage: str, answer: Any, turn
 
 
 def frames_of_records(records: Iterable[DebateRecord], run: str) -> DiscoveryFrames:
-    """Pair and answer frames of a run's records (those of the discovery-pairs task)."""
-    pairs, answers = [], []
+    """Pair, answer and whole-graph frames of a run's records (those of the discovery tasks)."""
+    pairs, answers, graphs = [], [], []
     for rec in records:
+        if rec.task == GRAPH_TASK:
+            graphs += _graph_rows(rec, run)
+            continue
         if rec.task != TASK:
             continue
         item = rec.item
@@ -131,41 +178,81 @@ def frames_of_records(records: Iterable[DebateRecord], run: str) -> DiscoveryFra
                 item.get("cause"),
                 item.get("effect"),
                 rec.gold,
-                rec.protocol,
+                _protocol(rec),
                 any(t.stance is not None for t in rec.turns),
             )
         )
         final = rec.final_answer if rec.error is None else None
         answers.append(_answer(run, rec, D.FINAL, "final", final, rec.turns))
-        several = {
-            name: [t for t in rec.turns if t.agent == name and t.role != "verdict"]
-            for name in rec.agents
-        }
-        stances = any(t.stance is not None for t in rec.turns)
-        # One agent's one sample is the final answer itself: no row of its own.
-        alone = rec.protocol == "solo" and len(rec.agents) == 1 and len(rec.turns) <= 1
-        for name, own in several.items():
-            label = agent_label(name, rec.agents.get(name))
-            first = own[0] if own else None
-            # An opening under stances is the side drawn, not a belief.
-            if not stances and not alone:
-                answers.append(
-                    _answer(run, rec, label, "first", first.answer if first else None, own[:1])
-                )
-            stage = {"solo": "majority", "simultaneous": "last"}.get(rec.protocol)
-            if stage is not None and len(own) > 1:
-                answers.append(_answer(run, rec, label, stage, rec.agent_answers.get(name), own))
+        for label, stage, answer, turns in _agent_systems(rec):
+            answers.append(_answer(run, rec, label, stage, answer, turns))
     return DiscoveryFrames(
         pd.DataFrame(pairs, columns=D.PAIR_COLUMNS),
         pd.DataFrame(answers, columns=D.ANSWER_COLUMNS),
+        pd.DataFrame(graphs, columns=D.GRAPH_ANSWER_COLUMNS),
     )
 
 
+def _protocol(rec: DebateRecord) -> str:
+    """The record's protocol, "+ prior" when it was shown another system's graph (a hybrid)."""
+    return f"{rec.protocol} + prior" if rec.item.get("prior_from") else str(rec.protocol)
+
+
+def _agent_systems(rec: DebateRecord) -> list[tuple[str, str, Any, list[Turn]]]:
+    """(label, stage, answer, the turns it cost) of each agent's own systems in a record: its
+    first answer (not under stances, nor for a lone solo sample, nor for an agent without
+    turns, it errored), its majority (solo) or last answer (simultaneous)."""
+    out = []
+    several = {
+        name: [t for t in rec.turns if t.agent == name and t.role != "verdict"]
+        for name in rec.agents
+    }
+    stances = any(t.stance is not None for t in rec.turns)
+    # One agent's one sample is the final answer itself: no row of its own.
+    alone = rec.protocol == "solo" and len(rec.agents) == 1 and len(rec.turns) <= 1
+    for name, own in several.items():
+        if rec.protocol == "algorithm":  # a plain algorithm: its final answer only
+            continue
+        label = agent_label(name, rec.agents.get(name))
+        first = own[0] if own else None
+        # An opening under stances is the side drawn, not a belief.
+        if not stances and not alone:
+            out.append((label, "first", first.answer if first else None, own[:1]))
+        stage = {"solo": "majority", "simultaneous": "last"}.get(rec.protocol)
+        if stage is not None and len(own) > 1:
+            out.append((label, stage, rec.agent_answers.get(name), own))
+    return out
+
+
+def _graph_rows(rec: DebateRecord, run: str) -> list[tuple[Any, ...]]:
+    """One row per system of a whole-graph record: its final answer, each agent's own."""
+    item = rec.item
+    head = (
+        run,
+        str(rec.question_id),
+        str(item.get("graph") or rec.question_id),
+        item.get("source"),
+        rec.alignment,
+        rec.graph_id,
+        tuple(item.get("variables") or ()),
+        rec.gold or "",
+        _protocol(rec),
+    )
+    final = rec.final_answer if rec.error is None else None
+    systems = [(D.FINAL, "final", final, rec.turns), *_agent_systems(rec)]
+    rows = []
+    for who, stage, answer, turns in systems:
+        tokens, gpu, requests = _cost(turns)
+        errored = rec.error is not None and answer is None
+        rows.append((*head, who, stage, answer, errored, tokens, gpu, requests))
+    return rows
+
+
 def is_discovery_run(run: Run) -> bool:
-    """Whether a run's records are of the discovery-pairs task (its manifest says so; a run
-    without a manifest is asked through its question ids' shape)."""
+    """Whether a run's records are of a discovery task (its manifest says so; a run without a
+    manifest is asked through its question ids' shape)."""
     if run.manifest is not None:
-        return run.manifest.config.get("task", "cladder") == TASK
+        return run.manifest.config.get("task", "cladder") in TASKS
     return bool(len(run.debates)) and bool(
         run.debates["question_id"].astype(str).str.contains("->", regex=False).all()
     )
@@ -180,17 +267,42 @@ def discovery_frames(run: Run, label: str | None = None) -> DiscoveryFrames:
 
 
 def _concat(frames: Sequence[DiscoveryFrames]) -> DiscoveryFrames:
+    def joined(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+        parts = [p for p in parts if not p.empty]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
     return DiscoveryFrames(
-        pd.concat([f.pairs for f in frames], ignore_index=True),
-        pd.concat([f.answers for f in frames], ignore_index=True),
+        joined([f.pairs for f in frames], D.PAIR_COLUMNS),
+        joined([f.answers for f in frames], D.ANSWER_COLUMNS),
+        joined([f.graphs for f in frames], D.GRAPH_ANSWER_COLUMNS),
     )
 
 
-def _protocols(pairs: pd.DataFrame) -> dict[str, str]:
+def _empty(frames: DiscoveryFrames) -> bool:
+    return frames.pairs.empty and frames.graphs.empty
+
+
+def all_scores(frames: DiscoveryFrames) -> pd.DataFrame:
+    """Per-graph scores of every system: assembled from pairs, and whole graphs."""
+    parts = [
+        D.graph_scores(frames.pairs, frames.answers),
+        D.graph_answer_scores(frames.graphs),
+    ]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=D.SCORE_COLUMNS)
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _protocols(frames: DiscoveryFrames) -> dict[str, str]:
     out = {}
-    for run, g in pairs.groupby("run", sort=False):
+    for run, g in frames.pairs.groupby("run", sort=False):
         kind = "+".join(dict.fromkeys(g["protocol"].dropna())) or "crawdad"
-        out[str(run)] = f"{kind} (stances)" if kind == "judge" and g["stances"].any() else kind
+        stances = kind.startswith("judge") and g["stances"].any()
+        out[str(run)] = kind.replace("judge", "judge (stances)", 1) if stances else kind
+    for run, g in frames.graphs.groupby("run", sort=False):
+        kind = "+".join(dict.fromkeys(g["protocol"].dropna())) or "crawdad"
+        out[str(run)] = f"{kind}, whole graph" if kind != "algorithm" else kind
     return out
 
 
@@ -204,6 +316,8 @@ def _num(x: float, digits: int) -> str:
 def _with_ci(r: pd.Series, m: str, digits: int) -> str:
     if pd.isna(r[m]):
         return "-"
+    if pd.isna(r[f"{m}_lo"]):  # one graph: no CI over graphs
+        return f"{r[m]:.{digits}f}"
     return f"{r[m]:.{digits}f} [{_num(r[f'{m}_lo'], digits)}, {_num(r[f'{m}_hi'], digits)}]"
 
 
@@ -211,8 +325,10 @@ _DIGITS = {"pair_acc": 3, "shd": 2, "nhd": 3, "edge_f1": 3, "orientation_f1": 3}
 
 
 def shown_summary(s: pd.DataFrame, several_runs: bool, group: bool = False) -> pd.DataFrame:
-    """The summary as people read it: one column per score, "mean [lo, hi]"."""
+    """The summary as people read it: one column per score, "mean [lo, hi]" ("mean" alone for
+    one graph); a "no truth" column when some graphs have no true graph."""
     rows = []
+    unscored = bool(s["graphs_unscored"].fillna(0).sum()) if "graphs_unscored" in s else False
     for _, r in s.iterrows():
         row: dict[str, object] = {}
         if several_runs:
@@ -223,6 +339,7 @@ def shown_summary(s: pd.DataFrame, several_runs: bool, group: bool = False) -> p
         row |= {
             "graphs": int(r["graphs"]),
             "incomplete": int(r["graphs_incomplete"]),
+            **({"no truth": int(r["graphs_unscored"])} if unscored else {}),
             "unans.": int(r["n_unanswered"]),
             "err.": int(r["n_errored"]),
         }
@@ -264,9 +381,9 @@ def shown_paired(p: pd.DataFrame, several_runs: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _verdict(lo: float, hi: float, lower_is_better: bool) -> str:
+def _verdict(lo: float, hi: float, lower_is_better: bool, graphs: int = 0) -> str:
     if pd.isna(lo) or pd.isna(hi):
-        return "no graphs to compare"
+        return "one graph: no CI" if graphs == 1 else "no graphs to compare"
     if (hi < 0) if lower_is_better else (lo > 0):
         return "better (the CI excludes 0)"
     if (lo > 0) if lower_is_better else (hi < 0):
@@ -287,11 +404,12 @@ def paired_sentences(p: pd.DataFrame) -> list[str]:
         )
         where = f" in `{r['run']}`" if r["run"] == r["against_run"] else ""
         out.append(
-            f"{mine[0].upper()}{mine[1:]}{where} against {theirs}, over {r['graphs']} graphs: SHD "
+            f"{mine[0].upper()}{mine[1:]}{where} against {theirs}, over {r['graphs']} graph{'s' if r['graphs'] != 1 else ''}: SHD "
             f"{_pts(r['d_shd'], 2)} [{_pts(r['d_shd_lo'], 2)}, {_pts(r['d_shd_hi'], 2)}] "
-            f"({_verdict(r['d_shd_lo'], r['d_shd_hi'], True)}), edge F1 "
+            f"({_verdict(r['d_shd_lo'], r['d_shd_hi'], True, r['graphs'])}), edge F1 "
             f"{_pts(r['d_edge_f1'], 3)} [{_pts(r['d_edge_f1_lo'], 3)}, "
-            f"{_pts(r['d_edge_f1_hi'], 3)}] ({_verdict(r['d_edge_f1_lo'], r['d_edge_f1_hi'], False)})."
+            f"{_pts(r['d_edge_f1_hi'], 3)}] "
+            f"({_verdict(r['d_edge_f1_lo'], r['d_edge_f1_hi'], False, r['graphs'])})."
         )
     return out
 
@@ -305,9 +423,7 @@ def alignment_sentence(s: pd.DataFrame) -> str:
     parts = []
     for run, g in a.groupby("run", sort=False):
         cells = ", ".join(
-            f"{r['group']} {r['shd']:.2f} [{_num(r['shd_lo'], 2)}, {_num(r['shd_hi'], 2)}] "
-            f"(n = {r['graphs']})"
-            for _, r in g.iterrows()
+            f"{r['group']} {_with_ci(r, 'shd', 2)} (n = {r['graphs']})" for _, r in g.iterrows()
         )
         parts.append(f"`{run}`: {cells}" if a["run"].nunique() > 1 else cells)
     return (
@@ -343,8 +459,9 @@ def _simulated_note(names: list[str]) -> list[str]:
         return []
     return [
         f"> **Simulated:** {', '.join(f'`{n}`' for n in names)} were served by crawdad's fake "
-        "servers, which answer each pair from the gold label at a seeded accuracy: their graphs "
-        "and scores mean nothing about any model or about MAC.",
+        "servers, which answer each pair (or each pair of a whole graph) from the gold at a seeded "
+        "accuracy, and whose coding agents pick plans at random: their graphs and scores mean "
+        "nothing about any model or about MAC.",
         "",
     ]
 
@@ -360,10 +477,10 @@ class Scored:
 def score(frames: DiscoveryFrames, graphs: set[str] | None = None) -> Scored:
     """Per-graph scores and their summary; `graphs`: only these graphs (an experiment's
     common graphs)."""
-    scores = D.graph_scores(frames.pairs, frames.answers)
+    scores = all_scores(frames)
     if graphs is not None:
         scores = scores[scores["graph"].isin(graphs)].reset_index(drop=True)
-    protocols = _protocols(frames.pairs)
+    protocols = _protocols(frames)
     return Scored(frames, scores, D.discovery_summary(scores, protocols), protocols)
 
 
@@ -408,14 +525,14 @@ def discovery_section(runs: list[Run], root: Path, jobs: list[_Job]) -> list[str
     if not mine:
         return []
     frames = _concat([discovery_frames(r) for r in mine])
-    if frames.pairs.empty:
+    if _empty(frames):
         return []
     folder = root / FOLDER
     sc = score(frames)
     several = len(mine) > 1
-    out = ["## Causal discovery (MAC's Meta Agents Model)", "", ABOUT, ""]
+    out = _intro(frames)
     out += _simulated_note([r.label for r in mine if r.simulated])
-    out += [RULES, ""]
+    out += _rules(frames)
     md, _ = _tables_md(root, folder, sc, several, "one row per run and system" if several else "")
     out += md
     paired = D.debate_vs_first(sc.scores)
@@ -461,20 +578,19 @@ def experiment_discovery_section(
     if not mine:
         return []
     frames = _concat([discovery_frames(v.run, v.name) for v in mine])
-    if frames.pairs.empty:
+    if _empty(frames):
         return []
     names = [v.name for v in mine]
-    full = D.graph_scores(frames.pairs, frames.answers)
+    full = all_scores(frames)
     common = D.common_graphs(full, names)
     all_graphs = set(full["graph"])
     sc = score(frames, common)
     folder = root / FOLDER
-    out = ["## Causal discovery (MAC's Meta Agents Model)", "", ABOUT, ""]
+    out = _intro(frames)
     out += _simulated_note([v.name for v in mine if v.run.simulated])
     left = len(all_graphs) - len(common)
     out += [
-        RULES,
-        "",
+        *_rules(frames),
         f"Every variant is scored on the {len(common)} graphs each completed ({left} left out: "
         "some variant has not answered all their pairs yet, or its run selected other graphs).",
         "",

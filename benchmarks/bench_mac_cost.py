@@ -1,6 +1,7 @@
 """What each variant of configs/experiments/mac.toml costs on the fakes: requests (generations
 plus extractor calls, as the experiment report counts them) and completion tokens per ordered
-pair and per graph, over crawdad's example graphs on the discovery-pairs task, and how many
+pair and per graph, over crawdad's example graphs on the discovery-pairs task (the coding agents
+on the same graphs whole, their data sampled from seeded random tables), and how many
 requests the whole experiment sent against its variants run apart. Prints a Markdown table (the
 numbers in mac.toml's header and the README's "Causal discovery (MAC)" section come from here).
 
@@ -18,8 +19,8 @@ from common import machine
 
 from crawdad.config import SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
-from crawdad.demo import answer_key
-from crawdad.fake import FakeModel, FakeServer, models_for
+from crawdad.demo import answer_key, with_sampled_models
+from crawdad.fake import AnswerKey, FakeModel, FakeServer, models_for
 from crawdad.records import DebateRecord
 from crawdad.run.experiment import (
     experiment_manifest,
@@ -59,12 +60,18 @@ def tokens_of(rec: DebateRecord) -> int:
 async def measure(out: Path, graphs: int | None, seed: int) -> None:
     spec, sha = load_experiment(FILE)
     configs = variant_configs(spec, str(FILE), {"seed": seed})
-    task = task_named(next(iter(configs.values())).task)
-    dataset = task.load(EXAMPLES)
-    if graphs:
-        dataset = task.select(dataset, SelectionConfig(limit=graphs), seed)
-    n_pairs, n_graphs = len(dataset.questions), len(dataset.graphs)
-    key = answer_key(dataset.questions, task)
+    datasets, key = {}, AnswerKey()
+    for name, cfg in configs.items():  # pair variants and the coding agents' whole graphs
+        task = task_named(cfg.task)
+        dataset = task.load(EXAMPLES)
+        if graphs:
+            dataset = task.select(dataset, SelectionConfig(limit=graphs), seed)
+        if task.answers is None:  # the example graphs' data: seeded random tables
+            dataset = with_sampled_models(dataset, seed)
+        datasets[name] = dataset
+        answer_key(dataset.questions, task, key)
+    pairs = next(d for n, d in datasets.items() if configs[n].task == "discovery-pairs")
+    n_pairs, n_graphs = len(pairs.questions), len(pairs.graphs)
     models: dict[str, FakeModel] = {}
     for cfg in configs.values():
         models |= models_for(cfg.model_names(), cfg.extractor.model, key, seed=seed)
@@ -74,7 +81,7 @@ async def measure(out: Path, graphs: int | None, seed: int) -> None:
             cfg.concurrency = 64
         manifest = experiment_manifest(spec, str(FILE), sha, list(configs))
         await run_experiment(
-            configs, manifest, dataset, out, progress=False, simulated=True, check_servers=False
+            configs, manifest, datasets, out, progress=False, simulated=True, check_servers=False
         )
         sent = len(server.requests)
     print(f"{n_graphs} graphs, {n_pairs} ordered pairs, seed {seed}\n")
@@ -85,7 +92,7 @@ async def measure(out: Path, graphs: int | None, seed: int) -> None:
         records = RunStore(out / name).records()
         req = sum(requests_of(r) for r in records)
         tok = sum(tokens_of(r) for r in records)
-        acc = sum(r.final_answer == r.gold for r in records) / len(records)
+        acc = sum(r.final_answer == r.gold for r in records) / len(records)  # a graph: exact
         apart += req
         print(
             f"| {name} | {req / n_pairs:.2f} | {req / n_graphs:.1f} | {tok / n_graphs:,.0f} "

@@ -358,10 +358,13 @@ def experiment(
     )
     configs = variant_configs(spec, str(file), flags)
     first = next(iter(configs.values()))
-    task = task_named(first.task)
-    dataset = task.select(
-        task.load(data, first.selection.questions_file), first.selection, first.seed
-    )
+    by_task: dict[str, Any] = {}  # variants of two tasks (MAC's pairs and whole graphs)
+    for cfg in configs.values():
+        if cfg.task not in by_task:
+            task = task_named(cfg.task)
+            loaded = task.load(data, first.selection.questions_file)
+            by_task[cfg.task] = task.select(loaded, first.selection, first.seed)
+    dataset = {name: by_task[cfg.task] for name, cfg in configs.items()}
     manifest = experiment_manifest(spec, str(file), sha, list(configs))
     names = list(configs)
 

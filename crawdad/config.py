@@ -185,6 +185,9 @@ class ProtocolConfig(Strict):
     rounds: int = Field(3, ge=1, le=32)  # judge: rounds at most; simultaneous: rounds after round 0
     samples: int = Field(1, ge=1, le=256)  # solo: independent answers per agent (k)
     rows: int = Field(1000, ge=10, le=1_000_000)  # coding: rows sampled from a CLadder model
+    # Discovery tasks: the run folder of another system whose graphs every prompt shows as prior
+    # knowledge (MAC's hybrids: Coding-Debating, Debating-Coding); None: no prior.
+    prior_from: str | None = None
     stances: bool = False  # judge: assign sides (affirmative "yes", negative "no") to debaters
     # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
     # or fail the debate (recorded with error, retried on resume).

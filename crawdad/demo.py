@@ -7,13 +7,16 @@ seeded accuracy profile and the extractor reads the answers back. Records are ma
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
+import random
 import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from crawdad.causal.model import BinaryModel
 from crawdad.config import RunConfig, SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.data.questions import load_cladder
@@ -32,17 +35,32 @@ from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
 from crawdad.tasks import TASKS, Task, task_named
 
+# Tasks with open answers the fakes answer: an edge list for a whole graph.
+GRAPH_TASKS = ("discovery-graph",)
+
 # A run folder's note on what its simulated models imitate; the report quotes it.
 SIMULATION_NOTE = "simulation.txt"
 
 
-def answer_key(items: Sequence[Any], task: Task | None = None) -> AnswerKey:
+def answer_key(
+    items: Sequence[Any], task: Task | None = None, key: AnswerKey | None = None
+) -> AnswerKey:
     """The gold answers the fake debaters need, keyed by the items as `task` shows them
-    (CLadder's questions by default)."""
+    (CLadder's questions by default; added to `key` if given); a whole-graph item's is its
+    true edge text."""
     task = task or task_named("cladder")
-    key = AnswerKey()
+    key = key if key is not None else AnswerKey()
     for item in items:
         fields = task.record_fields(item)
+        if task.answers is None:
+            key.add_graph(
+                task.show(item),
+                fields["gold"],
+                fields["item"]["variables"],
+                question_id=item.question_id,
+                alignment=fields.get("alignment"),
+            )
+            continue
         for shown in {t.show(item): t for t in displays(task)}:
             key.add_block(
                 shown,
@@ -72,6 +90,41 @@ def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
         for shown in {t.show(item) for t in displays(task)}:
             calls.add(shown, getattr(item, "meta", {}))
     return calls
+
+
+TABLES_NOTE = (
+    "crawdad's example graphs come without probability tables: for the demo each got seeded "
+    "random ones (every probability in [0.1, 0.9]) over its true graph, and the data an "
+    "algorithm sees are rows sampled from them."
+)
+
+
+def random_model(graph: Any, seed: int) -> BinaryModel:
+    """Seeded random probability tables over a graph's true structure (its CLadder symbols)."""
+    rng = random.Random(f"demo-model:{seed}:{graph.graph_id}")
+    symbol = dict(zip(graph.names, graph.symbols, strict=True))
+    edges = sorted(graph.truth.edges)
+    parents = {s: tuple(symbol[a] for a, b in edges if symbol[b] == s) for s in graph.symbols}
+
+    def table(depth: int) -> Any:
+        return rng.uniform(0.1, 0.9) if depth == 0 else [table(depth - 1), table(depth - 1)]
+
+    return BinaryModel.from_tables(
+        {s: (ps, table(len(ps))) for s, ps in parents.items()}, where=graph.graph_id
+    )
+
+
+def with_sampled_models(dataset: Any, seed: int) -> Any:
+    """A graph dataset whose graphs without data or tables get `random_model`'s."""
+    from crawdad.tasks.discovery.whole_graph import GraphItem
+
+    graphs = [
+        g
+        if g.table is not None or g.model is not None or g.truth is None
+        else dataclasses.replace(g, model=random_model(g, seed))
+        for g in dataset.graphs
+    ]
+    return dataclasses.replace(dataset, questions=[GraphItem(g) for g in graphs], graphs=graphs)
 
 
 def demo_latency(capacity: int = 8) -> LatencyModel:
@@ -109,14 +162,18 @@ def run_demo(
     its protocol, prompt set and models (every model it names is simulated)."""
     base = config or RunConfig(seed=seed)
     task = task_named(base.task)
-    if task.answers is None:
+    if task.answers is None and task.name not in GRAPH_TASKS:
         raise CrawdadError(
-            f"the demo's simulated models answer yes/no items, and the {task.name} task's "
-            "answers are open (a graph): run it on real models, or try `crawdad discover-baseline`"
+            f"the demo's simulated models answer yes/no items and whole graphs, and the "
+            f"{task.name} task's answers are neither: run it on real models"
         )
     dataset = task.load(data or EXAMPLES)
     if limit:
         dataset = task.select(dataset, SelectionConfig(limit=limit), seed)
+    note = PAPER_PROFILE_NOTE
+    if task.answers is None:  # the example graphs have no tables to sample data from
+        dataset = with_sampled_models(dataset, seed)
+        note += " " + TABLES_NOTE
     models = models_for(
         base.model_names(),
         base.extractor.model,
@@ -129,7 +186,7 @@ def run_demo(
         print(f"simulated Ollama server at {server.url} ({', '.join(models)})")
         run_config = demo_config(server.url, concurrency, seed, base)
         summary = asyncio.run(run(run_config, dataset, out, simulated=True, progress=progress))
-    (Path(out) / SIMULATION_NOTE).write_text(PAPER_PROFILE_NOTE + "\n")
+    (Path(out) / SIMULATION_NOTE).write_text(note + "\n")
     for line in summary.lines():
         print(line)
     return summary
@@ -213,6 +270,10 @@ def served_models(
     task = task_named(base.task)
     items = task.load(data).questions if data else load_cladder(EXAMPLES).questions
     key = answer_key(items, task if data else None)
+    if not data:
+        for name in ("discovery-pairs", "discovery-graph"):  # MAC's tasks on the example graphs
+            graphs = task_named(name)
+            answer_key(graphs.load(EXAMPLES).questions, graphs, key)
     names = base.model_names()
     calls = data_calls(items, task) if data else None
     calling = names if tools or calls is not None else base.tool_model_names()

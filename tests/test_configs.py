@@ -11,7 +11,7 @@ import pytest
 from crawdad.config import RunConfig, SelectionConfig, load_config
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.data.questions import load_cladder
-from crawdad.demo import answer_key
+from crawdad.demo import answer_key, with_sampled_models
 from crawdad.fake import AnswerKey, FakeModel, FakeServer, models_for
 from crawdad.run.runner import run
 from crawdad.run.store import RunStore
@@ -33,25 +33,27 @@ def models_of(cfg: RunConfig, key: AnswerKey, calls: Any = None) -> dict[str, Fa
 
 
 def dataset_of(
-    cfg: RunConfig, tiny_cladder: Path, request: Any, graphs: int = 1
+    cfg: RunConfig, tiny_cladder: Path, request: Any, graphs: int = 1, key: AnswerKey | None = None
 ) -> tuple[Any, AnswerKey, Any]:
     """The questions a config runs on (six, or `graphs` of crawdad's example graphs for
-    discovery), its fakes' answer key and, for questions answered from data, what the fake
-    data agents know."""
+    discovery), its fakes' answer key (added to `key`) and, for questions answered from data,
+    what the fake data agents know."""
+    key = key if key is not None else AnswerKey()
+    task = task_named(cfg.task)
     if cfg.task == "cladder":
         dataset = load_cladder(tiny_cladder)
-        return dataset, answer_key(dataset.questions), None
+        return dataset, answer_key(dataset.questions, None, key), None
     if not cfg.task.startswith("cladder-data"):  # discovery (the tiny models have no variables)
-        task = task_named(cfg.task)
         dataset = task.select(task.load(EXAMPLES), SelectionConfig(limit=graphs), 0)
-        return dataset, answer_key(dataset.questions, task), None
+        if task.answers is None:  # data to run algorithms on (the examples have no tables)
+            dataset = with_sampled_models(dataset, 0)
+        return dataset, answer_key(dataset.questions, task, key), None
     from crawdad.data.questions import select
     from crawdad.demo import data_calls
 
     folder = request.getfixturevalue("data_folder")
-    task = task_named(cfg.task)
     dataset = select(task.load(folder), SelectionConfig(limit=6), 0)
-    return dataset, answer_key(dataset.questions, task), data_calls(dataset.questions, task)
+    return dataset, answer_key(dataset.questions, task, key), data_calls(dataset.questions, task)
 
 
 @pytest.mark.parametrize("path", READY, ids=lambda p: str(p.relative_to(CONFIGS)))
@@ -64,7 +66,8 @@ async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path, re
         cfg.concurrency = min(cfg.concurrency, 8)
         cfg.retry.initial_wait = cfg.retry.max_wait = 0
         summary = await run(cfg, dataset, Path("out"), progress=False, simulated=True)
-    assert summary.done_total == len(dataset.questions) == 6 and summary.errored == 0
+    items = 1 if cfg.task == "discovery-graph" else 6
+    assert summary.done_total == len(dataset.questions) == items and summary.errored == 0
     records = RunStore(Path("out")).records()
     assert {r.protocol for r in records} == {cfg.protocol.kind}
     assert {r.prompt_set for r in records} == {cfg.prompt_set}
@@ -110,8 +113,10 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
     configs = variant_configs(spec, str(path))
     first = next(iter(configs.values()))
     task = task_named(first.task)
-    dataset, key, calls = dataset_of(first, tiny_cladder, request, graphs=2)
-    n = len(dataset.questions)
+    datasets, key, calls = {}, AnswerKey(), None
+    for name, cfg in configs.items():  # MAC's experiment holds variants of two tasks
+        datasets[name], key, own = dataset_of(cfg, tiny_cladder, request, graphs=2, key=key)
+        calls = calls or own
     models: dict[str, FakeModel] = {}
     for cfg in configs.values():
         models |= models_of(cfg, key, calls)
@@ -121,10 +126,10 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
             cfg.retry.initial_wait = cfg.retry.max_wait = 0
         manifest = experiment_manifest(spec, str(path), sha, list(configs))
         summaries = await run_experiment(
-            configs, manifest, dataset, Path("exp"), progress=False, simulated=True
+            configs, manifest, datasets, Path("exp"), progress=False, simulated=True
         )
         sent = [r for r in server.requests if r["model"] != "granite3.3:2b"]
-    assert [s.done_total for s in summaries] == [n] * len(configs)
+    assert [s.done_total for s in summaries] == [len(d.questions) for d in datasets.values()]
     assert all(s.errored == 0 for s in summaries)
     records = [r for name in configs for r in RunStore(Path("exp") / name).records()]
     # Some turns were answered from the store (another variant had made the same request)...

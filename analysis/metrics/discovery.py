@@ -17,10 +17,23 @@ predicted graph against a non-empty true graph is 0 (its recall is 0, so the har
 whatever precision is taken to be); only with both graphs empty is F1 undefined, and such graphs
 are left out of the F1 means and counted (`n_f1`).
 
+Whole graphs at once (the discovery-graph task: whole-graph debates, MAC's Coding Agents, the
+hybrids, the plain-algorithm baselines) carry one predicted graph per record and system: its
+edge text (`crawdad.causal.edge_text`), read over the graph's variables with `graph_from_text`
+(a name that is not a variable drops its edge); no answer, or an errored debate, is the empty
+graph, and counted. The truth is the record's gold edge text; "" means no truth is known (Auto
+MPG): the graph is counted as unscored, never scored. `graph_answer_scores` gives such rows the
+same SCORE_COLUMNS as the pairs' (pair accuracy over the ordered pairs; `pairs` the n(n-1)
+ordered pairs; `n_unanswered` / `n_errored` count graphs, not pairs).
+
 Frames in (built from the records by `analysis.report_discovery`):
 - pairs: PAIR_COLUMNS, one row per pair record;
 - answers: ANSWER_COLUMNS, one row per (pair record, system), with what that system's answer
-  cost (completion tokens of its turns plus the extractor's, GPU seconds, requests).
+  cost (completion tokens of its turns plus the extractor's, GPU seconds, requests);
+- graphs: GRAPH_ANSWER_COLUMNS, one row per (whole-graph record, system).
+
+A system scored on one graph (Sachs, Auto MPG) has no CI over graphs: its mean is that graph's
+score and its CI bounds are NaN (shown as the value alone).
 """
 
 from __future__ import annotations
@@ -32,11 +45,13 @@ import pandas as pd
 
 from analysis.metrics._stats import bootstrap_mean
 from analysis.metrics.accuracy import ALIGNMENT_LABELS
+from crawdad.causal.edge_text import graph_from_text
 from crawdad.causal.structure import Graph, score_graph
 
 __all__ = [
     "ANSWER_COLUMNS",
     "FINAL",
+    "GRAPH_ANSWER_COLUMNS",
     "METRICS",
     "PAIR_COLUMNS",
     "SCORE_COLUMNS",
@@ -44,6 +59,7 @@ __all__ = [
     "common_graphs",
     "debate_vs_first",
     "discovery_summary",
+    "graph_answer_scores",
     "graph_scores",
     "paired_difference",
     "versus_baseline",
@@ -63,6 +79,24 @@ PAIR_COLUMNS = [
     "gold",  # "yes": the true graph has cause -> effect
     "protocol",
     "stances",  # debaters argued assigned sides (judge protocol)
+]
+GRAPH_ANSWER_COLUMNS = [
+    "run",
+    "question_id",
+    "graph",
+    "source",
+    "alignment",
+    "kind",
+    "variables",
+    "gold",  # the true graph's edge text; "" when no truth is known
+    "protocol",  # crawdad / simultaneous / solo / coding / algorithm (a plain baseline)
+    "who",
+    "stage",
+    "answer",  # the system's edge text, or None
+    "errored",
+    "tokens",
+    "gpu_seconds",
+    "requests",
 ]
 ANSWER_COLUMNS = [
     "run",
@@ -87,6 +121,7 @@ SCORE_COLUMNS = [
     "pairs_expected",
     "pairs",
     "complete",
+    "truth_known",  # False: no true graph (Auto MPG): counted, never scored
     "n_correct",
     "n_unanswered",
     "n_errored",
@@ -122,6 +157,7 @@ SUMMARY_COLUMNS = [
     "group",
     "graphs",
     "graphs_incomplete",
+    "graphs_unscored",  # complete, but no true graph to score them against
     "pairs",
     "n_unanswered",
     "n_errored",
@@ -173,6 +209,7 @@ def graph_scores(pairs: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
             "pairs_expected": expected,
             "pairs": len(present),
             "complete": complete,
+            "truth_known": True,
             "n_correct": int(correct.sum()),
             "n_unanswered": int((said.isna() & ~g["errored"].astype(bool)).sum()),
             "n_errored": int(g["errored"].astype(bool).sum()),
@@ -211,19 +248,85 @@ def _edges(g: pd.DataFrame, said: pd.Series) -> list[tuple[str, str, bool]]:
     ]
 
 
+def graph_answer_scores(graphs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, system, graph) of whole-graph records: the system's edge text read
+    over the graph's variables and scored against the gold edge text (none when gold is "")."""
+    if graphs.empty:
+        return pd.DataFrame(columns=SCORE_COLUMNS)
+    rows = []
+    for r in graphs.itertuples(index=False):
+        names = tuple(r.variables)
+        n = len(names)
+        errored = bool(r.errored)
+        said = None if errored or r.answer is None or pd.isna(r.answer) else str(r.answer)
+        predicted, _ = graph_from_text(said or "", names)
+        known = isinstance(r.gold, str) and bool(r.gold.strip())
+        row = {
+            "run": r.run,
+            "who": r.who,
+            "stage": r.stage,
+            "graph": r.graph,
+            "source": r.source,
+            "alignment": r.alignment,
+            "kind": r.kind,
+            "n_variables": n,
+            "pairs_expected": n * (n - 1),
+            "pairs": n * (n - 1),
+            "complete": True,
+            "truth_known": known,
+            "n_unanswered": int(said is None and not errored),
+            "n_errored": int(errored),
+            "predicted_edges": len(predicted.edges),
+            "tokens": float(r.tokens),
+            "gpu_seconds": float(r.gpu_seconds),
+            "requests": float(r.requests),
+        }
+        if known:
+            truth, _ = graph_from_text(r.gold, names)
+            s = score_graph(predicted, truth)
+            ordered = [(a, b) for a in names for b in names if a != b]
+            correct = sum(
+                ((a, b) in predicted.edges) == ((a, b) in truth.edges) for a, b in ordered
+            )
+            row |= {
+                "n_correct": correct,
+                "pair_acc": correct / len(ordered) if ordered else float("nan"),
+                "shd": float(s.shd),
+                "nhd": s.nhd,
+                "edge_precision": s.edge_precision,
+                "edge_recall": s.edge_recall,
+                "edge_f1": _f1(s.edge_f1, s.edge_recall),
+                "orientation_precision": s.orientation_precision,
+                "orientation_recall": s.orientation_recall,
+                "orientation_f1": _f1(s.orientation_f1, s.orientation_recall),
+                "true_edges": s.true_edges,
+            }
+        rows.append(row)
+    out = pd.DataFrame(rows).reindex(columns=SCORE_COLUMNS)
+    for c in ("edge_precision", "edge_recall", "orientation_precision", "orientation_recall"):
+        out[c] = out[c].astype("float64")
+    return out
+
+
 def _ci(values: pd.Series) -> tuple[float, float, float]:
+    """Mean and 95% bootstrap CI; one value has no CI (NaN bounds)."""
     x = values.dropna().to_numpy(dtype=np.float64)
     if len(x) == 0:
         return float("nan"), float("nan"), float("nan")
+    if len(x) == 1:
+        return float(x[0]), float("nan"), float("nan")
     lo, hi = bootstrap_mean(x)
     return float(x.mean()), lo, hi
 
 
 def _summary_row(g: pd.DataFrame) -> dict[str, object]:
-    done = g[g["complete"].astype(bool)]
+    complete = g["complete"].astype(bool)
+    known = g["truth_known"].fillna(True).astype(bool)
+    done = g[complete & known]
     row: dict[str, object] = {
         "graphs": len(done),
-        "graphs_incomplete": int((~g["complete"].astype(bool)).sum()),
+        "graphs_incomplete": int((~complete).sum()),
+        "graphs_unscored": int((complete & ~known).sum()),
         "pairs": int(done["pairs"].sum()),
         "n_unanswered": int(done["n_unanswered"].sum()),
         "n_errored": int(done["n_errored"].sum()),
@@ -231,14 +334,16 @@ def _summary_row(g: pd.DataFrame) -> dict[str, object]:
     for m in METRICS:
         mean, lo, hi = _ci(done[m])
         row |= {m: mean, f"{m}_lo": lo, f"{m}_hi": hi}
-    graphs = len(done) or float("nan")
-    pairs = row["pairs"] or float("nan")
+    # Cost over every complete graph, scored or not (a graph without truth cost as much).
+    paid = g[complete]
+    graphs = len(paid) or float("nan")
+    pairs = int(paid["pairs"].sum()) or float("nan")
     row |= {
         "n_f1": int(done["edge_f1"].notna().sum()),
-        "tokens_per_graph": float(done["tokens"].sum()) / graphs,  # type: ignore[operator]
-        "gpu_seconds_per_graph": float(done["gpu_seconds"].sum()) / graphs,  # type: ignore[operator]
-        "requests_per_graph": float(done["requests"].sum()) / graphs,  # type: ignore[operator]
-        "requests_per_pair": float(done["requests"].sum()) / pairs,  # type: ignore[operator]
+        "tokens_per_graph": float(paid["tokens"].sum()) / graphs,  # type: ignore[operator]
+        "gpu_seconds_per_graph": float(paid["gpu_seconds"].sum()) / graphs,  # type: ignore[operator]
+        "requests_per_graph": float(paid["requests"].sum()) / graphs,  # type: ignore[operator]
+        "requests_per_pair": float(paid["requests"].sum()) / pairs,  # type: ignore[operator]
     }
     return row
 
@@ -305,7 +410,7 @@ def paired_difference(
     """Mean per-graph difference `system` - `against` of each score, over the graphs both
     scored, with a bootstrap CI of the mean difference (graphs resampled, both scores together)."""
     keys = ["run", "who", "stage"]
-    ok = scores[scores["complete"].astype(bool)]
+    ok = scores[scores["complete"].astype(bool) & scores["truth_known"].fillna(True).astype(bool)]
     mine = ok[(ok[keys] == pd.Series(system, index=keys)).all(axis=1)].set_index("graph")
     theirs = ok[(ok[keys] == pd.Series(against, index=keys)).all(axis=1)].set_index("graph")
     both = mine.index.intersection(theirs.index)

@@ -24,6 +24,10 @@ class KeyEntry:
     rung: int | None = None
     question_id: int | str | None = None
     alignment: str | None = None  # "commonsense", "anticommonsense" or "nonsense"
+    # A whole-graph item (discovery-graph): the true graph's edge text ("" when unknown) and the
+    # graph's variables; `gold` is then None.
+    graph: str | None = None
+    variables: tuple[str, ...] = ()
 
 
 def _normalise(text: str) -> str:
@@ -96,6 +100,30 @@ class AnswerKey:
         if key is None:
             raise ValueError("no line starting with 'Question: ' in the block")
         self.add(key[0], key[1], gold, **kwargs)  # type: ignore[arg-type]
+
+    def add_graph(
+        self,
+        block: str,
+        edges: str,
+        variables: Iterable[str],
+        *,
+        question_id: int | str | None = None,
+        alignment: str | None = None,
+    ) -> None:
+        """Add a whole-graph item from its question block: `edges` the true graph's edge text
+        ("" when no truth is known). Two graphs shown alike with different truths are kept as
+        one graph of unknown truth."""
+        key = prompt_key(block)
+        if key is None:
+            raise ValueError("no line starting with 'Question: ' in the block")
+        names = tuple(variables)
+        old = self._entries.get(key)
+        if old is not None and (old.graph != edges or old.variables != names):
+            self.conflicts += 1
+            edges = ""
+        self._entries[key] = KeyEntry(
+            None, None, question_id, alignment, graph=edges, variables=names
+        )
 
     @classmethod
     def from_questions(

@@ -8,12 +8,14 @@ the kinds of malformed output a 2B model produces, to test tolerant parsing.
 from __future__ import annotations
 
 import json
+import random
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
 from crawdad.fake.extractor_steps import STEPS_MARKER, read_steps
+from crawdad.fake.graphs import read_final_graph
 from crawdad.fake.parsing import find_response, last_stance, strip_think
 
 GarbageMode = Literal[
@@ -76,11 +78,28 @@ class FakeExtractor(FakeModel):
         answer, confidence = last_stance(strip_think(find_response(prompt)))
         return {"answer": answer, "confidence": confidence}
 
+    def extract_graph(self, request: FakeRequest, rng: random.Random) -> str:
+        """{"edges": [{cause, effect}] or null, "confidence"} of the response in the prompt;
+        without structured output, sometimes fenced or wrapped in a sentence."""
+        edges, confidence = read_final_graph(strip_think(find_response(request.last_user_text())))
+        value = {
+            "edges": None if edges is None else [{"cause": a, "effect": b} for a, b in edges],
+            "confidence": confidence,
+        }
+        if not request.structured and rng.random() < self.params.unstructured_garbage_rate:
+            text = json.dumps(value)
+            if rng.random() < 0.5:
+                return f"```json\n{json.dumps(value, indent=2)}\n```"
+            return f"Here is the extracted information: {text} I hope this helps!"
+        return json.dumps(value)
+
     def reply(self, request: FakeRequest) -> FakeReply:
         p = self.params
         rng = seeded_rng(p.seed, request.model, request.digest)
         if STEPS_MARKER in request.last_user_text()[:200]:  # step scoring's second extraction
             return FakeReply(text=json.dumps(read_steps(request.last_user_text())))
+        if is_graph_extraction(request):  # a whole-graph answer: its edge list
+            return FakeReply(text=self.extract_graph(request, rng))
         value = self.extract(request.last_user_text())
         if value["answer"] is None:
             return FakeReply(text=json.dumps(rng.choice(_NOTHING)))
@@ -90,6 +109,12 @@ class FakeExtractor(FakeModel):
         if modes and rng.random() < rate:
             return FakeReply(text=garble(value, rng.choice(modes), rng.random()))
         return FakeReply(text=json.dumps(value))
+
+
+def is_graph_extraction(request: FakeRequest) -> bool:
+    """An extraction of a whole graph: its schema, or its instructions, ask for "edges"."""
+    properties = (request.schema or {}).get("properties") or {}
+    return "edges" in properties or '"edges"' in request.last_user_text()[:3000]
 
 
 def garble(value: dict[str, Any], mode: GarbageMode, u: float = 0.0) -> str:

@@ -75,6 +75,19 @@ def opponent_stance(prompt: str, after: int = 0) -> tuple[Answer | None, float |
     return last_stance(text)
 
 
+def opponent_section(prompt: str, after: int = 0) -> str | None:
+    """The text of the opponent's last response in a debate prompt's history (after `after`):
+    from the last label naming the other side to the reader's own next label, and, where the
+    entry is set between `==========` lines, only what they enclose. None without such a label."""
+    text = prompt[after:]
+    labels = list(_OPPONENT_LABEL.finditer(text))
+    if not labels:
+        return None
+    section = _until_own_label(text[labels[-1].end() :])
+    parts = section.split("==========")
+    return parts[1] if len(parts) >= 3 else section
+
+
 def _until_own_label(section: str) -> str:
     """Cut a history section at the next label of the reader's own response ("Your answer:")."""
     offset = 0

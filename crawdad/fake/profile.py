@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crawdad.fake.answer_key import AnswerKey, KeyEntry, prompt_key, question_line_span
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
+from crawdad.fake.graphs import graph_reply, is_plan_request, plan_reply
 from crawdad.fake.judge import JudgeParams, is_judge_request, judge_reply
 from crawdad.fake.parsing import Answer, opponent_stance
 from crawdad.fake.text import QuestionContext, Writer
@@ -276,6 +277,11 @@ class ProfileModel(FakeModel):
         key = prompt_key(prompt)
         entry = (self.answer_key.get(key) if key else None) or KeyEntry(None)
         rng = seeded_rng(self.seed, request.model, request.digest, request.seed)
+        after = span[1] if span else 0
+        if is_plan_request(prompt):  # MAC's coding agents: a plan for the data
+            return plan_reply(self.seed, request, entry, rng, after)
+        if entry.graph is not None:  # a whole-graph item: an edge list
+            return graph_reply(self.params, self.seed, request, entry, rng, after)
         opponent = opponent_stance(prompt, span[1]) if span else (None, None)
         in_debate = opponent[0] is not None or "opponent" in prompt.lower()
         answer, confidence = self.stance(

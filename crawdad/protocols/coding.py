@@ -1,9 +1,10 @@
 """MAC's Coding Agents Model (Le et al., section 3.1.2 and Algorithm 2), kept small: debaters
 argue, in turn, which statistical discovery algorithm fits the data and with which parameters,
 each ending with a plan, a JSON object {"algorithm": ..., "params": {...}}; an executor runs
-each plan on the data (`crawdad.tools.algorithms.run_algorithm`) and the graph it gives is that
-turn's answer. The debate stops when the latest graphs of all debaters agree (early stop, as the
-crawdad protocol) or at `max_turns`; the final answer is the last executed plan's graph.
+each plan on the data (`crawdad.tools.algorithms.run_algorithm`, through the tool boundary: a
+worker process killed past `tool_limits.seconds`) and the graph it gives is that turn's
+answer. The debate stops when the latest graphs of all debaters agree (early stop, as the crawdad
+protocol) or at `max_turns`; the final answer is the last executed plan's graph.
 
 For the discovery-graph task (an item is a graph with data: a set's own table, or
 `protocol.rows` rows sampled from a CLadder model, seeded by (seed, graph id)). What a debater
@@ -14,13 +15,14 @@ executed graph: the executor's results enter only the record (as the turn's tool
 Differences from MAC, on purpose: no judge (the plans are compared by the graphs they give), and
 no code is written: the executor is `run_algorithm`'s allow-list, so a plan is parameters, not a
 program (MAC's executor wrote and debugged causal-learn code; its plan prompts offer the same
-library's algorithms). A plan that cannot be read or run is that turn's null answer with the
-reason; the final answer then falls back to the latest plan that did run.
+library's algorithms). A plan that cannot be read or run (an unknown algorithm, a parameter
+off the allow-list, exact search past its variables, a run past its seconds, a crash) is that
+turn's null answer with the reason, recorded as the turn's tool error; the debate goes on, and
+the final answer falls back to the latest plan that did run.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -28,13 +30,17 @@ from typing import Any
 import pandas as pd
 
 from crawdad.causal.edge_text import format_edges
+from crawdad.config import ToolLimits
 from crawdad.errors import DataError
 from crawdad.protocols.base import DebateSetup, check_runaway, history, respond, speaking_order
 from crawdad.protocols.base import request_seed as seed_of
 from crawdad.records import DebateRecord, Extraction, Role, ToolCall, Turn
 from crawdad.tasks.base import Item
-from crawdad.tools.algorithms import ALGORITHM_GUIDE, AlgorithmLimits, AlgorithmRun, run_algorithm
-from crawdad.tools.causal import ToolError
+from crawdad.tools import boundary
+from crawdad.tools.algorithm_tool import edges_of
+from crawdad.tools.algorithms import ALGORITHM_GUIDE, AlgorithmLimits
+from crawdad.tools.boundary import Outcome, Tool
+from crawdad.tools.registry import algorithm as algorithm_tool
 
 EXECUTOR = "run_algorithm"
 SHOWN_ROWS = 5
@@ -86,23 +92,10 @@ def read_plan(text: str) -> tuple[dict[str, Any] | None, str | None]:
     return {"algorithm": found["algorithm"], "params": params if params is not None else {}}, None
 
 
-async def execute(
-    table: pd.DataFrame, plan: dict[str, Any], limits: AlgorithmLimits
-) -> tuple[AlgorithmRun | None, str | None]:
-    """Run a plan off the event loop; (the run, None) or (None, what went wrong).
-
-    TODO(tools boundary): run `crawdad.tools.algorithms.run_algorithm` through the tool
-    boundary's worker process (crawdad/tools/boundary.py, helper `tools`), which kills it past
-    `limits.max_seconds`; a thread cannot be stopped, so until then the seconds bound is not
-    enforced here (the sizes are).
-    """
-    try:
-        run = await asyncio.to_thread(
-            run_algorithm, table, plan["algorithm"], plan["params"], limits
-        )
-    except ToolError as e:
-        return None, str(e)
-    return run, None
+async def execute(tool: Tool, plan: dict[str, Any], limits: ToolLimits) -> Outcome:
+    """Run a plan through the tool boundary: in a worker process killed past
+    `limits.seconds`; whatever the plan holds or the runner raises is the outcome's error."""
+    return await boundary.call({tool.name: tool}, tool.name, plan, limits)
 
 
 def role_of(speaker: str, order: list[str], turns: list[Turn]) -> Role:
@@ -115,7 +108,8 @@ def role_of(speaker: str, order: list[str], turns: list[Turn]) -> Role:
 
 async def play(setup: DebateSetup, question: Item, record: DebateRecord) -> None:
     table = table_of(setup, question)
-    limits = AlgorithmLimits()
+    limits = setup.tool_limits  # a plan is a tool call: its seconds, its worker's memory
+    tool = algorithm_tool(table, AlgorithmLimits(max_seconds=limits.seconds))
     order = speaking_order(setup.seed, question.question_id, list(setup.agents))
     record.speaking_order = order
     record.first_speaker, record.second_speaker = order[0], order[1]
@@ -149,7 +143,7 @@ async def play(setup: DebateSetup, question: Item, record: DebateRecord) -> None
             seen=seen,
             seed=seed_of(setup.seed, question.question_id, round_),
         )
-        await _execute_turn(turn, table, limits)
+        await _execute_turn(turn, tool, limits)
         record.turns.append(turn)
         check_runaway(setup, turn)
         latest = {t.agent: t.answer for t in record.turns}
@@ -167,28 +161,30 @@ async def play(setup: DebateSetup, question: Item, record: DebateRecord) -> None
         record.final_answer = ran[-1].answer
 
 
-async def _execute_turn(turn: Turn, table: pd.DataFrame, limits: AlgorithmLimits) -> None:
+async def _execute_turn(turn: Turn, tool: Tool, limits: ToolLimits) -> None:
     """Read the turn's plan and run it: the graph is the turn's answer; the plan and what the
-    executor returned are its tool call (never shown to another debater)."""
+    executor returned (or the error it gave) are its tool call (never shown to another
+    debater)."""
     plan, why = read_plan(turn.text)
     if plan is None:
         turn.extraction = Extraction(method="none", model=EXECUTOR, reason=why)
         return
     start = time.monotonic()
-    run, error = await execute(table, plan, limits)
+    outcome = await execute(tool, plan, limits)
     call = ToolCall(
         name=EXECUTOR,
         mode="text",
-        raw=json.dumps(plan),
-        arguments=plan,
-        result=run.for_model() if run else None,
-        error=error,
+        raw=outcome.raw,
+        arguments=outcome.arguments,
+        result=outcome.value,
+        error=outcome.error,
+        malformed=outcome.malformed,
         seconds=time.monotonic() - start,
     )
     turn.tool_calls.append(call)
-    if run is None:
-        reason = f"the plan could not run: {error}"
+    if outcome.error is not None or outcome.value is None:
+        reason = f"the plan could not run: {outcome.error}"
         turn.extraction = Extraction(method="none", model=EXECUTOR, raw=call.raw, reason=reason)
         return
-    turn.answer = format_edges(run.graph.edges)
+    turn.answer = format_edges(edges_of(outcome.value))
     turn.extraction = Extraction(method="strict", model=EXECUTOR, raw=call.raw)

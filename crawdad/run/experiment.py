@@ -19,7 +19,7 @@ import hashlib
 import itertools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -182,7 +182,7 @@ def _lock(out: Path) -> IO[str]:
 async def run_experiment(
     configs: dict[str, RunConfig],
     manifest: ExperimentManifest,
-    dataset: Dataset,
+    dataset: Dataset | Mapping[str, Any],
     out: Path,
     *,
     force: bool = False,
@@ -193,7 +193,9 @@ async def run_experiment(
 ) -> list[RunSummary]:
     """Every variant over the same questions, in one process: their debates in flight together
     through pools shared per server, identical requests answered once from DIR/responses.jsonl.
-    Each variant is an ordinary run folder DIR/<variant>; the same command resumes them all."""
+    Each variant is an ordinary run folder DIR/<variant>; the same command resumes them all.
+    `dataset`: one for every variant, or variant name -> its own (variants of two tasks, such
+    as MAC's pairs and whole graphs, select the same graphs as two kinds of items)."""
     out = Path(out)
     lock = _lock(out)
     grouped = any(c.schedule == "grouped" for c in configs.values())
@@ -204,20 +206,19 @@ async def run_experiment(
     try:
         jobs = []
         for name, config in configs.items():
+            data = dataset[name] if isinstance(dataset, Mapping) else dataset
             setup, _ = build_setup(config, simulated, pools, responses)
             servers = await check_servers_of(config) if check_servers else {}
             store = RunStore(out / name)
             try:
                 scan = store.open(
-                    manifest_for(config, dataset, setup, servers, simulated), force=force
+                    manifest_for(config, data, setup, servers, simulated), force=force
                 )
             except StoreError as e:
                 raise StoreError(f"variant {name!r}: {e}") from None
             stores.append(store)
             jobs.append(
-                make_job(
-                    setup, store, scan, dataset.questions, name, getattr(dataset, "known_ids", None)
-                )
+                make_job(setup, store, scan, data.questions, name, getattr(data, "known_ids", None))
             )
         _write_manifest(out, manifest)
         concurrency = max(c.concurrency for c in configs.values())  # per variant

@@ -26,10 +26,12 @@ from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, pipeline, run_debate
 from crawdad.records import DebateRecord, RunManifest
+from crawdad.run.priors import load_priors
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, stall_note, stalls
 from crawdad.tasks import task_named
+from crawdad.tasks.discovery.prior import WithPrior, prior_gaps
 from crawdad.tools.registry import is_data
 
 log = logging.getLogger("crawdad")
@@ -210,6 +212,14 @@ def build_setup(
             f'{task.name} questions have none: set task = "cladder-data" (or '
             '"cladder-data-no-counts") and run on a folder that `crawdad data tables` wrote'
         )
+    if config.protocol.prior_from is not None:  # MAC's hybrids: another system's graphs shown
+        if task.name not in ("discovery-pairs", "discovery-graph"):
+            raise ConfigError(
+                f"protocol.prior_from gives a discovery task another system's graphs; the "
+                f"{task.name} task has none"
+            )
+        folder = config.protocol.prior_from
+        task = WithPrior(task, load_priors(Path(folder)), folder)  # type: ignore[assignment]
     if pools is None:
         gate = ModelGate() if config.schedule == "grouped" else None
         pools = server_pools([config], gate)
@@ -288,6 +298,13 @@ def make_job(
 ) -> Job:
     """`known`: every question id of the dataset, to tell the folder's lines for questions
     outside the selection from those for questions the dataset does not have."""
+    gaps = prior_gaps(setup.task, questions)
+    if gaps:
+        shown = ", ".join(gaps[:10]) + (f" ... ({len(gaps)} in all)" if len(gaps) > 10 else "")
+        raise ConfigError(
+            f"protocol.prior_from: {getattr(setup.task, 'folder', '')} has no graph for {shown}: "
+            "run that system on the same graphs first (the same data and selection)"
+        )
     selected_ids = {str(q.question_id) for q in questions}
     done_here = scan.finished & selected_ids
     outside = scan.questions() - selected_ids

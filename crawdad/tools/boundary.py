@@ -64,6 +64,7 @@ class Tool:
     parse: Callable[[dict[str, Any], ToolLimits], Any]
     compute: Callable[[Any, ToolLimits], Any]
     label: str = ""  # how messages name it ("the calculator"); the name by default
+    timeout_advice: str = ""  # what a call past its seconds is told to do (a default if "")
 
     @property
     def called(self) -> str:
@@ -123,7 +124,8 @@ async def _compute(tool: Tool, arguments: dict[str, Any], limits: ToolLimits) ->
             f"{tool.called} did not finish this call within {limits.seconds:g} s",
             limits.seconds,
             "seconds",
-            "simplify the call (a smaller graph, fewer variables) or work it out without the tool",
+            tool.timeout_advice
+            or "simplify the call (a smaller graph, fewer variables) or work it out without the tool",
         ) from None
     except WorkerDied as e:
         raise ToolError(

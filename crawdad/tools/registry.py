@@ -5,14 +5,17 @@ argument parser and its compute function.
 Some tools compute over something of the item in hand: the data tools over the question's table.
 A `ToolContext` carries it (with the run's calculator); a factory builds its tools for one
 context, binding what they compute over with `functools.partial`, so one turn's tools see its
-own item only, and everything bound pickles to the worker that computes the call."""
+own item only, and everything bound pickles to the worker that computes the call.
+
+`algorithm(table)` is the algorithm runner over one item's data, the executor of the coding
+protocol's plans (crawdad/protocols/coding.py): built per item, so not a name a config gives."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawdad.config import DATA_TOOLS, ToolLimits
 from crawdad.tools import data_tools
@@ -21,6 +24,11 @@ from crawdad.tools.calculator import Calculator
 from crawdad.tools.causal import TOOL_NAME, CausalQuery, parse_arguments, tool_spec
 from crawdad.tools.data_tools import Table
 from crawdad.tools.engine_backed import default as default_calculator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from crawdad.tools.algorithms import AlgorithmLimits
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,22 @@ def causal(calculator: Calculator | None = None) -> Tool:
         parse=parse_arguments,
         compute=partial(compute_causal, calculator or default_calculator()),
         label="the calculator",
+    )
+
+
+def algorithm(table: pd.DataFrame, limits: AlgorithmLimits | None = None) -> Tool:
+    """The algorithm runner over `table`: a call is a plan {"algorithm", "params"}, its value
+    the graph learned (crawdad/tools/algorithm_tool.py). Imports causal-learn."""
+    from crawdad.tools import algorithm_tool
+    from crawdad.tools.algorithms import AlgorithmLimits
+
+    return Tool(
+        name=algorithm_tool.TOOL_NAME,
+        spec=algorithm_tool.tool_spec,
+        parse=algorithm_tool.parse_plan,
+        compute=partial(algorithm_tool.compute_plan, table, limits or AlgorithmLimits()),
+        label="the algorithm runner",
+        timeout_advice=algorithm_tool.TIMEOUT_ADVICE,
     )
 
 
