@@ -85,7 +85,13 @@ ServerURL = Annotated[str, AfterValidator(check_url)]
 
 
 # The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names all four.
-DATA_TOOLS = ("describe_data", "conditional_probability", "estimate_effect", "identify_effect")
+DATA_TOOLS = (
+    "describe_data",
+    "conditional_probability",
+    "estimate_effect",
+    "identify_effect",
+    "learn_graph",
+)
 ToolName = Literal[
     "causal",
     "data",
@@ -93,6 +99,7 @@ ToolName = Literal[
     "conditional_probability",
     "estimate_effect",
     "identify_effect",
+    "learn_graph",
 ]
 
 

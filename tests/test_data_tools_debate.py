@@ -32,7 +32,13 @@ from tests.test_data_task import data_folder  # noqa: F401  (the module's fixtur
 from tests.test_tools_e2e import assert_results_stay_with_their_caller
 
 QWEN, R1, GRANITE = "qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"
-DATA_TOOLS = {"describe_data", "conditional_probability", "estimate_effect", "identify_effect"}
+DATA_TOOLS = {
+    "describe_data",
+    "conditional_probability",
+    "estimate_effect",
+    "identify_effect",
+    "learn_graph",
+}
 
 
 @pytest.fixture(scope="module")

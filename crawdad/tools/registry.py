@@ -96,8 +96,70 @@ DATA_PARSERS = {
 }
 
 
+def table_frame(table: Table) -> pd.DataFrame:
+    """The table's rows, rebuilt from its counts (the rows' order is not kept: no algorithm the
+    runner allows depends on it)."""
+    import numpy as np
+    import pandas as pd
+
+    counts = table.counts
+    rows = np.repeat(np.array([r[:-1] for r in counts.rows()], dtype=np.int64), counts.cells, 0)
+    return pd.DataFrame(rows, columns=list(counts.columns))
+
+
+def compute_learn_graph(
+    table: Table | None, plan: tuple[str, dict[str, Any]], limits: ToolLimits
+) -> Any:
+    """The algorithm runner on the question's table (causal-learn, imported in the worker)."""
+    from crawdad.tools import algorithm_tool
+    from crawdad.tools.algorithms import AlgorithmLimits
+
+    if table is None:
+        raise ToolError(NO_TABLE)
+    return algorithm_tool.compute_plan(table_frame(table), AlgorithmLimits(), plan, limits)
+
+
+def learn_graph_spec() -> dict[str, Any]:
+    from crawdad.tools.algorithms import ALGORITHMS
+
+    return {
+        "type": "function",
+        "function": {
+            "name": "learn_graph",
+            "description": (
+                "Learn a causal graph from the table with a statistical causal discovery "
+                "algorithm (causal-learn): pc or ges suit 0/1 data (pc with indep_test chisq "
+                "or gsq); returns the learned graph's adjacency matrix (row cause, column "
+                "effect) and the pairs it left undirected."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "algorithm": {"type": "string", "enum": list(ALGORITHMS)},
+                    "params": {"type": "object", "description": "the algorithm's parameters"},
+                },
+                "required": ["algorithm"],
+            },
+        },
+    }
+
+
+def parse_learn_graph(arguments: dict[str, Any], limits: ToolLimits) -> Any:
+    from crawdad.tools.algorithm_tool import parse_plan
+
+    return parse_plan(arguments, limits)
+
+
 def data_tool(name: str, table: Table | None = None) -> Tool:
     """One data tool over `table`."""
+    if name == "learn_graph":
+        return Tool(
+            name=name,
+            spec=learn_graph_spec,
+            parse=parse_learn_graph,
+            compute=partial(compute_learn_graph, table),
+            label="the data tool learn_graph",
+        )
     return Tool(
         name=name,
         spec=partial(data_tools.tool_spec, name),
