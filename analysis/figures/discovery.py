@@ -42,11 +42,16 @@ def _overall(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _tokens(x: float, _pos: int) -> str:
-    if x >= 10_000:
-        return f"{x / 1000:.0f}k"
-    if x >= 1000:
+    if x >= 1000:  # 13.5k and 14k, never two ticks both "14k"
         return f"{x / 1000:.1f}k".replace(".0k", "k")
     return f"{x:.0f}"
+
+
+def _shd_top(values: pd.DataFrame) -> float:
+    """The SHD axis's top: room above the largest mean or CI end, at least 1 (SHD counts pairs,
+    so an axis of -0.05 to 0.05 around all-zero means would only mislead)."""
+    largest = np.nanmax(values.to_numpy(dtype=float)) if values.size else 0.0
+    return max(1.0, float(largest) if np.isfinite(largest) else 0.0) * 1.1
 
 
 def _bar(ax: Axes, x: float, y: float, lo: float, hi: float, i: int, final: bool, label: str):
@@ -91,7 +96,7 @@ def discovery_cost_figure(summary: pd.DataFrame, title: str = "Graphs against co
     bottom.xaxis.set_major_formatter(FuncFormatter(_tokens))
     top.margins(x=0.2)
     top.set_ylabel("mean SHD (lower is better)")
-    top.set_ylim(bottom=-0.1)
+    top.set_ylim(-0.1, _shd_top(s[["shd", "shd_hi"]]))
     bottom.set_ylabel("mean edge F1")
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_xlabel("completion tokens per graph (all parties)")
@@ -137,7 +142,7 @@ def discovery_alignment_figure(summary: pd.DataFrame) -> Figure:
             )
     ax.set_xticks(range(len(groups)), groups)
     ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_ylim(bottom=-0.1)
+    ax.set_ylim(-0.1, _shd_top(a[["shd", "shd_hi"]]))
     ax.set_ylabel("mean SHD (lower is better)")
     ax.set_title(title)
     legend_below(fig, ax, ncol=1)
