@@ -31,6 +31,7 @@ from common import (
     ServerHandle,
     ServerSpec,
     T,
+    add_chunking,
     bound,
     config_for,
     header,
@@ -98,17 +99,23 @@ def turns_in(out: Path, names: list[str]) -> int:
 
 
 def server_bound(
-    n: int, folder: Path, concurrency: int = 256, caps: tuple[int, ...] = (0, P, P + P // 4)
+    n: int,
+    folder: Path,
+    concurrency: int = 256,
+    caps: tuple[int, ...] = (0, P, P + P // 4),
+    chunking: str = "token",
 ) -> None:
     dataset = synthetic(n, folder)
     print(
-        f"\n-- 1. server bound: P={P}, L={L} s + {T} s a token, one token a chunk; {n} questions; "
+        f"\n-- 1. server bound: P={P}, L={L} s + {T} s a token, {chunking} chunks; {n} questions; "
         f"concurrency {concurrency} per variant"
     )
 
     def one_model_server() -> ServerHandle:
         return ServerHandle(
-            ServerSpec("ollama", server_bound_latency(), models=SERVER_BOUND_MODELS),
+            ServerSpec(
+                "ollama", server_bound_latency(), models=SERVER_BOUND_MODELS, chunking=chunking
+            ),
             folder / "data",
         )
 
@@ -156,12 +163,17 @@ def server_bound(
         )
 
 
-def orchestrator_bound(n: int, folder: Path) -> None:
+def orchestrator_bound(n: int, folder: Path, chunking: str = "token") -> None:
     dataset = synthetic(n, folder)
     latency = LatencyModel(base_seconds=0.0, capacity=100_000, max_queue=1_000_000)
     names = ["paper", "solo", "judge", "no-be-confident"]
-    print(f"\n-- 2. orchestrator bound: {len(names)} variants x {n} questions, instant server")
-    with ServerHandle(ServerSpec("ollama", latency, models="one"), folder / "data") as server:
+    print(
+        f"\n-- 2. orchestrator bound: {len(names)} variants x {n} questions, instant server, "
+        f"{chunking} chunks"
+    )
+    with ServerHandle(
+        ServerSpec("ollama", latency, models="one", chunking=chunking), folder / "data"
+    ) as server:
         base = config_for([server.url], kind="ollama", concurrency=256, models="one")
         m = measure(base, dataset, folder / "plain")
         plain_turns = sum(len(r.turns) for r in RunStore(folder / "plain").records())
@@ -194,13 +206,20 @@ def main() -> None:
         default=[0, P, P + P // 4],
         help="max_in_flight, part 1 (0: none)",
     )
+    add_chunking(parser)
     args = parser.parse_args()
     header("experiments", args)
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-exp-"))
     if 1 in args.part:
-        server_bound(128 if args.quick else 512, folder / "one", args.concurrency, tuple(args.cap))
+        server_bound(
+            128 if args.quick else 512,
+            folder / "one",
+            args.concurrency,
+            tuple(args.cap),
+            args.chunking,
+        )
     if 2 in args.part:
-        orchestrator_bound(500 if args.quick else 2500, folder / "two")
+        orchestrator_bound(500 if args.quick else 2500, folder / "two", args.chunking)
 
 
 if __name__ == "__main__":

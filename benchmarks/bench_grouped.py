@@ -22,7 +22,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import ServerSpec, config_for, header, measure, start_servers, synthetic
+from common import ServerSpec, add_chunking, config_for, header, measure, start_servers, synthetic
 
 from crawdad.fake import gpu_latency
 
@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument(
         "--uncapped", type=int, nargs="*", default=[400], help="grouped, no max_in_flight"
     )
+    add_chunking(parser)
     args = parser.parse_args()
     n = 100 if args.quick else 400
     header(f"grouped vs fifo: one resident model, switch {S:.0f} s, {n} questions", args)
@@ -50,7 +51,8 @@ def main() -> None:
     latency = gpu_latency(args.time_scale, switch_seconds=S)
     print(
         f"setup: fake Ollama server in a process, {latency.resident_models} model resident, "
-        f"capacity {latency.capacity} per model, time scale {args.time_scale}"
+        f"capacity {latency.capacity} per model, time scale {args.time_scale}, "
+        f"{args.chunking} chunks"
     )
     print(
         "mode     concurrency  max_in_flight  switches  per 100 debates  real time  "
@@ -61,7 +63,9 @@ def main() -> None:
     runs = [("fifo", c, cap) for c in args.fifo] + [("grouped", c, cap) for c in args.grouped]
     runs += [("grouped", c, None) for c in args.uncapped]
     for mode, concurrency, max_in_flight in runs:
-        (server,) = start_servers([ServerSpec("ollama", latency)], folder / "data")
+        (server,) = start_servers(
+            [ServerSpec("ollama", latency, chunking=args.chunking)], folder / "data"
+        )
         try:
             config = config_for(
                 [server.url],

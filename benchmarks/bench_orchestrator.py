@@ -23,7 +23,16 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
-from common import LatencyModel, ServerSpec, config_for, header, measure, start_servers, synthetic
+from common import (
+    LatencyModel,
+    ServerSpec,
+    add_chunking,
+    config_for,
+    header,
+    measure,
+    start_servers,
+    synthetic,
+)
 
 FULL, QUICK = 10_112, 1_000
 
@@ -73,6 +82,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--server", choices=["process", "thread"], default="process")
     parser.add_argument("--profile", action="store_true", help="cProfile crawdad's process")
+    add_chunking(parser)
     args = parser.parse_args()
     n = args.questions or (QUICK if args.quick else FULL)
     header(f"orchestrator: {n} debates, latency 0, no cap", args)
@@ -80,10 +90,13 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-"))
     dataset = synthetic(n, folder)
     latency = LatencyModel(capacity=1_000_000, max_queue=1_000_000)  # nothing waits, ever
-    (server,) = start_servers([ServerSpec("ollama", latency)], folder / "data", args.server)
+    (server,) = start_servers(
+        [ServerSpec("ollama", latency, chunking=args.chunking)], folder / "data", args.server
+    )
     config = config_for([server.url], kind="ollama", concurrency=args.concurrency)
     print(
-        f"setup: fake Ollama server in a {args.server}, concurrency {args.concurrency}, "
+        f"setup: fake Ollama server in a {args.server} ({args.chunking} chunks), "
+        f"concurrency {args.concurrency}, "
         f"default config (streaming, loop detection on), records to {folder / 'run'}"
     )
     usage0 = server.usage()

@@ -19,6 +19,7 @@ from pathlib import Path
 from common import (
     LatencyModel,
     ServerSpec,
+    add_chunking,
     config_for,
     header,
     measure,
@@ -37,6 +38,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="128 questions, not 512")
     parser.add_argument("--replicas", type=int, nargs="*", default=[1, 2, 4])
     parser.add_argument("--concurrency", type=int, default=96)
+    add_chunking(parser)
     args = parser.parse_args()
     n = 128 if args.quick else 512
     header(f"replicas: the same {n} questions over {args.replicas} fake servers", args)
@@ -49,11 +51,13 @@ def main() -> None:
     print(
         f"setup: each replica in its own process, P={P} per model, L={L} s (extractor "
         f"{0.2 * L} s), concurrency {args.concurrency}; server bound per replica "
-        f"{2 * P / L:.0f} debater requests/s"
+        f"{2 * P / L:.0f} debater requests/s; {args.chunking} chunks"
     )
     base = 0.0
     for count in args.replicas:
-        servers = start_servers([ServerSpec("ollama", latency)] * count, folder / "data")
+        servers = start_servers(
+            [ServerSpec("ollama", latency, chunking=args.chunking)] * count, folder / "data"
+        )
         try:
             config = config_for(
                 [s.url for s in servers], kind="ollama", concurrency=args.concurrency

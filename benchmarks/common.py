@@ -238,6 +238,17 @@ class ServerHandle:
         self.stop()
 
 
+def add_chunking(parser: Any) -> None:
+    """`--chunking`: how the fakes stream (one token a chunk by default, as real servers do)."""
+    parser.add_argument(
+        "--chunking",
+        choices=["token", "coarse"],
+        default="token",
+        help="fakes stream one token a chunk (default) or a few big chunks (the figures before "
+        "the streaming session)",
+    )
+
+
 def start_servers(
     specs: list[ServerSpec], dataset_folder: Path, where: str = "process"
 ) -> list[ServerHandle]:
