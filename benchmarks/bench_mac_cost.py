@@ -15,7 +15,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from common import machine
+from common import CHUNKING, machine
 
 from crawdad.config import SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
@@ -75,7 +75,7 @@ async def measure(out: Path, graphs: int | None, seed: int) -> None:
     models: dict[str, FakeModel] = {}
     for cfg in configs.values():
         models |= models_for(cfg.model_names(), cfg.extractor.model, key, seed=seed)
-    async with FakeServer("ollama", models) as server:
+    async with FakeServer("ollama", models, chunking=CHUNKING) as server:
         for cfg in configs.values():
             cfg.serve_all_from(server.url)
             cfg.concurrency = 64

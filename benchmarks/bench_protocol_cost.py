@@ -12,7 +12,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from common import machine
+from common import CHUNKING, machine
 
 from crawdad.config import RunConfig, load_config
 from crawdad.data.demo_questions import write_cladder
@@ -55,7 +55,9 @@ def costs(records: list[DebateRecord]) -> dict[str, float]:
 async def measure(path: Path | None, data: Path, out: Path) -> dict[str, float]:
     cfg = load_config(path)
     dataset = load_cladder(data)
-    async with FakeServer("ollama", models_of(cfg, answer_key(dataset.questions))) as server:
+    async with FakeServer(
+        "ollama", models_of(cfg, answer_key(dataset.questions)), chunking=CHUNKING
+    ) as server:
         cfg = cfg.serve_all_from(server.url)
         cfg.concurrency = 64
         await run(cfg, dataset, out, progress=False, simulated=True, check_servers=False)
@@ -80,7 +82,7 @@ async def experiment_cost(data: Path, out: Path) -> tuple[float, float, int]:
     models: dict = {}
     for cfg in configs.values():
         models |= models_of(cfg, key)
-    async with FakeServer("ollama", models) as server:
+    async with FakeServer("ollama", models, chunking=CHUNKING) as server:
         for cfg in configs.values():
             cfg.serve_all_from(server.url)
         manifest = experiment_manifest(spec, str(path), sha, list(configs))

@@ -40,6 +40,8 @@ from crawdad.run.runner import RunSummary, run
 Kind = Literal["ollama", "openai"]
 QWEN, DEEPSEEK, GRANITE = "qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"
 ONE_MODEL = "gpu-model"
+# How the fakes stream in every benchmark: one token a chunk, as real servers do.
+CHUNKING = "token"
 
 
 # --- the machine -------------------------------------------------------------------------------
@@ -153,7 +155,7 @@ class ServerSpec:
     overrides: dict[str, Any] = field(default_factory=dict)
     # One token a chunk, each paced by the latency model, as real servers stream ("coarse": a
     # few big chunks, as the fakes did before).
-    chunking: str = "token"
+    chunking: str = CHUNKING
 
     def server(self, dataset_folder: Path) -> FakeServer:
         return FakeServer(
