@@ -57,6 +57,12 @@ class DiscoveryGraph:
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variables)
 
+    def described(self) -> str:
+        """The context and the variables with their descriptions: how every discovery prompt
+        opens, before its question."""
+        listed = "\n".join(f"- {v.name}: {v.description}" for v in self.variables)
+        return f"{self.context}\n\nThe variables:\n{listed}"
+
     def data(self, rows: int, seed: int) -> pd.DataFrame:
         """Observational data: the dataset's own table, or `rows` rows sampled from the model
         with a seed derived from (seed, graph id), so every resume draws the same table."""

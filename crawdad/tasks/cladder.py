@@ -8,7 +8,6 @@ scored against the question's causal model (`crawdad.scoring.step_reading`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,13 @@ from crawdad.backends.base import ChatResult
 from crawdad.config import SelectionConfig
 from crawdad.data.questions import Dataset, Question, load_cladder, select
 from crawdad.records import Turn
-from crawdad.scoring.extract import extractor_schema, parse_reply
 from crawdad.scoring.step_reading import extract_steps, score_call
-from crawdad.tasks.base import Ask, Reading, same_answer
+from crawdad.tasks.base import Ask
+from crawdad.tasks.yes_no import YesNoAnswers
 
 
-class CladderTask:
+class CladderTask(YesNoAnswers):
     name = "cladder"
-    answers = ("yes", "no")
     prompt_set = "paper"
 
     def load(self, path: Path, questions_file: str | None = None) -> Dataset:
@@ -45,16 +43,6 @@ class CladderTask:
             "story_id": item.story_id,
             "graph_id": item.graph_id,
         }
-
-    def extractor_schema(self, confidence: bool) -> dict[str, Any]:
-        return extractor_schema(confidence)
-
-    def read(self, reply: str, confidence: bool) -> Reading:
-        parsed = parse_reply(reply, confidence=confidence)
-        return Reading(parsed.answer, parsed.confidence, parsed.method, parsed.reason)
-
-    def agree(self, answers: Sequence[str | None]) -> bool:
-        return same_answer(answers)
 
     async def score_turn(
         self, ask: Ask, model: str, item: Question, turn: Turn, result: ChatResult

@@ -10,7 +10,6 @@ verdict and the stances of a judge debate (affirmative: yes, negative: no) work 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from crawdad.data.discovery_public import load_graphs
 from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet
 from crawdad.errors import DataError
 from crawdad.records import DatasetInfo, Turn
-from crawdad.scoring.extract import extractor_schema, parse_reply
-from crawdad.tasks.base import Ask, Reading, same_answer
+from crawdad.tasks.base import Ask
 from crawdad.tasks.discovery.whole_graph import select_graphs
+from crawdad.tasks.yes_no import YesNoAnswers
 
 
 @dataclass(frozen=True)
@@ -72,9 +71,8 @@ def _dataset(graphs: list[DiscoveryGraph], info: DatasetInfo) -> PairDataset:
     )
 
 
-class DiscoveryPairsTask:
+class DiscoveryPairsTask(YesNoAnswers):
     name = "discovery-pairs"
-    answers = ("yes", "no")
     prompt_set = "mac-pairs"
 
     def load(self, path: Path, questions_file: str | None = None) -> PairDataset:
@@ -91,10 +89,8 @@ class DiscoveryPairsTask:
         return _dataset(graphs, info)
 
     def show(self, item: PairItem) -> str:
-        graph = item.graph
-        listed = "\n".join(f"- {v.name}: {v.description}" for v in graph.variables)
         return (
-            f"{graph.context}\n\nThe variables:\n{listed}\n\n"
+            f"{item.graph.described()}\n\n"
             f"Question: Is there a direct causal relationship from {item.cause} to {item.effect}?"
         )
 
@@ -113,16 +109,6 @@ class DiscoveryPairsTask:
                 "variables": list(graph.names),
             },
         }
-
-    def extractor_schema(self, confidence: bool) -> dict[str, Any]:
-        return extractor_schema(confidence)
-
-    def read(self, reply: str, confidence: bool) -> Reading:
-        parsed = parse_reply(reply, confidence=confidence)
-        return Reading(parsed.answer, parsed.confidence, parsed.method, parsed.reason)
-
-    def agree(self, answers: Sequence[str | None]) -> bool:
-        return same_answer(answers)
 
     async def score_turn(
         self, ask: Ask, model: str, item: PairItem, turn: Turn, result: ChatResult

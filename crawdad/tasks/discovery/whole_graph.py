@@ -123,10 +123,8 @@ class DiscoveryGraphTask:
         return _dataset(graphs, info)
 
     def show(self, item: GraphItem) -> str:
-        graph = item.graph
-        listed = "\n".join(f"- {v.name}: {v.description}" for v in graph.variables)
         return (
-            f"{graph.context}\n\nThe variables:\n{listed}\n\n"
+            f"{item.graph.described()}\n\n"
             "Question: Which direct causal relationships hold among these variables? List every "
             "direct causal edge as `A -> B` (A directly causes B), using the variable names "
             "exactly as given."
