@@ -18,11 +18,9 @@ from crawdad.backends.base import (
     ChatResult,
     ToolCallOut,
     garbled,
-    split_think,
-    stop_reason_of,
 )
 from crawdad.backends.guard import StreamGuard
-from crawdad.backends.streaming import new_session, read_ndjson
+from crawdad.backends.streaming import new_session, ollama_result, read_ndjson
 from crawdad.backends.transport import TRANSPORT_ERRORS, diagnose, ollama_transport
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
@@ -109,7 +107,9 @@ class OllamaBackend:
                 result = await self._stream({**body, "stream": True}, guard)
             else:
                 resp = await self._client.chat(**kwargs, stream=False)
-                result = _result(resp, resp.message.content or "", resp.message.thinking or "")
+                result = ollama_result(
+                    resp, resp.message.content or "", resp.message.thinking or ""
+                )
                 result.tool_calls = _tool_calls(resp.message)
         except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, request.model) from e
@@ -195,17 +195,3 @@ def _tool_calls(message: ollama.Message) -> list[ToolCallOut]:
         ToolCallOut(name=c.function.name, arguments=dict(c.function.arguments or {}))
         for c in message.tool_calls or []
     ]
-
-
-def _result(resp: ollama.ChatResponse, content: str, thinking: str) -> ChatResult:
-    text, trace = split_think(content, thinking)
-    total = resp.total_duration
-    return ChatResult(
-        text=text,
-        thinking=trace,
-        prompt_tokens=resp.prompt_eval_count,
-        completion_tokens=resp.eval_count,
-        server_seconds=total * NS if total else None,
-        stop_reason=stop_reason_of(resp.done_reason),
-        raw_stop_reason=resp.done_reason,
-    )

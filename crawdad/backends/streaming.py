@@ -480,7 +480,7 @@ async def read_ndjson(
                     return _stopped(verdict, content, thinking, parts)
             if last is not None:
                 await _drain(resp)
-                result = _ollama_result(last, "".join(content), "".join(thinking))
+                result = ollama_result(last, "".join(content), "".join(thinking))
                 result.tool_calls = calls
                 return result
     finally:
@@ -492,7 +492,9 @@ async def read_ndjson(
     )
 
 
-def _ollama_result(last: _Part, content: str, thinking: str) -> ChatResult:
+def ollama_result(last: Any, content: str, thinking: str) -> ChatResult:
+    """An Ollama answer's result from its last part: a streamed chunk, or the `ollama` client's
+    whole `ChatResponse` (the same fields: counts, durations, done reason)."""
     text, trace = split_think(content, thinking)
     total = last.total_duration
     return ChatResult(
