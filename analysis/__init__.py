@@ -1,6 +1,6 @@
 """crawdad's analysis: run folders -> the tables and figures of the CRAwDAD paper, and more.
 
-    from analysis import write_report
+    from crawdad.analysis import write_report
     write_report([Path("runs/a"), Path("runs/b")], Path("report"))
 
 Modules: `load` (files -> DataFrames), `metrics` (DataFrames -> tables), `figures` (tables ->
@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from analysis.load import Run, concat, load_run, load_runs, records_to_frames
-    from analysis.report import write_report
+    from crawdad.analysis.load import Run, concat, load_run, load_runs, records_to_frames
+    from crawdad.analysis.report import write_report
 
 __all__ = ["Run", "concat", "load_run", "load_runs", "records_to_frames", "write_report"]
 
@@ -23,11 +23,11 @@ __all__ = ["Run", "concat", "load_run", "load_runs", "records_to_frames", "write
 def __getattr__(name: str) -> Any:
     # Lazy, so that `import analysis.metrics` does not pull in matplotlib.
     if name == "write_report":
-        from analysis.report import write_report
+        from crawdad.analysis.report import write_report
 
         return write_report
     if name in {"Run", "concat", "load_run", "load_runs", "records_to_frames"}:
-        from analysis import load
+        from crawdad.analysis import load
 
         return getattr(load, name)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")

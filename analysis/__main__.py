@@ -1,4 +1,4 @@
-"""`python -m analysis RUN_DIR [RUN_DIR ...] --out OUT`: write the report of one or more runs."""
+"""`python -m crawdad.analysis RUN_DIR [RUN_DIR ...] --out OUT`: write the report of one or more runs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.report import write_report
+from crawdad.analysis.report import write_report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m crawdad.analysis", description=__doc__)
     ap.add_argument(
         "runs", nargs="+", type=Path, help="run folders (manifest.json + debates.jsonl)"
     )

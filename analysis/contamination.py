@@ -18,9 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from crawdad.analysis.metrics._stats import bootstrap_paired_difference, mcnemar_exact
+from crawdad.analysis.metrics.accuracy import rung_label
 
-from analysis.metrics._stats import bootstrap_paired_difference, mcnemar_exact
-from analysis.metrics.accuracy import rung_label
 from crawdad.data.variants import twin_of
 
 DEBATE = "debate"  # the agent value of the debate's own answer
@@ -134,7 +134,7 @@ def contamination_lines(table: pd.DataFrame) -> list[str]:
     """The report's section (nothing when the runs hold no original-fresh pairs)."""
     if table.empty:
         return []
-    from analysis.formatting import to_markdown
+    from crawdad.analysis.formatting import to_markdown
 
     return [
         "## Contamination check: original questions against their fresh twins",

@@ -12,7 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from analysis.load import Run
+from crawdad.analysis.load import Run
+
 from crawdad.data.label_audit import AuditFile, contradicted_ids, read_audit
 
 Mode = Literal["leave-out", "mark"]

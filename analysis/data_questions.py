@@ -18,10 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
+from crawdad.analysis.load import Run
+from crawdad.analysis.metrics._stats import (
+    bootstrap_paired_difference,
+    bootstrap_proportion,
+    mcnemar_exact,
+)
+from crawdad.analysis.tool_use import calls_by_tool
 
-from analysis.load import Run
-from analysis.metrics._stats import bootstrap_paired_difference, bootstrap_proportion, mcnemar_exact
-from analysis.tool_use import calls_by_tool
 from crawdad.records import DebateRecord
 
 Ways = Mapping[str, list[DebateRecord]]  # run label -> its records (errored ones included)
@@ -279,7 +283,7 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]], out: Path
     ways = {label: records for label, records in named_runs}
     if not any(is_data_backed(r) for rs in ways.values() for r in rs):
         return []
-    from analysis.formatting import details, fmt_p, to_markdown
+    from crawdad.analysis.formatting import details, fmt_p, to_markdown
 
     perfect = perfect_answers(ways)  # the questions with a table: a stated-numbers run keeps those
     ways = {k: [r for r in v if str(r.question_id) in perfect] for k, v in ways.items()}

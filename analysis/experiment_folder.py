@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from crawdad.analysis.load import DEBATES_FILE, Run, agent_label, load_run
 from pydantic import ValidationError
 
-from analysis.load import DEBATES_FILE, Run, agent_label, load_run
 from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, ExperimentManifest, Turn
 from crawdad.run.store import EXPERIMENT as EXPERIMENT_FILE

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from analysis.experiment_folder import Experiment, load_experiment, overrides_text
-from analysis.figures import save
-from analysis.figures.experiment import compute_figure
-from analysis.formatting import fmt_p, to_markdown
-from analysis.metrics import experiment as X
-from analysis.metrics import self_consistency as SC
-from analysis.report_discovery import experiment_discovery_section
-from analysis.report_files import write_into
+from crawdad.analysis.experiment_folder import Experiment, load_experiment, overrides_text
+from crawdad.analysis.figures import save
+from crawdad.analysis.figures.experiment import compute_figure
+from crawdad.analysis.formatting import fmt_p, to_markdown
+from crawdad.analysis.metrics import experiment as X
+from crawdad.analysis.metrics import self_consistency as SC
+from crawdad.analysis.report_discovery import experiment_discovery_section
+from crawdad.analysis.report_files import write_into
 
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
 
@@ -443,7 +442,7 @@ def _write(whole: Experiment, out: Path) -> Path:
         str(v.overrides.get("task") or m.base.get("task") or "").startswith("cladder-data")
         for v in whole.variants
     ):  # questions answered from data (with or without the counts: every variant)
-        from analysis.data_questions import data_section, run_records
+        from crawdad.analysis.data_questions import data_section, run_records
 
         md += data_section([(v.name, run_records(v.run)) for v in whole.variants], out)
     md += [

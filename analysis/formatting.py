@@ -6,8 +6,7 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-
-from analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, RUNG_LABELS
+from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, RUNG_LABELS
 
 __all__ = [
     "fmt_p",

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from crawdad.analysis.response_text import SentimentScorer
 from pydantic import ValidationError
 
-from analysis.response_text import SentimentScorer
 from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.store import RunStore, is_being_written, read_selected_ids, require_run_folder

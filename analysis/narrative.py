@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.formatting import fmt_p, fmt_pct
-from analysis.metrics.accuracy import ALL
+from crawdad.analysis.formatting import fmt_p, fmt_pct
+from crawdad.analysis.metrics.accuracy import ALL
 
 __all__ = [
     "accuracy_lines",

@@ -19,20 +19,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
+from crawdad.analysis import figures as F
+from crawdad.analysis import metrics as M
+from crawdad.analysis import narrative as N
+from crawdad.analysis import report_protocols as RP
+from crawdad.analysis.contamination import contamination_section
+from crawdad.analysis.data_questions import data_section, run_records
+from crawdad.analysis.experiment_folder import is_experiment
+from crawdad.analysis.formatting import details, fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.analysis.load import Run, concat, load_runs
+from crawdad.analysis.report_discovery import discovery_section, is_discovery_run
+from crawdad.analysis.report_files import write_into
+from crawdad.analysis.step_errors import steps_section
 from matplotlib.figure import Figure
 
-from analysis import figures as F
-from analysis import metrics as M
-from analysis import narrative as N
-from analysis import report_protocols as RP
-from analysis.contamination import contamination_section
-from analysis.data_questions import data_section, run_records
-from analysis.experiment_folder import is_experiment
-from analysis.formatting import details, fmt_p, table1_latex, table1_wide, to_markdown
-from analysis.load import Run, concat, load_runs
-from analysis.report_discovery import discovery_section, is_discovery_run
-from analysis.report_files import write_into
-from analysis.step_errors import steps_section
 from crawdad.errors import StoreError
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
@@ -312,7 +312,8 @@ def _tool_section(run: Run, w: _Writer) -> list[str]:
     accuracy (paper 004); only for runs whose agents had the tool."""
     if not _uses_tools(run):
         return []
-    from analysis.tool_use import tool_use
+    from crawdad.analysis.tool_use import tool_use
+
     from crawdad.run.store import RunStore
 
     ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
@@ -522,12 +523,12 @@ def write_report(
                 "an experiment folder (one with experiment.json) is analysed alone: give only "
                 "it, or give run folders (its variants' folders are run folders)"
             )
-        from analysis.experiment_report import write_experiment_report
+        from crawdad.analysis.experiment_report import write_experiment_report
 
         return write_experiment_report(Path(run_dirs[0]), out)
     runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
     if audit is not None:  # `crawdad data audit --json`: contradicted labels left out or marked
-        from analysis.contradicted_labels import apply_audit
+        from crawdad.analysis.contradicted_labels import apply_audit
 
         runs = apply_audit(runs, audit, contradicted)  # type: ignore[arg-type]
     return write_into(out, lambda: _write(runs, out, workers))

@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
-
-from analysis.figures.discovery import (
+from crawdad.analysis.figures.discovery import (
     discovery_alignment_figure,
     discovery_cost_figure,
     system_label,
 )
-from analysis.formatting import details, to_markdown
-from analysis.load import Run, agent_label
-from analysis.metrics import discovery as D
+from crawdad.analysis.formatting import details, to_markdown
+from crawdad.analysis.load import Run, agent_label
+from crawdad.analysis.metrics import discovery as D
+from matplotlib.figure import Figure
+
 from crawdad.records import DebateRecord, Turn
 from crawdad.run.store import RunStore
 
@@ -572,7 +572,7 @@ def experiment_discovery_section(
     graphs (and its agents' first answers) over the graphs every variant completed, paired
     with the baseline, and graphs against tokens per graph. `variants`: the experiment's
     loaded variants (each with `.name` and `.run`). Writes root/discovery/; draws its figure."""
-    from analysis.figures import save
+    from crawdad.analysis.figures import save
 
     mine = [v for v in variants if is_discovery_run(v.run)]
     if not mine:

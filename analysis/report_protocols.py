@@ -12,12 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+from crawdad.analysis.figures import protocols as FP
+from crawdad.analysis.formatting import details, to_markdown
+from crawdad.analysis.metrics import protocols as MP
+from crawdad.analysis.metrics.compare import side_by_side
 from matplotlib.figure import Figure
-
-from analysis.figures import protocols as FP
-from analysis.formatting import details, to_markdown
-from analysis.metrics import protocols as MP
-from analysis.metrics.compare import side_by_side
 
 __all__ = [
     "PROTOCOL_FIGURES",

@@ -18,8 +18,7 @@ import itertools
 from pathlib import Path
 
 import pandas as pd
-
-from analysis.metrics.accuracy import rung_label
+from crawdad.analysis.metrics.accuracy import rung_label
 
 STEPS = ("graph", "query_type", "numbers", "value")
 ERROR_NAMES = {
@@ -98,7 +97,7 @@ def steps_section(turns: pd.DataFrame, out: Path) -> list[str]:
     errors = step_errors(turns)
     if errors.empty:
         return []
-    from analysis.formatting import to_markdown
+    from crawdad.analysis.formatting import to_markdown
 
     repairs = step_repairs(turns)
     errors.to_csv(out / "step_errors.csv", index=False)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.report import write_report
-from analysis.synthetic_runs import write_synthetic_run
+from crawdad.analysis.report import write_report
+from crawdad.analysis.synthetic_runs import write_synthetic_run
 
 
 def _maxrss_mb(who: int) -> float:

@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
+from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 
-from analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from crawdad.view import Server, Viewer
 
 

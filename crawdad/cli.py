@@ -67,8 +67,21 @@ data_app = typer.Typer(help="Get and inspect CLadder.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="TOML config file.", exists=False)
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="TOML config file, or a ready config by name (protocols/judge; `crawdad configs`).",
+    ),
 ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from crawdad import __version__
+
+        typer.echo(f"crawdad {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -79,9 +92,39 @@ def _global_options(
             "--debug", help="Show the full traceback of an error (as CRAWDAD_DEBUG=1 does)."
         ),
     ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     if debug:
         logging.getLogger("crawdad").setLevel(logging.DEBUG)
+
+
+@app.command()
+def configs(
+    name: Annotated[
+        str | None, typer.Argument(help="Print this ready config (to copy and edit it).")
+    ] = None,
+) -> None:
+    """List the ready configs shipped with crawdad, or print one. Pass one to a command by name:
+    --config protocols/judge."""
+    from crawdad.resources import find_config, ready_configs
+
+    if name is not None:
+        typer.echo(find_config(Path(name)).read_text(encoding="utf-8"), nl=False)
+        return
+    ready = ready_configs()
+    width = max(len(c.name) for c in ready)
+    for c in ready:
+        kind = "experiment" if c.is_experiment else "run"
+        typer.echo(f"{c.name:<{width}}  {kind:<10}  {c.summary}")
+    typer.echo(
+        "\nUse one by name: crawdad run --config NAME, crawdad experiment NAME."
+        " Print one to edit it: crawdad configs NAME > my.toml"
+    )
 
 
 # Options `run` and `experiment` share: the data and the selection of questions.
@@ -314,7 +357,9 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
 
 @app.command()
 def experiment(
-    file: Annotated[Path, typer.Argument(help="Experiment file (see configs/experiments/).")],
+    file: Annotated[
+        Path, typer.Argument(help="Experiment file, or a ready one by name (experiments/mac).")
+    ],
     data: DataOpt,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Experiment folder: one run folder per variant.")
@@ -554,7 +599,7 @@ def analyze(
     _check_out(target)
     import warnings
 
-    from analysis.report import write_report
+    from crawdad.analysis.report import write_report
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
@@ -563,7 +608,7 @@ def analyze(
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
     typer.echo(f"report written: {path}")
     if html:
-        from analysis.html import write_html
+        from crawdad.analysis.html import write_html
 
         typer.echo(f"HTML report written: {write_html(path)}")
 
@@ -633,7 +678,7 @@ def demo(
     base = load_config(config) if config else None
     run_demo(out, limit=limit, concurrency=concurrency, progress=progress, config=base, data=data)
     if report:
-        from analysis.report import write_report
+        from crawdad.analysis.report import write_report
 
         typer.echo(f"report written: {write_report([out], out / 'report')}")
 

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from crawdad.errors import ConfigError
+from crawdad.resources import find_config
 
 Backend = Literal["ollama", "openai"]
 Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
@@ -487,9 +488,11 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    fix = "pass a TOML file with --config (the ones in configs/ are examples)"
+    """A config or experiment file: a path, or a ready config by name (`protocols/judge`)."""
+    fix = "pass a TOML file with --config, or a ready config by name (`crawdad configs`)"
     if path.is_dir():
         raise ConfigError(f"--config {path} is a folder, not a file: {fix}")
+    path = find_config(path)
     try:
         with path.open("rb") as f:
             return tomllib.load(f)

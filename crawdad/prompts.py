@@ -17,8 +17,9 @@ from string import Template
 from typing import Any
 
 from crawdad.errors import PromptError
+from crawdad.resources import bundled
 
-PROMPTS_ROOT = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_ROOT = bundled("prompts")
 DEFAULT_SET = "paper"
 DEFAULT_DIR = PROMPTS_ROOT / DEFAULT_SET
 SET_FILE = "set.toml"

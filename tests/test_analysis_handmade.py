@@ -35,12 +35,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from crawdad.analysis import figures as F
+from crawdad.analysis import metrics as M
+from crawdad.analysis import narrative as N
+from crawdad.analysis.load import load_run
+from crawdad.analysis.synthetic_runs import write_synthetic_run
 
-from analysis import figures as F
-from analysis import metrics as M
-from analysis import narrative as N
-from analysis.load import load_run
-from analysis.synthetic_runs import write_synthetic_run
 from crawdad.records import DebateRecord, Turn
 
 Q, R = "qa (qwen3:32b)", "rb (r1:32b)"

@@ -7,12 +7,12 @@ import json
 import warnings
 from pathlib import Path
 
+import crawdad.analysis.load as L
 import pandas as pd
 import pytest
+from crawdad.analysis.load import agent_label, load_run, load_runs, records_to_frames
+from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 
-import analysis.load as L
-from analysis.load import agent_label, load_run, load_runs, records_to_frames
-from analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, RunManifest
 

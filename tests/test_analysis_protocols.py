@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from crawdad.analysis import metrics as M
+from crawdad.analysis.load import records_to_frames
+from crawdad.analysis.metrics import protocols as P
+from crawdad.analysis.report import TABLES, compute_tables, write_report
+from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 
-from analysis import metrics as M
-from analysis.load import records_to_frames
-from analysis.metrics import protocols as P
-from analysis.report import TABLES, compute_tables, write_report
-from analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from crawdad.records import DebateRecord, Turn
 
 AGENTS = {"a": "a", "b": "b"}
@@ -172,7 +172,7 @@ def test_paper_tables_unchanged_for_a_crawdad_run(tmp_path: Path) -> None:
     without the protocol columns: the protocol work adds sections, it changes no paper number."""
     run = write_synthetic_run(tmp_path / "run", 60, seed=2, error_rate=0.03)
     write_report([run], tmp_path / "out", workers=1)
-    from analysis.load import DEBATE_COLUMNS, TURN_COLUMNS, load_run
+    from crawdad.analysis.load import DEBATE_COLUMNS, TURN_COLUMNS, load_run
 
     r = load_run(run)
     legacy_d = r.debates[DEBATE_COLUMNS[: DEBATE_COLUMNS.index("simulated") + 1]]

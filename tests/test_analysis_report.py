@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from crawdad.analysis import figures as F
+from crawdad.analysis import metrics as M
+from crawdad.analysis.load import load_run
+from crawdad.analysis.report import FIGURES, TABLES, write_report
+from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from analysis import figures as F
-from analysis import metrics as M
-from analysis.load import load_run
-from analysis.report import FIGURES, TABLES, write_report
-from analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from crawdad.records import DebateRecord
 
 

@@ -7,9 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
-from analysis import metrics as M
-from analysis.formatting import fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.analysis import metrics as M
+from crawdad.analysis.formatting import fmt_p, table1_latex, table1_wide, to_markdown
 
 
 def test_bootstrap_proportion_is_seeded_and_sane():

@@ -6,9 +6,8 @@ import math
 import random
 
 import pytest
+from crawdad.analysis.response_text import SentimentScorer, _WindowedVader, strip_formatting
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-from analysis.response_text import SentimentScorer, _WindowedVader, strip_formatting
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from crawdad.analysis.contradicted_labels import apply_audit
+from crawdad.analysis.load import Run
 from typer.testing import CliRunner
 
-from analysis.contradicted_labels import apply_audit
-from analysis.load import Run
 from crawdad.cli import app
 from crawdad.data.label_audit import audit_dataset, read_audit
 from crawdad.errors import DataError

@@ -194,7 +194,7 @@ def test_data_fetch_without_network_explains(tmp_path: Path, http_folder) -> Non
 
 
 def _analyze_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
-    from analysis.synthetic_runs import write_synthetic_run
+    from crawdad.analysis.synthetic_runs import write_synthetic_run
 
     (tmp_path / "empty").mkdir()
     (tmp_path / "other").mkdir()
@@ -232,7 +232,7 @@ def test_analyze_failures_are_messages(tmp_path: Path, cli) -> None:
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write to read-only folders")
 def test_analyze_read_only_out(tmp_path: Path, cli) -> None:
-    from analysis.synthetic_runs import write_synthetic_run
+    from crawdad.analysis.synthetic_runs import write_synthetic_run
 
     good = write_synthetic_run(tmp_path / "good", 2)
     ro = tmp_path / "ro"
@@ -243,10 +243,12 @@ def test_analyze_read_only_out(tmp_path: Path, cli) -> None:
 
 
 def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, cli) -> None:
-    import analysis.report
-    from analysis.synthetic_runs import write_synthetic_run
+    import crawdad.analysis.report
+    from crawdad.analysis.synthetic_runs import write_synthetic_run
 
-    monkeypatch.setattr(analysis.report, "_draw_all", lambda jobs, workers: None)  # speed only
+    monkeypatch.setattr(
+        crawdad.analysis.report, "_draw_all", lambda jobs, workers: None
+    )  # speed only
     run = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
     with (run / ".lock").open("w") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # as a `crawdad run` holds it

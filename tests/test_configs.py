@@ -79,14 +79,14 @@ async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path, re
         assert all(t.answer is not None for r in records for t in r.turns)
     if cfg.tool_model_names():  # the tool was called, and the report says how often
         assert any(t.tool_calls for r in records for t in r.turns)
-        from analysis.report import write_report
+        from crawdad.analysis.report import write_report
 
         report = write_report([Path("out")], Path("report"), workers=1).read_text()
         data = cfg.task.startswith("cladder-data")
         assert f"### Tool use ({'data tools' if data else 'causal calculator'})" in report
     if cfg.task.startswith("cladder-data"):  # scored against the label and the perfect answer
         assert all("perfect_answer" in r.item for r in records)
-        from analysis.report import write_report
+        from crawdad.analysis.report import write_report
 
         report = write_report([Path("out")], Path("report"), workers=1).read_text()
         assert "## Questions answered from data" in report
@@ -143,7 +143,7 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
         json.dumps({k: v for k, v in b.items() if k != "stream"}, sort_keys=True) for b in answered
     ]
     assert len(keys) == len(set(keys))
-    from analysis.report import write_report
+    from crawdad.analysis.report import write_report
 
     report = write_report([Path("exp")], Path("exp-report"), workers=1).read_text()
     assert "self-consistency" in report.lower() and all(name in report for name in configs)

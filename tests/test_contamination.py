@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from crawdad.analysis.contamination import contamination_section, contamination_table
 
-from analysis.contamination import contamination_section, contamination_table
 from crawdad.data.variants import twin_of
 
 

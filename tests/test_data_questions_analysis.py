@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from analysis.data_questions import (
+from crawdad.analysis.data_questions import (
     accuracy_table,
     cost_table,
     data_section,
@@ -18,7 +17,8 @@ from analysis.data_questions import (
     pipeline_table,
     way_of_answering,
 )
-from analysis.tool_use import calls_by_tool
+from crawdad.analysis.tool_use import calls_by_tool
+
 from crawdad.records import DebateRecord, PipelineRun, ToolCall, Turn
 
 # question id -> (gold, perfect answer): the sample points away from the label on q3

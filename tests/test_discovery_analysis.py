@@ -38,12 +38,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from crawdad.analysis.load import load_run
+from crawdad.analysis.metrics import discovery as D
+from crawdad.analysis.metrics._stats import bootstrap_mean
+from crawdad.analysis.report import write_report
+from crawdad.analysis.report_discovery import discovery_frames, is_discovery_run, score
 
-from analysis.load import load_run
-from analysis.metrics import discovery as D
-from analysis.metrics._stats import bootstrap_mean
-from analysis.report import write_report
-from analysis.report_discovery import discovery_frames, is_discovery_run, score
 from crawdad.config import SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.demo import answer_key

@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from crawdad.analysis.load import load_run
+from crawdad.analysis.metrics import discovery as D
+from crawdad.analysis.report import write_report
+from crawdad.analysis.report_discovery import discovery_frames, is_discovery_run, score
 
-from analysis.load import load_run
-from analysis.metrics import discovery as D
-from analysis.report import write_report
-from analysis.report_discovery import discovery_frames, is_discovery_run, score
 from crawdad.data.discovery_public import SACHS_VARIABLES
 from crawdad.records import DatasetInfo, DebateRecord, RunManifest, Turn
 from crawdad.run.baseline import run_baseline

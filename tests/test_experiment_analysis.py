@@ -61,12 +61,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from crawdad.analysis.experiment_folder import load_experiment
+from crawdad.analysis.experiment_report import cost_sentence, write_experiment_report
+from crawdad.analysis.metrics import experiment as X
+from crawdad.analysis.metrics import self_consistency as SC
+from crawdad.analysis.report import write_report
 
-from analysis.experiment_folder import load_experiment
-from analysis.experiment_report import cost_sentence, write_experiment_report
-from analysis.metrics import experiment as X
-from analysis.metrics import self_consistency as SC
-from analysis.report import write_report
 from crawdad.errors import StoreError
 from crawdad.protocols.base import majority
 from crawdad.records import (

@@ -82,7 +82,7 @@ async def test_coding_debating_shows_the_coding_agents_graphs(tmp_path: Path) ->
         for r in RunStore(whole).records()
     )
 
-    from analysis.report import write_report
+    from crawdad.analysis.report import write_report
 
     report = write_report([coding, meta, whole], tmp_path / "report", workers=1).read_text()
     section = report.split("## Causal discovery (MAC)")[1]

@@ -41,7 +41,7 @@ def test_schema_1_records_load_as_paper_protocol_debates(v1_run: Path) -> None:
 
 
 def test_schema_1_run_is_analysed(v1_run: Path, tmp_path: Path) -> None:
-    from analysis.report import write_report
+    from crawdad.analysis.report import write_report
 
     report = write_report([v1_run], tmp_path / "report")
     assert "6" in report.read_text() and (tmp_path / "report").is_dir()

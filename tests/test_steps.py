@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from crawdad.analysis.step_errors import step_errors, step_repairs, steps_section
 
-from analysis.step_errors import step_errors, step_repairs, steps_section
 from crawdad.causal.model import BinaryModel
 from crawdad.data.questions import CausalSource, load_cladder
 from crawdad.fake.extractor_steps import read_steps
@@ -165,7 +165,8 @@ def test_questions_keep_what_the_engine_needs(tmp_path: Path, tiny_cladder: Path
 
 
 async def test_a_run_with_step_scoring_on_the_fakes(tmp_path: Path):
-    from analysis.load import load_run
+    from crawdad.analysis.load import load_run
+
     from crawdad.config import RunConfig
     from crawdad.demo import answer_key
     from crawdad.fake import FakeServer
@@ -217,7 +218,8 @@ def test_repairs_and_breaks_are_counted():
 def test_calculator_calls_are_scored_as_the_steps_are():
     """With step scoring on, each call of the causal calculator is scored by the engine: did it
     carry the question's graph and numbers, and did it get the exact value (ATE 0.59 here)."""
-    from analysis.tool_use import tool_use
+    from crawdad.analysis.tool_use import tool_use
+
     from crawdad.records import DebateRecord, ToolCall, Turn
     from crawdad.scoring.step_reading import score_call
 

@@ -211,7 +211,7 @@ async def test_runs_without_tools_send_no_tool_fields(question: Question) -> Non
 
 
 async def test_tool_use_table_counts_calls_and_malformed_apart(question: Question) -> None:
-    from analysis.tool_use import accuracy_with_and_without, tool_use
+    from crawdad.analysis.tool_use import accuracy_with_and_without, tool_use
 
     models = {QWEN: ToolCallingModel(answering("yes"), malformed=1.0), R1: answering("no")}
     record, _ = await debate("ollama", models, question, qwen3={"tools": ["causal"]})

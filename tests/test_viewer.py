@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 
-from analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from crawdad.records import DebateRecord, ExperimentManifest
 from crawdad.view import Server, Viewer
 from crawdad.view.index import RunIndex, outcome_of
@@ -237,9 +237,9 @@ def test_analyze_html_is_one_self_contained_file(
 ) -> None:
     """--html converts the report folder that write_report wrote (faked here: drawing the real
     figures takes seconds) into one file: figures embedded, tables (folded ones too) as HTML."""
+    import crawdad.analysis.report
     from typer.testing import CliRunner
 
-    import analysis.report
     from crawdad.cli import app
 
     def fake_report(run_dirs: list[Path], out: Path, **options: object) -> Path:
@@ -253,7 +253,7 @@ def test_analyze_html_is_one_self_contained_file(
         )
         return md
 
-    monkeypatch.setattr(analysis.report, "write_report", fake_report)
+    monkeypatch.setattr(crawdad.analysis.report, "write_report", fake_report)
     run = write_synthetic_run(tmp_path / "run", 5, trace_chars=(10, 20))
     result = CliRunner().invoke(app, ["analyze", str(run), "--html"])
     assert result.exit_code == 0, result.output

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 
-from analysis.synthetic_runs import synthetic_records, write_synthetic_run
 from crawdad.records import DebateRecord
 from crawdad.view import Server, Viewer
 from crawdad.view.index import outcome_of

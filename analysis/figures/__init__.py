@@ -5,15 +5,19 @@ Sized for one paper column (3.5 in wide, fonts >= 8 pt at 100%), with one colour
 (`agent_colors`) used in every figure where models are told apart.
 """
 
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     COLUMN_WIDTH,
     agent_colors,
     no_data_figure,
     save,
 )
-from analysis.figures.confidence import change_figure, confidence_change_figure, confidence_figure
-from analysis.figures.debate import lengths_figure, rounds_figure, timing_figure
-from analysis.figures.outcomes import accuracy_figure, persuasion_figure, reliability_figure
+from crawdad.analysis.figures.confidence import (
+    change_figure,
+    confidence_change_figure,
+    confidence_figure,
+)
+from crawdad.analysis.figures.debate import lengths_figure, rounds_figure, timing_figure
+from crawdad.analysis.figures.outcomes import accuracy_figure, persuasion_figure, reliability_figure
 
 __all__ = [
     "COLUMN_WIDTH",

@@ -7,10 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     CORRECT,
     WRONG,
     color_of,
@@ -20,7 +17,9 @@ from analysis.figures._style import (
     short_label,
     styled,
 )
-from analysis.metrics.accuracy import ALL
+from crawdad.analysis.metrics.accuracy import ALL
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 __all__ = ["change_figure", "confidence_change_figure", "confidence_figure"]
 

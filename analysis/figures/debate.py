@@ -7,9 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     RESPONSES_COLORS,
     color_of,
     new_figure,
@@ -18,7 +16,8 @@ from analysis.figures._style import (
     short_label,
     styled,
 )
-from analysis.metrics.accuracy import ALL
+from crawdad.analysis.metrics.accuracy import ALL
+from matplotlib.figure import Figure
 
 __all__ = ["lengths_figure", "rounds_figure", "timing_figure"]
 

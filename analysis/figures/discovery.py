@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     COLUMN_WIDTH,
     MODEL_PALETTE,
     legend_below,
@@ -18,6 +14,9 @@ from analysis.figures._style import (
     no_data_figure,
     styled,
 )
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 __all__ = ["discovery_alignment_figure", "discovery_cost_figure", "system_label"]
 

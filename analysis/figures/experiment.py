@@ -9,14 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
-from matplotlib.figure import Figure
-from matplotlib.text import Annotation, Text
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-from matplotlib.transforms import Bbox
-
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     ALL_COLOR,
     COLUMN_WIDTH,
     MODEL_PALETTE,
@@ -24,6 +17,12 @@ from analysis.figures._style import (
     no_data_figure,
     styled,
 )
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.figure import Figure
+from matplotlib.text import Annotation, Text
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.transforms import Bbox
 
 __all__ = ["MARKERS", "compute_figure", "curve_colors"]
 

@@ -6,12 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib.artist import Artist
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     OUTCOME_COLORS,
     OUTCOME_HATCH,
     OUTCOME_LABELS,
@@ -22,8 +17,12 @@ from analysis.figures._style import (
     short_label,
     styled,
 )
-from analysis.metrics.accuracy import ALL, RUNG_LABELS
-from analysis.metrics.dynamics import OUTCOMES
+from crawdad.analysis.metrics.accuracy import ALL, RUNG_LABELS
+from crawdad.analysis.metrics.dynamics import OUTCOMES
+from matplotlib.artist import Artist
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 __all__ = ["accuracy_figure", "persuasion_figure", "reliability_figure"]
 

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-
-from analysis.figures._style import (
+from crawdad.analysis.figures._style import (
     ALL_COLOR,
     CORRECT,
     MODEL_PALETTE,
@@ -23,7 +21,8 @@ from analysis.figures._style import (
     one_run,
     styled,
 )
-from analysis.metrics.protocols import FINAL
+from crawdad.analysis.metrics.protocols import FINAL
+from matplotlib.figure import Figure
 
 __all__ = [
     "cost_accuracy_figure",

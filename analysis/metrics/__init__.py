@@ -4,12 +4,12 @@ Every table has a `run` column first, so several runs can be analysed at once; "
 `agent` (or `rung`, ...) column marks rows that pool the others.
 """
 
-from analysis.metrics._stats import (
+from crawdad.analysis.metrics._stats import (
     bootstrap_paired_difference,
     bootstrap_proportion,
     mcnemar_exact,
 )
-from analysis.metrics.accuracy import (
+from crawdad.analysis.metrics.accuracy import (
     ALIGNMENT_LABELS,
     ALL,
     RUNG_LABELS,
@@ -20,8 +20,8 @@ from analysis.metrics.accuracy import (
     rung_label,
     table1,
 )
-from analysis.metrics.compare import headline, side_by_side
-from analysis.metrics.confidence import (
+from crawdad.analysis.metrics.compare import headline, side_by_side
+from crawdad.analysis.metrics.confidence import (
     N_BINS,
     calibration_summary,
     confidence_by_alignment,
@@ -29,7 +29,7 @@ from analysis.metrics.confidence import (
     confidence_summary,
     reliability,
 )
-from analysis.metrics.dynamics import (
+from crawdad.analysis.metrics.dynamics import (
     CONFIDENCE_BINS,
     OUTCOMES,
     challenged_turns,
@@ -40,7 +40,7 @@ from analysis.metrics.dynamics import (
     persuasion,
     rounds_to_finish,
 )
-from analysis.metrics.responses import (
+from crawdad.analysis.metrics.responses import (
     LENGTH_KINDS,
     RUNAWAY,
     SHORT_CHARS,
@@ -51,7 +51,7 @@ from analysis.metrics.responses import (
     sentiment,
     short_debate_turns,
 )
-from analysis.metrics.timing import (
+from crawdad.analysis.metrics.timing import (
     SERVER,
     SLOW_SECONDS,
     WALL,

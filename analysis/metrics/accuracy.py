@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics._stats import (
+from crawdad.analysis.metrics._stats import (
     add_proportion_ci,
     bootstrap_paired_difference,
     mcnemar_exact,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-
-from analysis.metrics.accuracy import ALL
+from crawdad.analysis.metrics.accuracy import ALL
 
 __all__ = ["headline", "side_by_side"]
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics.accuracy import ALL
+from crawdad.analysis.metrics.accuracy import ALL
 
 __all__ = [
     "N_BINS",

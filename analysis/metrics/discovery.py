@@ -42,9 +42,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from crawdad.analysis.metrics._stats import bootstrap_mean
+from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS
 
-from analysis.metrics._stats import bootstrap_mean
-from analysis.metrics.accuracy import ALIGNMENT_LABELS
 from crawdad.causal.edge_text import graph_from_text
 from crawdad.causal.structure import Graph, score_graph
 

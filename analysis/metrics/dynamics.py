@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics._stats import add_proportion_ci
-from analysis.metrics.accuracy import ALL
+from crawdad.analysis.metrics._stats import add_proportion_ci
+from crawdad.analysis.metrics.accuracy import ALL
 
 __all__ = [
     "CONFIDENCE_BINS",

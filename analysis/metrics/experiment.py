@@ -14,13 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics._stats import (
+from crawdad.analysis.metrics._stats import (
     bootstrap_paired_difference,
     bootstrap_proportion,
     mcnemar_exact,
 )
-from analysis.metrics.accuracy import ALIGNMENT_LABELS, RUNG_LABELS
+from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, RUNG_LABELS
 
 __all__ = [
     "COST_METRICS",

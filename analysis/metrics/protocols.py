@@ -18,9 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics._stats import LEVEL, SEED, add_proportion_ci, bootstrap_proportion
-from analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, rung_label
+from crawdad.analysis.metrics._stats import LEVEL, SEED, add_proportion_ci, bootstrap_proportion
+from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, rung_label
 
 __all__ = [
     "FINAL",

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics._stats import LEVEL, N_BOOT, SEED, bootstrap_proportion
+from crawdad.analysis.metrics._stats import LEVEL, N_BOOT, SEED, bootstrap_proportion
 
 __all__ = [
     "DEBATE_PROTOCOLS",

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from analysis.metrics.accuracy import ALL
-from analysis.metrics.responses import _ok, _order
+from crawdad.analysis.metrics.accuracy import ALL
+from crawdad.analysis.metrics.responses import _ok, _order
 
 __all__ = [
     "SERVER",

@@ -32,6 +32,7 @@ from crawdad.config import RunConfig, _describe, deep_merge, read_toml
 from crawdad.data.questions import Dataset
 from crawdad.errors import ConfigError, StoreError
 from crawdad.records import ExperimentManifest
+from crawdad.resources import find_config
 from crawdad.run.response_store import RESPONSES, ResponseStore
 from crawdad.run.runner import (
     RunSummary,
@@ -95,7 +96,9 @@ def expand(spec: ExperimentFile) -> dict[str, dict[str, Any]]:
 
 
 def load_experiment(path: Path) -> tuple[ExperimentFile, str]:
-    """The experiment file and its sha256; errors name the file and the key."""
+    """The experiment file (a path, or a ready one by name) and its sha256; errors name the file
+    and the key."""
+    path = find_config(path)
     data = read_toml(path)
     try:
         spec = ExperimentFile.model_validate(data)

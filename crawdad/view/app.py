@@ -178,7 +178,7 @@ class Viewer:
         return self.render("outcomes.html", bars=bars, outcomes=OUTCOMES[:-1])
 
     async def report(self, request: web.Request) -> web.Response:
-        from analysis.html import body_html
+        from crawdad.analysis.html import body_html
 
         reports = []
         for i, src in enumerate(self.sources):
@@ -197,7 +197,7 @@ class Viewer:
         src = self.sources[i]
 
         def build() -> None:
-            from analysis.report import write_report
+            from crawdad.analysis.report import write_report
 
             write_report([src.path], src.path / "report", workers=1)
 
