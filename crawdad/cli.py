@@ -676,7 +676,16 @@ def demo(
 
     _check_out(out)
     base = load_config(config) if config else None
-    run_demo(out, limit=limit, concurrency=concurrency, progress=progress, config=base, data=data)
+    try:
+        run_demo(
+            out, limit=limit, concurrency=concurrency, progress=progress, config=base, data=data
+        )
+    except KeyboardInterrupt:
+        _echo_err(
+            f"Interrupted. The finished debates are kept in {out}; run the same command again"
+            " to go on (the report is written when every debate is done)."
+        )
+        raise typer.Exit(130) from None
     if report:
         from crawdad.analysis.report import write_report
 
@@ -736,8 +745,8 @@ def fake_server(
         typer.Option(
             "--config",
             "-c",
-            help="Serve a config's models; those it gives tools call them (configs/ablations/"
-            "tools.toml).",
+            help="Serve a config's models (or an experiment's: every variant's); those it gives"
+            " tools call them (ablations/tools).",
         ),
     ] = None,
     data: Annotated[
@@ -754,10 +763,22 @@ def fake_server(
     if kind not in ("ollama", "openai"):
         raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
-    base = load_config(config) if config else None
+    base = _served_configs(config) if config else None
     serve_forever(
         kind, port, latency, capacity, faults=plan, seed=seed, tools=tools, config=base, data=data
     )
+
+
+def _served_configs(path: Path) -> list[RunConfig]:
+    """A run config, or every variant of an experiment file."""
+    from crawdad.config import read_toml
+
+    if not {"variants", "axes"} & set(read_toml(path)):
+        return [load_config(path)]
+    from crawdad.run.experiment import load_experiment, variant_configs
+
+    spec, _ = load_experiment(path)
+    return list(variant_configs(spec, str(path)).values())
 
 
 @data_app.command("fetch")

@@ -259,29 +259,44 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def served_models(
-    seed: int = 0, tools: bool = False, config: RunConfig | None = None, data: Path | None = None
+    seed: int = 0,
+    tools: bool = False,
+    config: RunConfig | Sequence[RunConfig] | None = None,
+    data: Path | None = None,
 ) -> tuple[dict[str, FakeModel], list[str]]:
     """What `crawdad fake-server` serves: the paper's three models, or a config's (its
-    debaters, judge and extractor), and which of them call the causal calculator: every
+    debaters, judge and extractor; an experiment's variants give several configs, and every
+    model any of them names is served), and which of them call the causal calculator: every
     debater with `tools`, else those the config gives tools. With `data`, they know its
     questions (loaded as the config's task); over a folder of `crawdad data tables`, every
     debater is a fake data agent (it calls the data tools when offered them)."""
-    base = config or RunConfig(seed=seed)
+    configs = [config] if isinstance(config, RunConfig) else list(config or [])
+    base = configs[0] if configs else RunConfig(seed=seed)
     task = task_named(base.task)
+    if data is None and hasattr(task, "tool_context"):
+        raise CrawdadError(
+            f"this config's task ({task.name}) answers questions from data tables: pass --data"
+            " FOLDER, a folder written by `crawdad data tables` (e.g. `crawdad data tables"
+            " DATA --out tables`), so that the fake models know the tables and call the data"
+            " tools"
+        )
     items = task.load(data).questions if data else load_cladder(EXAMPLES).questions
     key = answer_key(items, task if data else None)
     if not data:
         for name in ("discovery-pairs", "discovery-graph"):  # MAC's tasks on the example graphs
             graphs = task_named(name)
             answer_key(graphs.load(EXAMPLES).questions, graphs, key)
-    names = base.model_names()
+    names = list(dict.fromkeys(n for c in configs or [base] for n in c.model_names()))
     calls = data_calls(items, task) if data else None
-    calling = names if tools or calls is not None else base.tool_model_names()
-    if config is None and not tools and calls is None:
+    tool_names = dict.fromkeys(n for c in configs or [base] for n in c.tool_model_names())
+    calling = names if tools or calls is not None else list(tool_names)
+    if not configs and not tools and calls is None:
         return paper_models(key, seed=seed), []
-    models = models_for(
-        names, base.extractor.model, key, seed=seed, tool_models=calling, data_calls=calls
-    )
+    models: dict[str, FakeModel] = {}
+    for extractor in dict.fromkeys(c.extractor.model for c in configs or [base]):
+        models |= models_for(
+            names, extractor, key, seed=seed, tool_models=calling, data_calls=calls
+        )
     return models, calling
 
 
@@ -293,7 +308,7 @@ def serve_forever(
     faults: FaultPlan | None = None,
     seed: int = 0,
     tools: bool = False,
-    config: RunConfig | None = None,
+    config: RunConfig | Sequence[RunConfig] | None = None,
     data: Path | None = None,
 ) -> None:
     """`crawdad fake-server`: the paper's three models (or a config's) on 127.0.0.1 until

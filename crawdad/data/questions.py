@@ -31,6 +31,7 @@ from pydantic import (
 from crawdad.config import SelectionConfig
 from crawdad.errors import DataError
 from crawdad.records import Alignment, Answer, DatasetInfo
+from crawdad.resources import examples
 
 RUNG_NAMES = {1: "association", 2: "intervention", 3: "counterfactual"}
 
@@ -158,8 +159,29 @@ def _parse_json(raw: bytes, name: str) -> Any:
         raise DataError(f"{name} is not a UTF-8 JSON file") from None
 
 
+EXAMPLES_NAME = "examples"
+
+
+def data_path(path: Path) -> Path:
+    """`--data` as given: a path, or `examples` for crawdad's own example questions (shipped in
+    the package). A run folder is refused by name: it holds answers, not questions."""
+    if not path.exists() and path.as_posix() == EXAMPLES_NAME:
+        return examples()
+    marks = {"manifest.json": "a run folder", "experiment.json": "an experiment folder"}
+    kind = next((k for f, k in marks.items() if (path / f).is_file()), None)
+    if path.is_dir() and kind:
+        raise DataError(
+            f"{path} is {kind} (crawdad's answers), not a dataset: pass the questions it was"
+            " made from (its manifest names them under `dataset.source`), a CLadder folder, zip"
+            " or questions file, or `examples` for crawdad's example questions; to read a run's"
+            " results use `crawdad analyze` or `crawdad show`"
+        )
+    return path
+
+
 def _read_sources(path: Path, wanted: str | None) -> tuple[str, bytes, str, bytes]:
     """(questions name, bytes, models name, bytes) from a file, a folder or a zip."""
+    path = data_path(path)
     if not path.exists():
         raise DataError(
             f"dataset not found: {path}. Download CLadder with `crawdad data fetch`, or pass the "

@@ -59,6 +59,7 @@ class RunSummary:
     seconds: float = 0.0
     interrupted: bool = False
     switches: int = 0
+    graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
 
     @property
     def remaining(self) -> int:
@@ -69,8 +70,14 @@ class RunSummary:
         out = [
             f"{done}/{self.selected} selected debates finished in {self.out} "
             f"({self.finished} this session in {self.seconds:.1f} s; {self.already_done} were already done)",
-            f"final accuracy over these {done}: {self.correct / done:.3f}, "
-            f"consensus rate {self.consensus / done:.3f}"
+            (
+                f"graphs exactly right (the same edges as the truth) over these {done}: "
+                f"{self.correct / done:.3f}, consensus rate {self.consensus / done:.3f}; pair"
+                " accuracy, SHD and NHD are in the report (crawdad analyze)"
+                if self.graphs
+                else f"final accuracy over these {done}: {self.correct / done:.3f}, "
+                f"consensus rate {self.consensus / done:.3f}"
+            )
             if done
             else "no debate of this selection is finished yet: no accuracy to report",
         ]
@@ -319,6 +326,7 @@ def make_job(
         outside=len(outside),
         outside_ids=sorted(outside, key=_id_order),
         unknown_ids=sorted(outside - known, key=_id_order) if known is not None else [],
+        graphs=setup.task.answers is None,
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name)
