@@ -514,7 +514,9 @@ def bench(
 @app.command()
 def doctor(
     config: ConfigOpt = None,
-    sets: Annotated[list[str], typer.Option("--set")] = [],  # noqa: B006
+    sets: Annotated[
+        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+    ] = [],  # noqa: B006
 ) -> None:
     """Check that the servers answer and have the models; print what to run if not."""
     from crawdad.doctor import diagnose
@@ -653,13 +655,17 @@ def view(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option("--out", "-o")] = Path("runs/demo"),
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Run folder (resumed if it exists).")
+    ] = Path("runs/demo"),
     limit: Annotated[
         int | None, typer.Option(min=1, help="Only the first N example questions.")
     ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, max=4096)] = 16,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=4096, help="Debates in flight at once.")
+    ] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
-    progress: Annotated[bool, typer.Option()] = True,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -797,7 +803,7 @@ def data_fetch(
 @data_app.command("info")
 def data_info(
     data: Annotated[Path, typer.Argument(help="CLadder zip, folder or questions file.")],
-    questions_file: Annotated[str | None, typer.Option()] = None,
+    questions_file: QuestionsFileOpt = None,
 ) -> None:
     """Load a dataset, check it, and print its counts."""
     from crawdad.data.questions import load_cladder, summary
@@ -813,7 +819,7 @@ def data_info(
 @data_app.command("audit")
 def data_audit(
     data: Annotated[Path, typer.Argument(help="CLadder zip, folder or questions file.")],
-    questions_file: Annotated[str | None, typer.Option()] = None,
+    questions_file: QuestionsFileOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the report (Markdown).")
     ] = None,
@@ -884,6 +890,13 @@ def data_tables(
     counts_in_text: Annotated[
         bool, typer.Option(help="Show the counts per combination in the question's text.")
     ] = True,
+    draw_params: Annotated[
+        bool,
+        typer.Option(
+            help="Models without probability tables (crawdad's examples) get seeded random ones;"
+            " their questions' labels become the engine's answers on them."
+        ),
+    ] = False,
 ) -> None:
     """Questions answered from data: each question's numbers replaced by a sampled table."""
     from crawdad.config import SelectionConfig
@@ -891,7 +904,7 @@ def data_tables(
 
     _check_out(out)
     sel = SelectionConfig(sample=n, query_types=query_types, rungs=rungs)
-    result = make_tables(data, seed, rows, sel, counts_in_text)
+    result = make_tables(data, seed, rows, sel, counts_in_text, draw_params)
     write_tables(result, out, data, seed, rows)
     left = sum(result.skipped.values())
     typer.echo(

@@ -111,23 +111,25 @@ class Strict(BaseModel):
 class ModelSpec(Strict):
     """One served model and how to ask it."""
 
-    model: str
+    model: str  # the model's name on its server (Ollama tag, or vLLM's served model name)
+    # "ollama": Ollama's native API; "openai": an OpenAI-compatible server (vLLM, llama.cpp, SGLang).
     backend: Backend = "ollama"
     # Several URLs are replicas of the same model: requests go to the least busy one.
     base_urls: list[ServerURL] = Field(default_factory=list)
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = None  # sent as a bearer token (prefer api_key_env)
     api_key_env: str | None = None  # name of the environment variable holding the key
+    # Sampling (the paper: 0.6 and 0.95; never greedy for reasoning models, which then repeat).
     temperature: float = Field(0.6, ge=0.0, le=2.0)
-    top_p: float = Field(0.95, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=1)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)  # nucleus sampling
+    top_k: int | None = Field(None, ge=1)  # None: the server's default
     max_tokens: int = Field(8192, ge=1)  # output budget, thinking included (num_predict)
     # Ollama context window; "auto" sizes it to the prompt plus max_tokens, in steps of 4096.
     num_ctx: int | Literal["auto"] = "auto"
-    think: bool = True
-    keep_alive: str | None = "30m"
+    think: bool = True  # let a reasoning model think (Ollama `think`, vLLM enable_thinking)
+    keep_alive: str | None = "30m"  # Ollama: how long the model stays loaded after a request
     timeout: float = Field(1800.0, gt=0)  # seconds for one response, start to end
     max_in_flight: int | None = Field(None, ge=1)  # per endpoint; None: no cap but concurrency
-    stream: bool = True
+    stream: bool = True  # stream the response (lets crawdad stop a looping generation early)
     options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
     # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator;
     # "data", the data tools over the question's table (task cladder-data), or some of them.
@@ -161,10 +163,15 @@ class ModelSpec(Strict):
 
 
 class AgentConfig(ModelSpec):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """One debater: a served model and the name its turns carry."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # the agent's name in records and reports
 
 
 class ExtractorConfig(ModelSpec):
+    """The model that reads each response's answer and confidence as JSON (paper: Granite 3.3
+    2B at temperature 0, thinking off)."""
+
     model: str = "granite3.3:2b"
     tools: list[ToolName] = Field(default_factory=list, max_length=0)  # never
     temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -179,6 +186,8 @@ ProtocolKind = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "pi
 
 
 class ProtocolConfig(Strict):
+    """Who speaks when and what each sees."""
+
     # crawdad: the paper's turn-taking debate (N >= 2 debaters); judge: debaters argue before a
     # judge model who gives a verdict or a follow-up question (MAC, MAD); simultaneous: all agents
     # answer, then revise seeing each other's answers (Du et al.); solo: independent samples;
@@ -200,7 +209,7 @@ class ProtocolConfig(Strict):
     # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
     # or fail the debate (recorded with error, retried on resume).
     on_runaway: Literal["unextracted", "error"] = "unextracted"
-    loop_detection: bool = True
+    loop_detection: bool = True  # stop a streamed response that repeats itself (a runaway loop)
     loop_min_chars: int = Field(2000, ge=200)  # never call a response a loop before this length
     turn_time_budget: float | None = Field(None, gt=0)  # seconds; None: only the request timeout
     store_prompts: bool = False  # store every rendered prompt in the records (bigger files)
@@ -213,19 +222,24 @@ class ProtocolConfig(Strict):
 
 
 class SelectionConfig(Strict):
+    """Which questions of the dataset a run takes (the filters, then sample or limit)."""
+
     questions_file: str | None = None  # which questions file in a folder or zip (default balanced)
     ranges: list[str] = Field(default_factory=list)  # index ranges "0-99", "500-"
-    rungs: list[int] = Field(default_factory=list)
-    query_types: list[str] = Field(default_factory=list)
+    rungs: list[int] = Field(default_factory=list)  # only these rungs (1-3); empty: all
+    query_types: list[str] = Field(default_factory=list)  # only these query types; empty: all
+    # Only these commonsense alignments; empty: all.
     alignments: list[Alignment] = Field(default_factory=list)
     sample: int | None = Field(None, ge=1)  # seeded sample of N, stratified by rung and alignment
     limit: int | None = Field(None, ge=1)  # first N after the filters
 
 
 class RetryConfig(Strict):
-    attempts: int = Field(6, ge=1, le=100)
-    initial_wait: float = Field(1.0, ge=0)
-    max_wait: float = Field(60.0, ge=0)
+    """Retries of requests that fail for reasons a server calls transient (503, resets)."""
+
+    attempts: int = Field(6, ge=1, le=100)  # tries of one request, the first included
+    initial_wait: float = Field(1.0, ge=0)  # seconds before the first retry, then doubling
+    max_wait: float = Field(60.0, ge=0)  # the longest wait between two tries
     # A server that cannot be reached is set aside this long, doubling up to 60 s, then retried.
     down_wait: float = Field(5.0, ge=0)
     # A request with no chunk or answer for this long is shown as stalled on the progress line.
@@ -233,7 +247,7 @@ class RetryConfig(Strict):
     # The run stops when every server of an agent (or of the extractor) has been unreachable
     # this long, or has had requests in flight and sent nothing for `hung_stop` seconds.
     down_stop: float = Field(120.0, gt=0)
-    hung_stop: float = Field(600.0, gt=0)
+    hung_stop: float = Field(600.0, gt=0)  # seconds: see down_stop
 
 
 class JudgeConfig(ModelSpec):
@@ -243,6 +257,8 @@ class JudgeConfig(ModelSpec):
 
 
 class ScoringConfig(Strict):
+    """Extra scoring of the debaters' responses."""
+
     # Step scoring: a second extractor call per debater response reads its CausalCoT steps
     # (graph, query type, estimand, numbers read, result), scored against the causal engine.
     steps: bool = False
@@ -255,7 +271,7 @@ class ToolLimits(Strict):
     max_argument_chars: int = Field(100_000, ge=1_000)  # the arguments as JSON text
     max_nesting: int = Field(32, ge=4, le=500)  # brackets deep in the arguments
     max_variables: int = Field(64, ge=2)  # distinct variable names in a call
-    max_edges: int = Field(256, ge=1)
+    max_edges: int = Field(256, ge=1)  # edges of a graph in one call
     max_probabilities: int = Field(1024, ge=1)  # also bounds the terms of an adjustment sum
     # The exact engine enumerates 2^n states: it takes whole models up to this many variables.
     max_exact_variables: int = Field(16, ge=2, le=24)
@@ -291,7 +307,7 @@ class RunConfig(Strict):
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
     retry: RetryConfig = Field(default_factory=RetryConfig)
-    seed: int = 0
+    seed: int = 0  # every random choice derives from (seed, question id, round or sample)
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
     # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
     schedule: Literal["fifo", "grouped"] = "fifo"

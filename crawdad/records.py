@@ -60,49 +60,50 @@ class Record(BaseModel):
 class Extraction(Record):
     """How the answer and confidence of one response were got from the extractor model."""
 
-    method: (
-        ExtractionMethod  # "strict": valid JSON per schema; "tolerant": repaired; "none": failed
-    )
-    model: str
+    # "strict": valid JSON per schema; "tolerant": repaired; "none": failed.
+    method: ExtractionMethod
+    model: str  # the extractor model
     raw: str = ""  # the extractor's reply, verbatim
     reason: str | None = None  # why answer or confidence is null
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    seconds: float = 0.0
+    prompt_tokens: int | None = None  # tokens of the prompt, as the server counted them
+    completion_tokens: int | None = None  # tokens generated
+    seconds: float = 0.0  # wall time of the request
     shared: bool = False  # the extractor's reply came from an experiment's response store
 
 
 class StepNumber(Record):
     event: str  # as the response wrote it, in the question's symbols: "P(Y=1 | X=0)"
-    value: float
+    value: float  # the number written
 
 
 class StepScores(Record):
     """A response's CausalCoT steps against the causal engine; None: the step was not shown."""
 
     graph: bool | None = None  # the edges are the model's
-    query_type: bool | None = None
+    query_type: bool | None = None  # the query type is the question's
     numbers: bool | None = None  # every number read is the question's (to its rounding)
     value: bool | None = None  # the result is within 0.01 of the exact quantity
+    # The first step that went wrong, in CausalCoT's order.
     first_wrong: Literal["graph", "query_type", "numbers", "value"] | None = None
 
 
 class StepExtraction(Record):
     """The second extraction of step scoring (`[scoring] steps = true`)."""
 
+    # Strict: the reply parsed as asked; tolerant: read from a looser reply; none: nothing read.
     method: ExtractionMethod
-    model: str
-    raw: str = ""
-    reason: str | None = None
+    model: str  # the extractor model
+    raw: str = ""  # the extractor's reply, verbatim
+    reason: str | None = None  # why nothing could be read
     edges: list[str] = Field(default_factory=list)  # "X->V2"
-    query_type: str | None = None
-    estimand: str | None = None
-    numbers: list[StepNumber] = Field(default_factory=list)
-    result: float | None = None
+    query_type: str | None = None  # the query type the response names
+    estimand: str | None = None  # the estimand it writes
+    numbers: list[StepNumber] = Field(default_factory=list)  # the numbers it read from the question
+    result: float | None = None  # the value it computed
     scores: StepScores | None = None  # None: the question has no causal model to score against
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    seconds: float = 0.0
+    prompt_tokens: int | None = None  # tokens of the prompt
+    completion_tokens: int | None = None  # tokens generated
+    seconds: float = 0.0  # wall time of the request
 
 
 # native: the server's tool calls; text: JSON in the answer; pipeline: crawdad ran the tool on
@@ -115,7 +116,7 @@ class ToolCall(Record):
     The result entered only the caller's own conversation, never another agent's."""
 
     name: str  # the function the model named (possibly not a known tool: then malformed)
-    mode: ToolMode
+    mode: ToolMode  # native (the server's tool calling) or text (a JSON call in the answer)
     id: str | None = None  # the server's call id (OpenAI-compatible servers)
     generation: int = 0  # which request of the turn made the call (0: the first)
     raw: str = ""  # the arguments as the model wrote them (JSON text)
@@ -125,7 +126,7 @@ class ToolCall(Record):
     # The call could not be read (not JSON, unknown tool, arguments not of the schema):
     # counted apart from calls the calculator refused (missing or inconsistent numbers).
     malformed: bool = False
-    seconds: float = 0.0
+    seconds: float = 0.0  # compute time of the call, in its worker
     # With step scoring on: whether the call carried the question's graph and numbers (and a
     # value within 0.01 of the exact one), scored by the causal engine as the steps are.
     scores: StepScores | None = None
@@ -136,7 +137,7 @@ class PipelineRun(Record):
     by step: the task it extracted against the question's, the tool's result against the
     result of the question's own task, its answer against what that result implies."""
 
-    agent: str
+    agent: str  # the agent whose pipeline this is
     # Step 1: the structured task read from the model's JSON; None when it could not be read.
     task: dict[str, Any] | None = None
     task_error: str | None = None  # why it could not be read
@@ -153,7 +154,7 @@ class PipelineRun(Record):
     # Step 3: the model's answer, and whether it reads a correct tool result right (scored
     # only when `tool_correct` and `implied_answer` are set).
     answer: str | None = None
-    interpretation_correct: bool | None = None
+    interpretation_correct: bool | None = None  # step 3's answer is the implied one
 
 
 class Turn(Record):
@@ -162,10 +163,10 @@ class Turn(Record):
     round: int  # 0-based: 0 is the first speaker's initial answer (see each protocol)
     agent: str  # agent name from the config, e.g. "qwen3"; "judge" for the judge
     model: str  # served model name, e.g. "qwen3:32b"
-    role: Role
+    role: Role  # what the turn is for: initial, critique, defence, argument, verdict, ...
     template: str  # "name@sha256[:12]" of the prompt template used
     prompt_sha256: str  # of the full rendered prompt (the prompt itself when store_prompts is on)
-    prompt: str | None = None
+    prompt: str | None = None  # the rendered prompt (only with protocol.store_prompts)
     # Indices (into the record's turns) of the earlier turns whose final text this prompt showed;
     # None in schema 1 records, where every earlier turn was shown.
     seen: list[int] | None = None
@@ -176,21 +177,21 @@ class Turn(Record):
     thinking: str = ""  # reasoning trace; stored, never shown to the opponent
     text: str = ""  # final text; the only part that enters the history
     answer: str | None = None  # the task's answer (CLadder: "yes" / "no")
-    confidence: float | None = None
+    confidence: float | None = None  # the extracted confidence, 0-1
     extraction: Extraction | None = None
     steps: StepExtraction | None = None  # step scoring only
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    prompt_tokens: int | None = None  # tokens of the prompt, as the server counted them
+    completion_tokens: int | None = None  # tokens generated, thinking included
     seconds: float = 0.0  # wall time of the generation, as seen by crawdad
     server_seconds: float | None = None  # generation time reported by the server, if it does
-    stop_reason: StopReason = "stop"
+    stop_reason: StopReason = "stop"  # stop, length (max_tokens), loop, timeout or error
     num_ctx: int | None = None  # context window requested (Ollama)
     attempts: int = 1  # requests made for this turn, retries included
     # Served from an experiment's response store: the same request (model, prompt, sampling
     # settings, seed) was already answered for another variant; the turn is complete all the same.
     shared: bool = False
-    error: str | None = None
-    started_at: datetime | None = None
+    error: str | None = None  # what failed in this turn
+    started_at: datetime | None = None  # when the request was sent (UTC)
     # The tools this turn could call and how (None: no tools); every call, in order.
     tool_mode: ToolMode | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
@@ -199,30 +200,30 @@ class Turn(Record):
 class DebateRecord(Record):
     """One finished (or failed) debate over one question. One line of debates.jsonl."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSION  # the version of this schema the line was written in
     task: str = "cladder"  # crawdad.tasks: what the item is and how answers are scored
     question_id: int | str  # the item's id, whatever the task
-    desc_id: str | None = None
+    desc_id: str | None = None  # CLadder's description id
     gold: str  # the right answer, in the task's form (CLadder: "yes" / "no")
     rung: int | None = None  # CLadder's descriptors: set for every CLadder question
-    query_type: str | None = None
-    alignment: Alignment | None = None
-    story_id: str | None = None
-    graph_id: str | None = None
+    query_type: str | None = None  # CLadder's query type (ate, ett, nde, ...)
+    alignment: Alignment | None = None  # commonsense, anticommonsense or nonsense
+    story_id: str | None = None  # the CLadder story
+    graph_id: str | None = None  # the causal graph's kind (chain, confounding, ...)
     item: dict[str, Any] = Field(default_factory=dict)  # other tasks' descriptors of the item
-    protocol: Protocol = "crawdad"
+    protocol: Protocol = "crawdad"  # the protocol that ran (protocol.kind)
     prompt_set: str | None = None  # None in schema 1 records: crawdad 0.1's set ("crawdad-v1")
     agents: dict[str, str]  # agent name -> model, in config order
     speaking_order: list[str] = Field(default_factory=list)  # drawn per question; [] in schema 1
     first_speaker: str | None = None  # agent name (None for solo runs)
-    second_speaker: str | None = None
+    second_speaker: str | None = None  # agent name
     judge: str | None = None  # the judge's model (judge protocol)
     turns: list[Turn] = Field(default_factory=list)
     # The protocol's final answer: the last turn's (crawdad), the judge's verdict (judge), the
     # majority of the last round (simultaneous) or of all samples (solo). None: not extracted,
     # an unbroken tie, or an error.
     final_answer: str | None = None
-    final_confidence: float | None = None
+    final_confidence: float | None = None  # the confidence of the final answer
     tie: bool = False  # a majority vote was tied (broken by summed confidence where it could be)
     # Each agent's last extracted answer (solo: its majority over its samples).
     agent_answers: dict[str, str | None] = Field(default_factory=dict)
@@ -230,14 +231,14 @@ class DebateRecord(Record):
     consensus: bool = False
     # The pipeline protocol's steps, one per agent (other protocols: empty).
     pipeline: list[PipelineRun] = Field(default_factory=list)
-    end: DebateEnd = "cap"
+    end: DebateEnd = "cap"  # why it ended: consensus, cap, verdict, ...
     error: str | None = None  # what failed, when the debate could not be finished
     error_kind: str | None = None  # its class: ServerUnavailable, ModelNotFound, BackendError
     simulated: bool = False  # served by crawdad's fake servers, not real models
-    seed: int = 0
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    seconds: float = 0.0
+    seed: int = 0  # the run seed
+    started_at: datetime | None = None  # UTC
+    finished_at: datetime | None = None  # UTC
+    seconds: float = 0.0  # wall time of the debate
 
     @model_validator(mode="after")
     def _cladder_is_yes_or_no(self) -> DebateRecord:
@@ -260,12 +261,12 @@ class DebateRecord(Record):
 
 class DatasetInfo(Record):
     source: str  # path given by the user
-    questions_file: str
-    models_file: str
+    questions_file: str  # the questions file read
+    models_file: str  # the causal models file read
     sha256: str  # of the questions file and the models file, together
-    n_total: int
-    n_selected: int
-    selection: dict[str, Any] = Field(default_factory=dict)
+    n_total: int  # questions in the file
+    n_selected: int  # questions this run selected
+    selection: dict[str, Any] = Field(default_factory=dict)  # the selection, as configured
     # The selected question ids live in this file of the run folder, one per line (the store
     # writes it); None in run folders made before it existed: the selection is then unknown.
     ids_file: str | None = None
@@ -276,14 +277,14 @@ class DatasetInfo(Record):
 class RunManifest(Record):
     """Written once when a run folder is created; checked on every resume."""
 
-    schema_version: int = SCHEMA_VERSION
-    crawdad_version: str
-    created_at: datetime
+    schema_version: int = SCHEMA_VERSION  # the version of this schema the manifest was written in
+    crawdad_version: str  # crawdad's version that started the run
+    created_at: datetime  # UTC
     config: dict[str, Any]  # RunConfig dump, secrets removed
     prompts: dict[str, str]  # template name -> "name@sha"
-    dataset: DatasetInfo
+    dataset: DatasetInfo  # what was read and selected
     servers: dict[str, str | None] = Field(default_factory=dict)  # base URL -> server version
-    simulated: bool = False
+    simulated: bool = False  # served by crawdad's fake servers
     notes: list[str] = Field(default_factory=list)  # what --force replaced, with a timestamp
 
 
@@ -291,11 +292,11 @@ class ExperimentManifest(Record):
     """`experiment.json` of an experiment folder: its variants, each an ordinary run folder
     `DIR/<variant>/`, and the baseline the analysis compares them with."""
 
-    schema_version: int = 1
-    crawdad_version: str
-    created_at: datetime
+    schema_version: int = 1  # the version of this schema
+    crawdad_version: str  # crawdad's version
+    created_at: datetime  # UTC
     file: str  # the experiment file, as given
-    file_sha256: str
-    baseline: str | None = None
+    file_sha256: str  # sha256 of the file
+    baseline: str | None = None  # the variant the others are compared with
     variants: dict[str, dict[str, Any]]  # name -> its overrides of the base config, in file order
     base: dict[str, Any] = Field(default_factory=dict)  # the base config as written in the file

@@ -4,7 +4,7 @@
     .venv/bin/crawdad demo --config configs/protocols/judge.toml --out /tmp/shots/judge
     .venv/bin/python docs/screenshots.py /tmp/shots/demo /tmp/shots/judge
 
-Writes docs/viewer-table.png, docs/viewer-debate.png and docs/viewer-outcomes.png.
+Writes docs/assets/viewer-table.png, viewer-debate.png and viewer-outcomes.png.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from selenium.webdriver.common.by import By
 
 from crawdad.view import Server, Viewer
 
-DOCS = Path(__file__).parent
+DOCS = Path(__file__).parent / "assets"
 
 
 def main(runs: list[Path]) -> None:

@@ -29,6 +29,7 @@ import csv
 import hashlib
 import io
 import json
+import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -250,14 +251,51 @@ class TablesResult:
         return sum(q["meta"]["data"]["perfect"]["agrees"] for q in self.questions)
 
 
+def drawn_params(raw: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """Seeded random probability tables over a model's `structure` (each probability in
+    [0.1, 0.9]), in CLadder's `params` form: for questions whose model has none (crawdad's
+    examples), so that a table can be sampled and the engine can give the exact answer."""
+    edges = [e.split("->") for e in str(raw.get("structure", "")).replace(" ", "").split(",") if e]
+    variables = sorted({v for edge in edges for v in edge})
+    rng = random.Random(f"drawn-params:{seed}:{raw.get('model_id')}")
+
+    def table(depth: int) -> Any:
+        return round(rng.uniform(0.1, 0.9), 4) if depth == 0 else [table(depth - 1) for _ in "01"]
+
+    params = {}
+    for v in variables:
+        parents = [a for a, b in edges if b == v]
+        key = f"p({v} | {', '.join(parents)})" if parents else f"p({v})"
+        params[key] = table(len(parents))
+    return params
+
+
+def with_drawn_params(
+    q: Mapping[str, Any], raw: Mapping[str, Any], model: BinaryModel
+) -> dict[str, Any]:
+    """A question over drawn tables: its label is the engine's answer on them, and the numbers
+    it stated (about the model it was written for) are dropped."""
+    meta = q["meta"]
+    qt = str(meta["query_type"])
+    if qt not in QUANTITY:
+        raise DataError(f"query type {qt!r} is not one the engine computes")
+    out = copy.deepcopy(dict(q))
+    out["answer"] = verdict(qt, QUANTITY[qt](model, meta), meta).answer
+    out["meta"]["drawn_params"] = True
+    return out
+
+
 def make_tables(
     path: Path,
     seed: int = 0,
     rows: int = DEFAULT_ROWS,
     selection: SelectionConfig | None = None,
     counts_in_text: bool = True,
+    draw_params: bool = False,
 ) -> TablesResult:
-    """Data-backed twins of the selected questions of the CLadder dataset at `path`."""
+    """Data-backed twins of the selected questions of the CLadder dataset at `path`. With
+    `draw_params`, a model without `params` gets seeded random ones (`drawn_params`) and its
+    questions the engine's answers on them."""
     dataset = load_cladder(path)  # validates every field the loader reads
     chosen = select(dataset, selection or SelectionConfig.model_validate({}), seed)
     keep = {str(q.question_id) for q in chosen.questions}
@@ -270,8 +308,19 @@ def make_tables(
     skipped: Counter[str] = Counter()
     tables: dict[str, ModelTable] = {}
     built: dict[str, BinaryModel] = {}
+    redrawn: dict[str, dict[str, Any]] = {}  # questions relabelled over drawn params
+    failed: set[str] = set()  # questions whose query the engine cannot compute over them
     for mid, group in by_model.items():
         raw = raw_models[mid]
+        if "params" not in raw and draw_params:
+            raw = raw_models[mid] = {**raw, "params": drawn_params(raw, seed)}
+            model = BinaryModel.from_meta(raw)
+            for q in group:
+                try:
+                    redrawn[str(q["question_id"])] = with_drawn_params(q, raw, model)
+                except (DataError, ZeroDivisionError, ValueError, NotIdentified, KeyError):
+                    skipped["the engine cannot compute its query over the drawn tables"] += 1
+                    failed.add(str(q["question_id"]))
         if "params" not in raw:
             skipped["its causal model has no params (tables) to sample from"] += len(group)
             continue
@@ -280,6 +329,8 @@ def make_tables(
             tables[mid] = draw_table(raw, built[mid], group, seed, rows)
         except EmptyCell as e:
             skipped[f"no sample without an empty cell ({e})"] += len(group)
+    ids = [str(q["question_id"]) for q in picked]
+    picked = [redrawn.get(i, q) for i, q in zip(ids, picked, strict=True) if i not in failed]
     out_q: list[dict[str, Any]] = []
     for q in picked:
         mid = str(q["meta"]["model_id"])
@@ -294,7 +345,8 @@ def make_tables(
     if not out_q:
         raise DataError(
             f"{path}: no question could be backed by data ({dict(skipped) or 'none selected'}); "
-            "data-backed questions need CLadder models with their `params`"
+            "data-backed questions need CLadder models with their `params` (for crawdad's"
+            " examples, which have none, pass --draw-params)"
         )
     used = {str(q["meta"]["model_id"]) for q in out_q}
     models = []
