@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from typing import Any
 
 import aiohttp
 import httpx
-import ollama
 
+from crawdad import __version__
 from crawdad.backends.base import (
     GARBAGE_ERRORS,
     ChatRequest,
@@ -42,17 +43,37 @@ def _options(req: ChatRequest) -> dict[str, Any]:
     return {**options, **req.options}
 
 
+class OllamaError(Exception):
+    """An HTTP error status from Ollama, with its message (the fields of the SDK's
+    ResponseError, which this module imports only for non-streamed chats)."""
+
+    def __init__(self, error: str, status_code: int = -1) -> None:
+        super().__init__(error)
+        self.error = error
+        self.status_code = status_code
+
+
+def _status_error(e: BaseException) -> OllamaError | None:
+    if isinstance(e, OllamaError):
+        return e
+    sdk = sys.modules.get("ollama")
+    if sdk is not None and isinstance(e, sdk.ResponseError):
+        return OllamaError(str(e.error), e.status_code)
+    return None
+
+
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     """One place where transport and HTTP errors become crawdad errors with a fix-it message."""
-    if isinstance(e, ollama.ResponseError):
-        if e.status_code == 404 and "not found" in str(e.error).lower():
+    status = _status_error(e)
+    if status is not None:
+        if status.status_code == 404 and "not found" in str(status.error).lower():
             return ModelNotFound(
                 f"the Ollama server at {url} does not have model {model!r}; run: ollama pull {model}",
                 endpoint=url,
             )
-        transient = e.status_code in (-1, 408, 429) or e.status_code >= 500
+        transient = status.status_code in (-1, 408, 429) or status.status_code >= 500
         return BackendError(
-            f"Ollama at {url} answered {e.status_code}: {e.error}",
+            f"Ollama at {url} answered {status.status_code}: {status.error}",
             transient=transient,
             endpoint=url,
         )
@@ -72,20 +93,32 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
 
 
 class OllamaBackend:
+    """Streamed chats, the model list and the version go over crawdad's own aiohttp session;
+    the `ollama` client (a noticeable import) is made for non-streamed chats only."""
+
     def __init__(self, url: str, *, timeout: float = 1800.0) -> None:
         self.url = url
-        self._client = ollama.AsyncClient(
-            host=url,
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            transport=ollama_transport(),
-        )
         self._timeout = timeout
-        self._session: aiohttp.ClientSession | None = None  # streamed chats; made in the loop
-        http = self._client._client
-        self._chat_url = str(http.base_url.join("/api/chat"))
-        self._headers = {
-            k: v for k, v in http.headers.items() if k.lower() in ("user-agent", "authorization")
-        }
+        self._session: aiohttp.ClientSession | None = None  # made in the loop, on first use
+        self._client: Any = None  # the ollama SDK's AsyncClient, on first non-streamed chat
+        self._chat_url = f"{url.rstrip('/')}/api/chat"
+        self._headers = {"User-Agent": f"crawdad/{__version__}"}
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import ollama
+
+            self._client = ollama.AsyncClient(
+                host=self.url,
+                timeout=httpx.Timeout(self._timeout, connect=10.0),
+                transport=ollama_transport(),
+            )
+        return self._client
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = new_session(10.0, self._timeout)
+        return self._session
 
     async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
         start = time.monotonic()
@@ -106,37 +139,47 @@ class OllamaBackend:
                 body = {"tools": [], **{k: v for k, v in kwargs.items() if v is not None}}
                 result = await self._stream({**body, "stream": True}, guard)
             else:
-                resp = await self._client.chat(**kwargs, stream=False)
+                resp = await self._sdk().chat(**kwargs, stream=False)
                 result = ollama_result(
                     resp, resp.message.content or "", resp.message.thinking or ""
                 )
                 result.tool_calls = _tool_calls(resp.message)
-        except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
-            raise translate_error(e, self.url, request.model) from e
-        except GARBAGE_ERRORS as e:
-            raise garbled(self.url, "an Ollama chat response", e) from e
+        except Exception as e:
+            if (status := _status_error(e)) is not None or isinstance(e, TRANSPORT_ERRORS):
+                raise translate_error(status or e, self.url, request.model) from e
+            if isinstance(e, GARBAGE_ERRORS):
+                raise garbled(self.url, "an Ollama chat response", e) from e
+            raise
         result.seconds = time.monotonic() - start
         result.endpoint = self.url
         return result
 
     async def _stream(self, body: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
-        if self._session is None:
-            self._session = new_session(10.0, self._timeout)
         async with (
             asyncio.timeout(self._timeout),
-            self._session.post(self._chat_url, json=body, headers=self._headers) as resp,
+            self._http().post(self._chat_url, json=body, headers=self._headers) as resp,
         ):
             if resp.status >= 400:
-                raise ollama.ResponseError(await resp.text(errors="replace"), resp.status)
-            return await read_ndjson(resp, self.url, guard, ollama.ResponseError)
+                raise OllamaError(_error_text(await resp.text(errors="replace")), resp.status)
+            return await read_ndjson(resp, self.url, guard, OllamaError)
+
+    async def _get_json(self, path: str, seconds: float) -> Any:
+        url = f"{self.url.rstrip('/')}{path}"
+        async with (
+            asyncio.timeout(seconds),
+            self._http().get(url, headers=self._headers) as resp,
+        ):
+            if resp.status >= 400:
+                raise OllamaError(_error_text(await resp.text(errors="replace")), resp.status)
+            return await resp.json(content_type=None)
 
     async def list_models(self) -> list[str]:
         try:
-            listing = await self._client.list()
-            found = [m.model for m in listing.models if m.model]
-        except (ollama.ResponseError, *TRANSPORT_ERRORS) as e:
+            listing = await self._get_json("/api/tags", self._timeout)
+            found = [str(m.get("model") or m.get("name")) for m in listing["models"]]
+        except (OllamaError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, "") from e
-        except GARBAGE_ERRORS as e:
+        except (*GARBAGE_ERRORS, KeyError, TypeError, AttributeError) as e:
             raise garbled(self.url, "Ollama's list of models", e) from e
         names: list[str] = []
         for name in found:
@@ -147,17 +190,26 @@ class OllamaBackend:
 
     async def version(self) -> str | None:
         try:
-            resp = await self._client._client.get("/api/version")  # the client has no call for it
-            resp.raise_for_status()
-            return str(resp.json().get("version"))
-        except (*TRANSPORT_ERRORS, ValueError):
+            answer = await self._get_json("/api/version", 10.0)
+            return str(answer.get("version"))
+        except (OllamaError, *TRANSPORT_ERRORS, ValueError, AttributeError):
             return None
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await self._client._client.aclose()
+        if self._client is not None:
+            await self._client._client.aclose()
+
+
+def _error_text(body: str) -> str:
+    """Ollama's error body {"error": "..."} as its message (the SDK reads it so too)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return body
+    return str(value.get("error", body)) if isinstance(value, dict) else body
 
 
 def _messages(req: ChatRequest) -> list[dict[str, Any]]:
@@ -190,7 +242,7 @@ def _as_object(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _tool_calls(message: ollama.Message) -> list[ToolCallOut]:
+def _tool_calls(message: Any) -> list[ToolCallOut]:
     return [
         ToolCallOut(name=c.function.name, arguments=dict(c.function.arguments or {}))
         for c in message.tool_calls or []

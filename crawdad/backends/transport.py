@@ -14,12 +14,13 @@ underneath instead, so that the messages stay right.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import aiohttp
 import httpx
-import openai
-from httpx_aiohttp import AiohttpTransport
+
+if TYPE_CHECKING:
+    import openai
 
 FailureKind = Literal["refused", "timeout", "broken"]
 
@@ -42,6 +43,8 @@ def connector() -> aiohttp.TCPConnector:
 
 def ollama_transport() -> httpx.AsyncBaseTransport:
     """For `ollama.AsyncClient(transport=...)`, over `connector()`."""
+    from httpx_aiohttp import AiohttpTransport
+
     # A factory: the session must be made inside the running event loop, on first use.
     return AiohttpTransport(client=lambda: aiohttp.ClientSession(connector=connector()))
 
@@ -49,6 +52,8 @@ def ollama_transport() -> httpx.AsyncBaseTransport:
 def openai_http_client(timeout: float) -> openai.DefaultAsyncHttpxClient:
     """For `openai.AsyncOpenAI(http_client=...)`; the SDK's own client where aiohttp is missing.
     The SDK's limits (1,000 connections) stay: crawdad caps requests itself."""
+    import openai  # here: a second of start-up that runs against Ollama never need
+
     try:
         return openai.DefaultAioHttpClient(timeout=timeout)
     except RuntimeError:  # openai without its aiohttp extra

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from importlib import import_module
 
 from crawdad.backends.schedule import CURRENT_DEBATE, DebateProgress
 from crawdad.errors import BackendError
-from crawdad.protocols import coding, crawdad, judge, pipeline, simultaneous, solo
 from crawdad.protocols.base import (
     DebateSetup,
     Participant,
@@ -26,14 +26,21 @@ from crawdad.tasks.base import Item
 
 Play = Callable[[DebateSetup, Item, DebateRecord], Awaitable[None]]
 
-KINDS: dict[str, Play] = {
-    "coding": coding.play,
-    "crawdad": crawdad.play,
-    "judge": judge.play,
-    "simultaneous": simultaneous.play,
-    "solo": solo.play,
-    "pipeline": pipeline.play,
+# Each kind's module, imported when a run uses it: MAC's coding agents pull in causal-learn
+# (seconds of start-up) that no other protocol needs.
+KINDS: dict[str, str] = {
+    "coding": "crawdad.protocols.coding",
+    "crawdad": "crawdad.protocols.crawdad",
+    "judge": "crawdad.protocols.judge",
+    "simultaneous": "crawdad.protocols.simultaneous",
+    "solo": "crawdad.protocols.solo",
+    "pipeline": "crawdad.protocols.pipeline",
 }
+
+
+def play_of(kind: str) -> Play:
+    """The protocol `kind`'s `play` (its module imported on first use)."""
+    return import_module(KINDS[kind]).play
 
 
 async def run_debate(setup: DebateSetup, question: Item) -> DebateRecord:
@@ -42,7 +49,7 @@ async def run_debate(setup: DebateSetup, question: Item) -> DebateRecord:
     start = time.monotonic()
     progress = CURRENT_DEBATE.set(DebateProgress(run=id(setup)))  # a setup per run
     try:
-        await KINDS[setup.protocol.kind](setup, question, record)
+        await play_of(setup.protocol.kind)(setup, question, record)
     except BackendError as e:
         record.error, record.error_kind = str(e), type(e).__name__
         record.end = "error"

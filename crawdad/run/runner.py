@@ -24,14 +24,12 @@ from crawdad.data.questions import Dataset, Question
 from crawdad.doctor import diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
-from crawdad.protocols import DebateSetup, Participant, pipeline, run_debate
+from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
-from crawdad.run.priors import load_priors
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, stall_note, stalls
 from crawdad.tasks import task_named
-from crawdad.tasks.discovery.prior import WithPrior, prior_gaps
 from crawdad.tools.registry import is_data
 
 log = logging.getLogger("crawdad")
@@ -226,6 +224,9 @@ def build_setup(
                 f"{task.name} task has none"
             )
         folder = config.protocol.prior_from
+        from crawdad.run.priors import load_priors
+        from crawdad.tasks.discovery.prior import WithPrior
+
         task = WithPrior(task, load_priors(Path(folder)), folder)  # type: ignore[assignment]
     if pools is None:
         gate = ModelGate() if config.schedule == "grouped" else None
@@ -250,6 +251,8 @@ def build_setup(
         tool_limits=config.tool_limits,
     )
     if config.protocol.kind == "pipeline":
+        from crawdad.protocols import pipeline
+
         pipeline.check(setup)
     return setup, gate
 
@@ -305,7 +308,8 @@ def make_job(
 ) -> Job:
     """`known`: every question id of the dataset, to tell the folder's lines for questions
     outside the selection from those for questions the dataset does not have."""
-    gaps = prior_gaps(setup.task, questions)
+    missing = getattr(setup.task, "missing", None)  # a task shown a prior (WithPrior) has it
+    gaps = missing(questions) if missing is not None else []
     if gaps:
         shown = ", ".join(gaps[:10]) + (f" ... ({len(gaps)} in all)" if len(gaps) > 10 else "")
         raise ConfigError(

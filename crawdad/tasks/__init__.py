@@ -3,19 +3,50 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from importlib import import_module
+from typing import Any
+
 from crawdad.errors import ConfigError
 from crawdad.tasks.base import Task
-from crawdad.tasks.cladder import CladderTask
-from crawdad.tasks.cladder_data import CladderDataTask
-from crawdad.tasks.discovery import DiscoveryGraphTask, DiscoveryPairsTask
 
-TASKS: dict[str, Task] = {
-    "cladder": CladderTask(),
-    "cladder-data": CladderDataTask(),
-    "cladder-data-no-counts": CladderDataTask("cladder-data-no-counts", counts=False),
-    "discovery-pairs": DiscoveryPairsTask(),
-    "discovery-graph": DiscoveryGraphTask(),
+# name -> (module, class, arguments). A task's module is imported when a run uses it: the
+# discovery tasks read data with pandas, the data tasks estimate with numpy, and a CLadder run
+# needs neither.
+_WHERE: dict[str, tuple[str, str, tuple[Any, ...], dict[str, Any]]] = {
+    "cladder": ("crawdad.tasks.cladder", "CladderTask", (), {}),
+    "cladder-data": ("crawdad.tasks.cladder_data", "CladderDataTask", (), {}),
+    "cladder-data-no-counts": (
+        "crawdad.tasks.cladder_data",
+        "CladderDataTask",
+        ("cladder-data-no-counts",),
+        {"counts": False},
+    ),
+    "discovery-pairs": ("crawdad.tasks.discovery", "DiscoveryPairsTask", (), {}),
+    "discovery-graph": ("crawdad.tasks.discovery", "DiscoveryGraphTask", (), {}),
 }
+
+
+class _Tasks(Mapping[str, Task]):
+    """The tasks by name, each made on first use."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, Task] = {}
+
+    def __getitem__(self, name: str) -> Task:
+        if name not in self._made:
+            module, cls, args, kwargs = _WHERE[name]
+            self._made[name] = getattr(import_module(module), cls)(*args, **kwargs)
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_WHERE)
+
+    def __len__(self) -> int:
+        return len(_WHERE)
+
+
+TASKS: Mapping[str, Task] = _Tasks()
 
 
 def task_named(name: str) -> Task:

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawdad.backends.base import ChatRequest, ChatResult, ToolCallOut
 from crawdad.config import ToolLimits
@@ -24,8 +24,10 @@ from crawdad.records import ToolCall, ToolMode
 from crawdad.tools import boundary
 from crawdad.tools.calculator import Calculator
 from crawdad.tools.causal import SCHEMA, TOOL_NAME
-from crawdad.tools.data_tools import Table
 from crawdad.tools.registry import tools_for
+
+if TYPE_CHECKING:
+    from crawdad.tools.data_tools import Table
 
 # What servers answer when a model or server cannot take `tools` (then "auto" goes to text):
 # Ollama: "... does not support tools"; vLLM without --enable-auto-tool-choice: "\"auto\" tool

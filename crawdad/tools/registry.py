@@ -18,17 +18,17 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from crawdad.config import DATA_TOOLS, ToolLimits
-from crawdad.tools import data_tools
 from crawdad.tools.boundary import Tool, ToolError
 from crawdad.tools.calculator import Calculator
 from crawdad.tools.causal import TOOL_NAME, CausalQuery, parse_arguments, tool_spec
-from crawdad.tools.data_tools import Table
 from crawdad.tools.engine_backed import default as default_calculator
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from crawdad.tools import data_tools
     from crawdad.tools.algorithms import AlgorithmLimits
+    from crawdad.tools.data_tools import Table
 
 
 @dataclass(frozen=True)
@@ -83,16 +83,19 @@ NO_TABLE = (
 
 def compute_data(table: Table | None, call: data_tools.Call, limits: ToolLimits) -> Any:
     """A data tool's answer over the item's table."""
+    from crawdad.tools import data_tools
+
     if table is None:
         raise ToolError(NO_TABLE)
     return data_tools.compute(table, call, limits)
 
 
+# Each data tool's argument reader in crawdad.tools.data_tools (imported when a run uses them).
 DATA_PARSERS = {
-    "describe_data": data_tools.parse_describe,
-    "conditional_probability": data_tools.parse_conditional,
-    "estimate_effect": data_tools.parse_estimate,
-    "identify_effect": data_tools.parse_identify,
+    "describe_data": "parse_describe",
+    "conditional_probability": "parse_conditional",
+    "estimate_effect": "parse_estimate",
+    "identify_effect": "parse_identify",
 }
 
 
@@ -160,10 +163,12 @@ def data_tool(name: str, table: Table | None = None) -> Tool:
             compute=partial(compute_learn_graph, table),
             label="the data tool learn_graph",
         )
+    from crawdad.tools import data_tools
+
     return Tool(
         name=name,
         spec=partial(data_tools.tool_spec, name),
-        parse=DATA_PARSERS[name],
+        parse=getattr(data_tools, DATA_PARSERS[name]),
         compute=partial(compute_data, table),
         label=f"the data tool {name}",
     )
