@@ -20,12 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import header  # noqa: I001  (benchmarks/ is run as a folder of scripts)
+from common import header
 
-from crawdad.fake import FakeServer, paper_models
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.data.questions import load_cladder
 from crawdad.demo import answer_key
+from crawdad.fake import FakeServer, paper_models
 
 CRAWDAD = [sys.executable, "-m", "crawdad"]
 

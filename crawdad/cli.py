@@ -762,6 +762,13 @@ def fake_server(
             "data tools).",
         ),
     ] = None,
+    close_after_stream: Annotated[
+        bool,
+        typer.Option(
+            help="Close each connection after its streamed reply, as llama-server does (the "
+            "client's next request on it gets no answer)."
+        ),
+    ] = False,
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
     from crawdad.demo import serve_forever
@@ -771,7 +778,16 @@ def fake_server(
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
     base = _served_configs(config) if config else None
     serve_forever(
-        kind, port, latency, capacity, faults=plan, seed=seed, tools=tools, config=base, data=data
+        kind,
+        port,
+        latency,
+        capacity,
+        faults=plan,
+        seed=seed,
+        tools=tools,
+        config=base,
+        data=data,
+        close_after_stream=close_after_stream,
     )
 
 

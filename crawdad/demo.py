@@ -310,6 +310,7 @@ def serve_forever(
     tools: bool = False,
     config: RunConfig | Sequence[RunConfig] | None = None,
     data: Path | None = None,
+    close_after_stream: bool = False,
 ) -> None:
     """`crawdad fake-server`: the paper's three models (or a config's) on 127.0.0.1 until
     Ctrl-C; with `tools`, or those a config gives tools, calling the causal calculator; with
@@ -321,7 +322,14 @@ def serve_forever(
         raise CrawdadError(
             f"--fail-model {', '.join(unknown)}: the fake server serves {', '.join(models)}"
         )
-    server = FakeServer(kind, models, latency=model, faults=faults, port=port)  # type: ignore[arg-type]
+    server = FakeServer(
+        kind,  # type: ignore[arg-type]
+        models,
+        latency=model,
+        faults=faults,
+        port=port,
+        close_after_stream=close_after_stream,
+    )
     _start(server)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
     try:

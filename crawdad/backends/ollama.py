@@ -9,7 +9,6 @@ import sys
 import time
 from typing import Any
 
-import aiohttp
 import httpx
 
 from crawdad import __version__
@@ -21,7 +20,7 @@ from crawdad.backends.base import (
     garbled,
 )
 from crawdad.backends.guard import StreamGuard
-from crawdad.backends.streaming import new_session, ollama_result, read_ndjson
+from crawdad.backends.streaming import StreamConnections, ollama_result, read_ndjson
 from crawdad.backends.transport import TRANSPORT_ERRORS, diagnose, ollama_transport
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
@@ -99,7 +98,7 @@ class OllamaBackend:
     def __init__(self, url: str, *, timeout: float = 1800.0) -> None:
         self.url = url
         self._timeout = timeout
-        self._session: aiohttp.ClientSession | None = None  # made in the loop, on first use
+        self._http = StreamConnections(url, 10.0, timeout)  # sessions made in the loop
         self._client: Any = None  # the ollama SDK's AsyncClient, on first non-streamed chat
         self._chat_url = f"{url.rstrip('/')}/api/chat"
         self._headers = {"User-Agent": f"crawdad/{__version__}"}
@@ -114,11 +113,6 @@ class OllamaBackend:
                 transport=ollama_transport(),
             )
         return self._client
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = new_session(10.0, self._timeout)
-        return self._session
 
     async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
         start = time.monotonic()
@@ -157,7 +151,7 @@ class OllamaBackend:
     async def _stream(self, body: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
         async with (
             asyncio.timeout(self._timeout),
-            self._http().post(self._chat_url, json=body, headers=self._headers) as resp,
+            await self._http.post(self._chat_url, json=body, headers=self._headers) as resp,
         ):
             if resp.status >= 400:
                 raise OllamaError(_error_text(await resp.text(errors="replace")), resp.status)
@@ -167,7 +161,7 @@ class OllamaBackend:
         url = f"{self.url.rstrip('/')}{path}"
         async with (
             asyncio.timeout(seconds),
-            self._http().get(url, headers=self._headers) as resp,
+            await self._http.get(url, headers=self._headers) as resp,
         ):
             if resp.status >= 400:
                 raise OllamaError(_error_text(await resp.text(errors="replace")), resp.status)
@@ -196,9 +190,7 @@ class OllamaBackend:
             return None
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()
         if self._client is not None:
             await self._client._client.aclose()
 

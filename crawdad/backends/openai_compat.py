@@ -14,7 +14,6 @@ import json
 import time
 from typing import Any
 
-import aiohttp
 import msgspec
 import openai
 
@@ -28,7 +27,7 @@ from crawdad.backends.base import (
     stop_reason_of,
 )
 from crawdad.backends.guard import StreamGuard
-from crawdad.backends.streaming import REASONING_FIELDS, StreamError, new_session, read_sse
+from crawdad.backends.streaming import REASONING_FIELDS, StreamConnections, StreamError, read_sse
 from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
@@ -185,7 +184,7 @@ class OpenAIBackend:
         )
         self._structured_form = STRUCTURED_FORMS[0]
         self._timeout = timeout
-        self._session: aiohttp.ClientSession | None = None  # streamed chats; made in the loop
+        self._http = StreamConnections(url, self._timeout, self._timeout)  # streamed chats
         self._headers = {
             "Authorization": f"Bearer {api_key or 'not-needed'}",
             "Accept": "text/event-stream",
@@ -269,12 +268,10 @@ class OpenAIBackend:
         body = {k: v for k, v in kwargs.items() if k != "extra_body"}
         body.update(kwargs.get("extra_body") or {})
         body.update(stream=True, stream_options={"include_usage": True})
-        if self._session is None:
-            self._session = new_session(self._timeout, self._timeout)
         url = f"{self.url}/chat/completions"
         async with (
             asyncio.timeout(self._timeout),
-            self._session.post(url, json=body, headers=self._headers) as resp,
+            await self._http.post(url, json=body, headers=self._headers) as resp,
         ):
             if resp.status >= 400:
                 raise StatusError(resp.status, await resp.text(errors="replace"))
@@ -300,7 +297,5 @@ class OpenAIBackend:
             return None
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()
         await self._client.close()

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -43,6 +45,8 @@ from crawdad.backends.guard import StreamGuard, Verdict
 from crawdad.backends.transport import connector
 from crawdad.errors import BackendError
 
+log = logging.getLogger(__name__)
+
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # read in this order
 # After each read, the connection is left unread for GATHER_CHUNKS chunks' time, at most
 # GATHER_SHARE of the response's time so far and at most MAX_GATHER seconds (see above).
@@ -53,16 +57,88 @@ MIN_GATHER = 0.002  # shorter is not worth a pause and a resume
 NS = 1e-9
 
 
-def new_session(connect_timeout: float, read_timeout: float) -> aiohttp.ClientSession:
+def new_session(
+    connect_timeout: float, read_timeout: float, *, force_close: bool = False
+) -> aiohttp.ClientSession:
     """A session for streamed requests: no cap on connections (crawdad caps requests itself).
     No timeout between two reads (aiohttp re-arms it on every packet, a timer each): the
     backends bound the whole request by `read_timeout` instead, which the SDKs' read timeout
     (the same number) never came before anyway."""
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_saw_reuse)
     return aiohttp.ClientSession(
-        connector=connector(),
+        connector=connector(force_close=force_close),
+        trace_configs=[trace],
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None),
         json_serialize=lambda obj: msgspec.json.encode(obj).decode(),
     )
+
+
+# A pooled connection the server has closed fails the next request sent on it before any byte
+# of an answer comes back: the request never reached the model, so it is safe to send again.
+STALE_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+STALE_TO_STOP_POOLING = 2  # stale connections seen before a server counts as closing them all
+_SAID_CLOSING: set[str] = set()  # servers the log has named as closing their connections
+
+
+async def _saw_reuse(session: Any, trace: Any, params: Any) -> None:
+    trace.trace_request_ctx.reused = True
+
+
+class StreamConnections:
+    """The streamed requests to one server: over pooled keep-alive connections while the server
+    keeps them, each request resent at once on a fresh connection when it fails on a reused one
+    before any byte of its answer (not a retry: no wait, no attempt counted). A server seen to
+    close its connections after every reply (llama-server does, while announcing keep-alive)
+    gets a fresh connection per request from then on, said once in the log."""
+
+    def __init__(self, url: str, connect_timeout: float, read_timeout: float) -> None:
+        self.url = url
+        self._timeouts = (connect_timeout, read_timeout)
+        self._pooled: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
+        self.stale = 0  # requests resent after a stale pooled connection
+        self.closes_connections = False
+
+    def _session(self, fresh: bool) -> aiohttp.ClientSession:
+        if fresh:
+            if self._fresh is None:
+                self._fresh = new_session(*self._timeouts, force_close=True)
+            return self._fresh
+        if self._pooled is None:
+            self._pooled = new_session(*self._timeouts)
+        return self._pooled
+
+    async def post(self, url: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        """The response (its headers read); use it as `async with`."""
+        if self.closes_connections:
+            return await self._session(fresh=True).post(url, **kwargs)
+        sent = SimpleNamespace(reused=False)
+        try:
+            return await self._session(fresh=False).post(url, trace_request_ctx=sent, **kwargs)
+        except STALE_ERRORS:
+            if not sent.reused:
+                raise
+        self.stale += 1
+        if self.stale >= STALE_TO_STOP_POOLING and not self.closes_connections:
+            self.closes_connections = True
+            if self.url not in _SAID_CLOSING:  # several models on one server: said once
+                _SAID_CLOSING.add(self.url)
+                log.warning(
+                    "%s closes its connections after every reply: crawdad now opens a new one"
+                    " per request to it",
+                    self.url,
+                )
+        return await self._session(fresh=True).post(url, **kwargs)
+
+    async def get(self, url: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        return await self._session(fresh=self.closes_connections).get(url, **kwargs)
+
+    async def close(self) -> None:
+        for session in (self._pooled, self._fresh):
+            if session is not None:
+                await session.close()
+        self._pooled = self._fresh = None
 
 
 # aiohttp's StreamReader fields that `Lines._take` reads and keeps in step.

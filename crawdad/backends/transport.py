@@ -35,9 +35,12 @@ _HTTP_LIBRARIES = ("httpx", "httpcore", "httpx2", "httpcore2")
 KEEPALIVE_SECONDS = 4.0
 
 
-def connector() -> aiohttp.TCPConnector:
+def connector(force_close: bool = False) -> aiohttp.TCPConnector:
     """No cap on connections (crawdad caps requests itself; aiohttp's default of 100 would queue
-    the rest in the client, unseen), idle connections kept `KEEPALIVE_SECONDS`."""
+    the rest in the client, unseen), idle connections kept `KEEPALIVE_SECONDS`; with
+    `force_close`, a new connection per request."""
+    if force_close:
+        return aiohttp.TCPConnector(limit=0, force_close=True)
     return aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_SECONDS)
 
 

@@ -67,6 +67,7 @@ class Engine:
         self.calls: deque[CallRecord] = deque(maxlen=settings.max_recorded_requests)
         self._attempts: dict[tuple[str, str], int] = {}
         self._peers: set[Any] = set()  # client addresses seen, to count connections
+        self._closed: set[Any] = set()  # connections closed after a streamed reply
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -96,6 +97,10 @@ class Engine:
             if peer not in self._peers:
                 self._peers.add(peer)
                 stats.connections += 1
+            if peer in self._closed and request.transport is not None:
+                stats.stale_requests += 1  # the client reused a connection closed on it
+                request.transport.close()
+                return web.Response(status=499)  # never sent: no byte reaches the client
             task = asyncio.current_task()
             if task is not None:
                 self._tasks.add(task)
@@ -112,6 +117,8 @@ class Engine:
             finally:
                 self._tasks.discard(task)  # type: ignore[arg-type]
             call = request.get(CALL_KEY)
+            if call is not None and call.stream and self.settings.close_after_stream:
+                self._closed.add(peer)
             if call is not None:
                 call.status = response.status
             stats.statuses[response.status] = stats.statuses.get(response.status, 0) + 1

@@ -31,6 +31,11 @@ class CommonSettings(BaseModel):
     # Where a looping reply stops when the request sets no token budget.
     max_loop_tokens: int = Field(default=16384, ge=1)
     max_recorded_requests: int = Field(default=10_000, ge=0)
+    # As llama-server does: the connection of a streamed reply is closed once the reply is done,
+    # though the reply announced keep-alive. A client that sends its next request on that pooled
+    # connection gets no byte of an answer ("Server disconnected"): the request never reached
+    # the model. Counted in `ServerStats.stale_requests`.
+    close_after_stream: bool = False
 
 
 class ServerStats(BaseModel):
@@ -38,6 +43,8 @@ class ServerStats(BaseModel):
 
     requests: int = 0  # HTTP requests of any kind
     connections: int = 0  # distinct client connections (keep-alive reuses one)
+    # Requests sent on a connection closed after a streamed reply (close_after_stream): dropped.
+    stale_requests: int = 0
     by_route: dict[str, int] = Field(default_factory=dict)
     statuses: dict[int, int] = Field(default_factory=dict)  # of generation requests
     faults: dict[str, int] = Field(default_factory=dict)
