@@ -10,7 +10,9 @@ another, so that `--streams` stay in flight.
 
 Prints, per wire format: tokens streamed, crawdad's CPU per token (µs; the target is <= 10 µs,
 that is at most one core for 100,000 tokens/s), and crawdad's share of the CPU of the run
-(crawdad + the fake server).
+(crawdad + the fake server). Then its peers on the same server in the same run (`--peers`, on
+by default): the official `ollama` and `openai` SDKs streaming the same requests, and a bare
+aiohttp loop that only reads the chunks, so that a regression shows as a ratio.
 
     .venv/bin/python benchmarks/bench_streaming.py [--quick] [--kind ollama openai]
 """
@@ -65,6 +67,73 @@ async def stream_all(kind: str, url: str, streams: int, requests: int, tokens: i
     return {"tokens": sum(counts), "wall": wall, "cpu": cpu, "per_request": counts}
 
 
+def _body(kind: str, prompt: str, tokens: int) -> tuple[str, dict]:
+    messages = [{"role": "user", "content": prompt}]
+    if kind == "ollama":
+        options = {"num_predict": tokens}
+        return "/api/chat", {"model": ONE_MODEL, "messages": messages, "options": options}
+    return "/chat/completions", {"model": ONE_MODEL, "messages": messages, "max_tokens": tokens}
+
+
+async def peer_stream_all(
+    client: str, kind: str, url: str, streams: int, requests: int, tokens: int
+) -> dict:
+    """The same load through a peer: "sdk" (ollama's or openai's client) or "bare" (aiohttp,
+    reading the chunks and nothing more). Counts the chunks with content: one token each."""
+    import aiohttp
+    import ollama
+    import openai
+
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    sdk_ollama = ollama.AsyncClient(host=url)
+    sdk_openai = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
+
+    async def sdk(prompt: str, n: int) -> int:
+        messages = [{"role": "user", "content": prompt}]
+        count = 0
+        if kind == "ollama":
+            stream = await sdk_ollama.chat(
+                ONE_MODEL, messages, stream=True, options={"num_predict": n}
+            )
+            async for part in stream:
+                count += bool(part.message.content or part.message.thinking)
+            return count
+        stream = await sdk_openai.chat.completions.create(
+            model=ONE_MODEL,
+            messages=messages,
+            stream=True,
+            max_tokens=n,  # type: ignore[arg-type]
+        )
+        async for chunk in stream:
+            count += bool(chunk.choices and chunk.choices[0].delta)
+        return count
+
+    async def bare(prompt: str, n: int) -> int:
+        path, body = _body(kind, prompt, n)
+        count = 0
+        async with session.post(url + path, json={**body, "stream": True}) as resp:
+            async for line in resp.content:
+                count += len(line) > 1
+        return count - 1  # the final chunk (Ollama's `done`, OpenAI's [DONE])
+
+    ask = sdk if client == "sdk" else bare
+
+    async def one(i: int, n: int, max_tokens: int) -> int:
+        return sum(
+            [await ask(f"Is smoking a cause of cancer? ({i}, {j})", max_tokens) for j in range(n)]
+        )
+
+    try:
+        await asyncio.gather(*(one(i, 1, 2) for i in range(streams)))
+        t0, c0 = time.monotonic(), time.process_time()
+        counts = await asyncio.gather(*(one(i, requests, tokens) for i in range(streams)))
+        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    finally:
+        await session.close()
+        await sdk_openai.close()
+    return {"tokens": sum(counts), "wall": wall, "cpu": cpu}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one request a stream, 200 tokens")
@@ -75,6 +144,10 @@ def main() -> None:
     parser.add_argument("--text", type=int, default=200, help="answer tokens a reply")
     parser.add_argument("--requests", type=int, default=2, help="requests of each stream")
     parser.add_argument("--chunking", choices=["token", "coarse"], default="token")
+    parser.add_argument(
+        "--peers", action=argparse.BooleanOptionalAction, default=True,
+        help="also measure the official SDKs and a bare aiohttp reader",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.thinking, args.text, args.requests = 150, 50, 1
@@ -109,10 +182,15 @@ def main() -> None:
             overrides={"max_recorded_requests": 0},
         )
         (server,) = start_servers([spec], folder)
+        peers: dict[str, dict] = {}
         try:
             before = server.usage()
             m = asyncio.run(stream_all(kind, server.url, args.streams, args.requests, tokens))
             after = server.usage()
+            for client in ("sdk", "bare") if args.peers else ():
+                peers[client] = asyncio.run(
+                    peer_stream_all(client, kind, server.url, args.streams, args.requests, tokens)
+                )
         finally:
             server.stop()
         assert before is not None and after is not None
@@ -125,6 +203,13 @@ def main() -> None:
             f"{100 * m['cpu'] / (m['cpu'] + server_cpu):>13.0f}%"
             + (f"  ({short} streams got fewer tokens than asked)" if short else "")
         )
+        for client, p in peers.items():
+            name = f"{kind} SDK" if client == "sdk" else "bare aiohttp"
+            us = 1e6 * p["cpu"] / max(1, p["tokens"])
+            print(
+                f"  {name:<14} {p['tokens']:>8,} tokens, {us:>6.1f} µs/token"
+                f" ({us / per_token:.1f}x crawdad's)"
+            )
     print("target: <= 10 µs of crawdad CPU per streamed token, on both wire formats")
 
 
