@@ -307,6 +307,20 @@ def _uses_tools(run: Run) -> bool:
     return any(isinstance(spec, dict) and spec.get("tools") for spec in specs)
 
 
+def _tools_named(run: Run) -> str:
+    """What the run's agents were given, as the report's title says it: the config decides, not
+    the calls made (a run whose tools were never called well is still a data-tools run)."""
+    config = run.manifest.config if run.manifest is not None else {}
+    specs = [*(config.get("agents") or []), config.get("judge")]
+    given = {t for s in specs if isinstance(s, dict) for t in s.get("tools") or []}
+    names = []
+    if given - {"causal"}:
+        names.append("data tools")
+    if "causal" in given:
+        names.append("causal calculator")
+    return " and ".join(names) or "tools"
+
+
 def _tool_section(run: Run, w: _Writer) -> list[str]:
     """Calls of the causal calculator per model and rung, malformed calls counted apart from
     accuracy (paper 004); only for runs whose agents had the tool."""
@@ -319,15 +333,12 @@ def _tool_section(run: Run, w: _Writer) -> list[str]:
     ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
     records = [r for r in RunStore(run.path).records() if str(r.question_id) in ids]
     md = w.table("tool_use", tool_use(records))
-    data = any(
-        c.name != "causal_calculator" for r in records for t in r.turns for c in t.tool_calls
-    )
     return [
-        "### Tool use (data tools)" if data else "### Tool use (causal calculator)",
+        f"### Tool use ({_tools_named(run)})",
         "",
-        "Per model and rung over the turns that had the tool: turns that called it, calls, "
+        "Per model and rung over the turns that had the tools: turns that called one, calls, "
         "calls that could not be read (malformed: counted apart, never as answers) and calls "
-        "the calculator refused (missing or inconsistent numbers).",
+        "the tool refused (missing or inconsistent numbers, a query it cannot answer).",
         "",
         md,
         "",

@@ -123,3 +123,20 @@ def test_the_summary_of_graph_answers_does_not_call_them_accuracy(tmp_path: Path
     line = summary.lines()[1]
     assert "graphs exactly right" in line and "pair accuracy" in line
     assert "final accuracy" not in line
+
+
+def test_the_tool_section_is_titled_by_the_tools_the_config_gave() -> None:
+    """A data-tools run whose calls all failed is still titled as such (not 'causal calculator')."""
+    from types import SimpleNamespace
+
+    from crawdad.analysis.report import _tools_named
+
+    def run_with(*tools: list[str]) -> object:
+        agents = [{"name": f"a{i}", "tools": t} for i, t in enumerate(tools)]
+        return SimpleNamespace(manifest=SimpleNamespace(config={"agents": agents}))
+
+    assert _tools_named(run_with(["data"], ["data"])) == "data tools"
+    assert _tools_named(run_with(["causal"], [])) == "causal calculator"
+    assert _tools_named(run_with(["causal"], ["estimate_effect"])) == (
+        "data tools and causal calculator"
+    )
