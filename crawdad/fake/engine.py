@@ -13,6 +13,7 @@ import math
 import socket
 import struct
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -67,7 +68,9 @@ class Engine:
         self.calls: deque[CallRecord] = deque(maxlen=settings.max_recorded_requests)
         self._attempts: dict[tuple[str, str], int] = {}
         self._peers: set[Any] = set()  # client addresses seen, to count connections
-        self._closed: set[Any] = set()  # connections closed after a streamed reply
+        # Connections closed after a streamed reply (their transports: a new connection may get
+        # the port of a closed one, and is not closed).
+        self._closed: weakref.WeakSet[Any] = weakref.WeakSet()
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -97,7 +100,7 @@ class Engine:
             if peer not in self._peers:
                 self._peers.add(peer)
                 stats.connections += 1
-            if peer in self._closed and request.transport is not None:
+            if request.transport is not None and request.transport in self._closed:
                 stats.stale_requests += 1  # the client reused a connection closed on it
                 request.transport.close()
                 return web.Response(status=499)  # never sent: no byte reaches the client
@@ -118,7 +121,7 @@ class Engine:
                 self._tasks.discard(task)  # type: ignore[arg-type]
             call = request.get(CALL_KEY)
             if call is not None and call.stream and self.settings.close_after_stream:
-                self._closed.add(peer)
+                self._closed.add(request.transport)
             if call is not None:
                 call.status = response.status
             stats.statuses[response.status] = stats.statuses.get(response.status, 0) + 1
