@@ -33,10 +33,7 @@ Ways = Mapping[str, list[DebateRecord]]  # run label -> its records (errored one
 
 def run_records(run: Run) -> list[DebateRecord]:
     """The records of the debates a run's analysis kept (its debates frame's questions)."""
-    from crawdad.run.store import RunStore
-
-    ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
-    return [r for r in RunStore(run.path).records() if str(r.question_id) in ids]
+    return run.records()
 
 
 def is_data_backed(record: DebateRecord) -> bool:

@@ -144,6 +144,25 @@ class Run:
     n_outside_selection: int = 0  # left out: questions the run did not select
     live: bool = False  # another process was still writing the run when it was loaded
     warnings: list[str] = field(default_factory=list)
+    # The folders of a run made in shards (one process per `--range`), pooled as one run by
+    # `crawdad.analysis.shards.pool_shards`; empty for a run of one folder.
+    shards: list[Path] = field(default_factory=list)
+
+    @property
+    def folders(self) -> list[Path]:
+        """The run folders this run's records come from."""
+        return self.shards or [self.path]
+
+    def records(self) -> list[DebateRecord]:
+        """The records of the debates this run kept (latest line per question), from every
+        folder of the run."""
+        ids = set(self.debates["question_id"].astype(str)) if len(self.debates) else set()
+        return [
+            r
+            for folder in self.folders
+            for r in RunStore(folder).records()
+            if str(r.question_id) in ids
+        ]
 
     @property
     def simulated(self) -> bool:

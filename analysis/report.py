@@ -30,6 +30,7 @@ from crawdad.analysis.formatting import details, fmt_p, table1_latex, table1_wid
 from crawdad.analysis.load import Run, concat, load_runs
 from crawdad.analysis.report_discovery import discovery_section, is_discovery_run
 from crawdad.analysis.report_files import write_into
+from crawdad.analysis.shards import pool_shards
 from crawdad.analysis.step_errors import steps_section
 from matplotlib.figure import Figure
 
@@ -328,11 +329,7 @@ def _tool_section(run: Run, w: _Writer) -> list[str]:
         return []
     from crawdad.analysis.tool_use import tool_use
 
-    from crawdad.run.store import RunStore
-
-    ids = set(run.debates["question_id"].astype(str)) if len(run.debates) else set()
-    records = [r for r in RunStore(run.path).records() if str(r.question_id) in ids]
-    md = w.table("tool_use", tool_use(records))
+    md = w.table("tool_use", tool_use(run.records()))
     return [
         f"### Tool use ({_tools_named(run)})",
         "",
@@ -382,6 +379,12 @@ def _run_section(
             if graphs
             else "Causal discovery (pairs): the graphs are scored in the Causal discovery section "
             "above; the sections below read each pair as a yes/no question.",
+            "",
+        ]
+    if run.shards:
+        out += [
+            f"One run pooled from {len(run.shards)} shards (the same settings, disjoint "
+            "questions): " + ", ".join(f"`{p}`" for p in run.shards) + ".",
             "",
         ]
     if run.simulated:
@@ -514,9 +517,12 @@ def write_report(
     workers: int | None = None,
     audit: Path | None = None,
     contradicted: str = "leave-out",
+    compare: bool = False,
 ) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
-    One experiment folder (with `experiment.json`) gets the experiment report instead.
+    One experiment folder (with `experiment.json`) gets the experiment report instead. Folders
+    that are shards of one run (the same settings, disjoint questions) are analysed as one run
+    (`crawdad.analysis.shards`), unless `compare` asks for them side by side.
 
     `workers`: processes used to parse large files and to draw the figures (default: the CPU
     count, at most 4; 1 draws everything in this process). A run folder that cannot be analysed
@@ -538,6 +544,7 @@ def write_report(
 
         return write_experiment_report(Path(run_dirs[0]), out)
     runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
+    runs = pool_shards(runs, compare=compare)
     if audit is not None:  # `crawdad data audit --json`: contradicted labels left out or marked
         from crawdad.analysis.contradicted_labels import apply_audit
 

@@ -30,7 +30,6 @@ from crawdad.analysis.metrics import discovery as D
 from matplotlib.figure import Figure
 
 from crawdad.records import DebateRecord, Turn
-from crawdad.run.store import RunStore
 
 __all__ = [
     "GRAPH_TASK",
@@ -261,9 +260,7 @@ def is_discovery_run(run: Run) -> bool:
 def discovery_frames(run: Run, label: str | None = None) -> DiscoveryFrames:
     """The frames of the debates `load_run` kept for the run (the last line per question, of
     the run's seed, agents and selection)."""
-    keep = set(run.debates["question_id"].astype(str))
-    records = [r for r in RunStore(run.path).records() if str(r.question_id) in keep]
-    return frames_of_records(records, label or run.label)
+    return frames_of_records(run.records(), label or run.label)
 
 
 def _concat(frames: Sequence[DiscoveryFrames]) -> DiscoveryFrames:

@@ -588,8 +588,17 @@ def analyze(
         bool,
         typer.Option("--html", help="Also write report.html: one file, figures embedded."),
     ] = False,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="Compare folders side by side even when they are shards of one run (the same"
+            " settings); by default shards over disjoint questions are pooled into one run.",
+        ),
+    ] = False,
 ) -> None:
-    """Write the paper's tables and figures (and more) for one or more runs."""
+    """Write the paper's tables and figures (and more) for one or more runs. Folders that are
+    shards of one run (one per --range, the same settings) are analysed as one run."""
     if contradicted not in ("leave-out", "mark"):
         raise typer.BadParameter("use leave-out or mark", param_hint="--contradicted")
     from crawdad.run.store import is_experiment, require_run_folder
@@ -605,7 +614,9 @@ def analyze(
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
-        path = write_report(list(run_dirs), target, audit=audit, contradicted=contradicted)
+        path = write_report(
+            list(run_dirs), target, audit=audit, contradicted=contradicted, compare=compare
+        )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
     typer.echo(f"report written: {path}")

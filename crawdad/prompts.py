@@ -127,13 +127,17 @@ class PromptSet:
 
 
 def resolve_set(name_or_path: str | Path) -> Path:
-    """A set name under prompts/ ("paper", "no-confidence"), or a folder of one's own."""
+    """A set name under prompts/ ("paper", "no-confidence"), or a folder of one's own. A folder
+    with a set.toml wins; a shipped set's name wins over a folder without one (a run folder or
+    `runs/paper` beside the command is not a prompt set)."""
     path = Path(name_or_path)
-    if path.is_dir():
+    if path.is_dir() and (path / SET_FILE).is_file():
         return path
     named = PROMPTS_ROOT / str(name_or_path)
     if named.is_dir():
         return named
+    if path.is_dir():
+        return path
     raise PromptError(
         f"prompt set {str(name_or_path)!r} not found: give one of {', '.join(available_sets())} "
         "or the path of a folder with a set.toml and templates"

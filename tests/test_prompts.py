@@ -89,3 +89,16 @@ def test_a_set_may_inherit_and_override(tmp_path: Path) -> None:
     assert mine["initial"].fill(question="Q") == "Answer this. Q"
     assert mine["critique"].text == load_prompts()["critique"].text
     assert mine.label("opponent") == "Rival:" and mine.label("own_later") == "Your response:"
+
+
+def test_a_folder_named_like_a_shipped_set_does_not_shadow_it(tmp_path, monkeypatch) -> None:
+    """`runs/paper` made `cd runs && crawdad run ...` read the run folder as the prompt set."""
+    from crawdad.prompts import PROMPTS_ROOT, resolve_set
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "debates.jsonl").write_text("")
+    assert resolve_set("paper") == PROMPTS_ROOT / "paper"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "set.toml").write_text('inherit = "paper"\n')
+    assert resolve_set("mine") == Path("mine")
