@@ -27,6 +27,14 @@ _EXPORTS = {
     "Turn": "crawdad.records",
     "RunSummary": "crawdad.run.runner",
     "run": "crawdad.run.runner",
+    # For notebooks (crawdad.notebook): runs sync or awaited, run folders as pandas frames.
+    "run_sync": "crawdad.notebook",
+    "run_async": "crawdad.notebook",
+    "experiment_sync": "crawdad.notebook",
+    "experiment_async": "crawdad.notebook",
+    "Frames": "crawdad.notebook",
+    "load_frames": "crawdad.notebook",
+    "report_tables": "crawdad.notebook",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -380,17 +380,10 @@ def experiment(
     progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
 ) -> None:
     """Run (or resume) every variant of an experiment over the same questions, together."""
-    from crawdad.run.experiment import (
-        experiment_manifest,
-        load_experiment,
-        run_experiment,
-        variant_configs,
-    )
+    from crawdad.run.experiment import prepare, run_experiment
     from crawdad.run.runner import RunStopped, RunSummary
-    from crawdad.tasks import task_named
 
     _check_out(out)
-    spec, sha = load_experiment(file)
     flags, _origins = _overrides(
         concurrency=concurrency,
         limit=limit,
@@ -401,16 +394,7 @@ def experiment(
         alignments=alignments,
         questions_file=questions_file,
     )
-    configs = variant_configs(spec, str(file), flags)
-    first = next(iter(configs.values()))
-    by_task: dict[str, Any] = {}  # variants of two tasks (MAC's pairs and whole graphs)
-    for cfg in configs.values():
-        if cfg.task not in by_task:
-            task = task_named(cfg.task)
-            loaded = task.load(data, first.selection.questions_file)
-            by_task[cfg.task] = task.select(loaded, first.selection, first.seed)
-    dataset = {name: by_task[cfg.task] for name, cfg in configs.items()}
-    manifest = experiment_manifest(spec, str(file), sha, list(configs))
+    configs, manifest, dataset = prepare(file, data, flags)
     names = list(configs)
 
     def show(summaries: list[RunSummary]) -> None:

@@ -142,9 +142,9 @@ def test_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
 
 
-def test_only_the_cli_and_the_viewer_import_the_analysis() -> None:
+def test_only_the_cli_the_viewer_and_the_notebook_api_import_the_analysis() -> None:
     graph = import_graph()
-    top = ("crawdad.cli", "crawdad.view")
+    top = ("crawdad.cli", "crawdad.view", "crawdad.notebook")
     offenders = {
         m: sorted(d for d in deps if d.startswith("crawdad.analysis"))
         for m, deps in graph.items()

@@ -246,3 +246,24 @@ def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def prepare(
+    file: Path, data: Path, flags: dict[str, Any] | None = None
+) -> tuple[dict[str, RunConfig], ExperimentManifest, dict[str, Any]]:
+    """What `crawdad experiment FILE --data DATA` runs: each variant's config (the command's
+    `flags` applied to all), the experiment's manifest, and each variant's questions (variants of
+    two tasks, as MAC's pairs and whole graphs, each get their task's items)."""
+    from crawdad.tasks import task_named
+
+    spec, sha = load_experiment(file)
+    configs = variant_configs(spec, str(file), flags)
+    first = next(iter(configs.values()))
+    by_task: dict[str, Any] = {}
+    for cfg in configs.values():
+        if cfg.task not in by_task:
+            task = task_named(cfg.task)
+            loaded = task.load(data, first.selection.questions_file)
+            by_task[cfg.task] = task.select(loaded, first.selection, first.seed)
+    dataset = {name: by_task[cfg.task] for name, cfg in configs.items()}
+    return configs, experiment_manifest(spec, str(file), sha, list(configs)), dataset
