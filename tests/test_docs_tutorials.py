@@ -40,6 +40,7 @@ def test_the_tutorials_have_runnable_steps() -> None:
         "tutorials/tools.md",
         "tutorials/bench.md",
         "tutorials/clusters.md",
+        "tutorials/notebook.md",
     }
     assert wanted <= names
 
