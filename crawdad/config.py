@@ -406,8 +406,15 @@ def normalized_config(dumped: dict[str, Any], schema_version: int = 2) -> dict[s
     data = dict(dumped)
     if schema_version < 2 and data.get("prompts_dir") is None:
         data.setdefault("prompt_set", "crawdad-v1")
-    for spec in [*data.get("agents", []), data.get("extractor") or {}, data.get("judge") or {}]:
-        if spec.get("api_key") == "***":
+    agents = data.get("agents")
+    specs = [
+        *(agents if isinstance(agents, list) else []),
+        data.get("extractor"),
+        data.get("judge"),
+    ]
+    for spec in specs:
+        # a manifest not written by RunConfig (a synthetic run's) may hold other shapes
+        if isinstance(spec, dict) and spec.get("api_key") == "***":
             spec["api_key"] = None
     try:
         return public_dump(RunConfig.model_validate(data))

@@ -8,8 +8,11 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,11 +20,25 @@ from crawdad.data.demo_questions import write_cladder
 from crawdad.data.questions import load_cladder
 from crawdad.demo import answer_key
 from crawdad.fake import FakeServer, FaultPlan, LatencyModel, paper_models
+from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, as_models
 from crawdad.fake.faults import GARBAGE_FAULTS
 from crawdad.protocols import first_speaker
 from crawdad.run.store import read_jsonl_ids
 
 N = 40
+
+
+def _config(tmp_path: Path, url: str) -> Path:
+    config = tmp_path / "crawdad.toml"
+    config.write_text(
+        "seed = 11\nconcurrency = 6\n[retry]\ninitial_wait = 0\n"
+        + "".join(
+            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{url}"]\n'
+            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
+        )
+        + f'[extractor]\nbase_urls = ["{url}"]\n'
+    )
+    return config
 
 
 @pytest.fixture
@@ -30,16 +47,7 @@ def setup(tmp_path: Path):
     questions = load_cladder(data).questions
     latency = LatencyModel(base_seconds=0.01, per_token_seconds=0.00001, capacity=8)
     with FakeServer("ollama", paper_models(answer_key(questions)), latency=latency) as server:
-        config = tmp_path / "crawdad.toml"
-        config.write_text(
-            "seed = 11\nconcurrency = 6\n[retry]\ninitial_wait = 0\n"
-            + "".join(
-                f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{server.url}"]\n'
-                for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-            )
-            + f'[extractor]\nbase_urls = ["{server.url}"]\n'
-        )
-        yield data, config
+        yield data, _config(tmp_path, server.url)
 
 
 def crawdad(data: Path, config: Path, out: Path) -> subprocess.Popen[str]:
@@ -76,39 +84,68 @@ def wait_for_lines(
         time.sleep(0.005)
 
 
-def test_sigkill_ten_times_then_resume_records_every_question_once(setup, tmp_path: Path) -> None:
-    data, config = setup
+class RequestBudget:
+    """Wraps a server's models: once `left` requests have been answered, every further one
+    hangs (until the server stops). A run can then write at most `left` records, however fast
+    the machine; `held` says when it is stuck waiting."""
+
+    def __init__(self, models: dict[str, Any]) -> None:
+        self.left = 0
+        self.held = 0
+        self._lock = threading.Lock()
+        self.models = {name: self._wrap(as_models({name: m})[name]) for name, m in models.items()}
+
+    def _wrap(self, model: FakeModel) -> Callable[[FakeRequest], FakeReply]:
+        def reply(request: FakeRequest) -> FakeReply:
+            with self._lock:
+                if self.left <= 0:
+                    self.held += 1
+                    return FakeReply(fault="hang")
+                self.left -= 1
+            return model.reply(request)
+
+        return reply
+
+
+def test_sigkill_ten_times_then_resume_records_every_question_once(tmp_path: Path) -> None:
+    data = write_cladder(tmp_path / "data", N)
+    budget = RequestBudget(paper_models(answer_key(load_cladder(data).questions)))
     out = tmp_path / "run"
     debates = out / "debates.jsonl"
     rng = random.Random(5)
-    kills = 0
-    while kills < 10:
+    with FakeServer("ollama", budget.models, latency=LatencyModel(capacity=8)) as server:
+        config = _config(tmp_path, server.url)
+        for _ in range(10):
+            # A record needs at least two answers (a debater's and the extractor's): with at
+            # most 6 answers per process, ten kills leave most of the 40 questions undone.
+            held, budget.left = budget.held, rng.randint(0, 6)
+            proc = crawdad(data, config, out)
+            deadline = time.monotonic() + 60
+            while budget.held == held:  # killed once it waits on a held request
+                assert proc.poll() is None, "the run ended before it was killed"
+                assert time.monotonic() < deadline, "the run made no progress"
+                time.sleep(0.005)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert lines_in(debates) < N
+        budget.left = 10**9
+        before = debates.read_bytes()
         proc = crawdad(data, config, out)
-        start = lines_in(debates)
-        wait_for_lines(proc, debates, start + rng.randint(0, 3))
-        if proc.poll() is not None:
-            break
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        kills += 1
-    assert kills == 10, "the run finished before ten kills; make it longer"
-    before = debates.read_bytes()
-    proc = crawdad(data, config, out)
-    _stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
-    after = debates.read_bytes()
-    # Nothing written before was lost or altered (a torn tail is moved aside, never rewritten).
-    torn = out / "debates.torn.jsonl"
-    kept = before if not torn.exists() else before[: before.rfind(b"\n") + 1]
-    assert after.startswith(kept)
-    ids = read_jsonl_ids(debates)
-    assert sorted(ids, key=int) == [str(i) for i in range(N)]  # every question exactly once
-    # The same first speakers as an uninterrupted run with the same seed.
-    names = ["qwen3", "deepseek-r1"]
-    for line in debates.read_text().splitlines():
-        record = json.loads(line)
-        assert record["first_speaker"] == first_speaker(11, record["question_id"], names)
-        assert record["error"] is None
+        _stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        after = debates.read_bytes()
+        # Nothing written before was lost or altered (a torn tail is moved aside, never rewritten).
+        torn = out / "debates.torn.jsonl"
+        kept = before if not torn.exists() else before[: before.rfind(b"\n") + 1]
+        assert after.startswith(kept)
+        ids = read_jsonl_ids(debates)
+        assert sorted(ids, key=int) == [str(i) for i in range(N)]  # every question exactly once
+        # The same first speakers as an uninterrupted run with the same seed.
+        names = ["qwen3", "deepseek-r1"]
+        for line in debates.read_text().splitlines():
+            record = json.loads(line)
+            assert record["first_speaker"] == first_speaker(11, record["question_id"], names)
+            assert record["error"] is None
 
 
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(setup, tmp_path: Path) -> None:

@@ -82,7 +82,10 @@ _SAID_CLOSING: set[str] = set()  # servers the log has named as closing their co
 
 
 async def _saw_reuse(session: Any, trace: Any, params: Any) -> None:
-    trace.trace_request_ctx.reused = True
+    # Only the streamed requests ask to be told (their trace_request_ctx); a plain GET on the
+    # same session (model list, version) has none.
+    if trace.trace_request_ctx is not None:
+        trace.trace_request_ctx.reused = True
 
 
 class StreamConnections:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, MutableMapping
 from importlib import import_module
 from typing import Any
 
@@ -27,8 +27,9 @@ _WHERE: dict[str, tuple[str, str, tuple[Any, ...], dict[str, Any]]] = {
 }
 
 
-class _Tasks(Mapping[str, Task]):
-    """The tasks by name, each made on first use."""
+class _Tasks(MutableMapping[str, Task]):
+    """The tasks by name, each made on first use. A task of one's own is registered by
+    assignment: `TASKS["colours"] = ColourTask()`."""
 
     def __init__(self) -> None:
         self._made: dict[str, Task] = {}
@@ -39,14 +40,26 @@ class _Tasks(Mapping[str, Task]):
             self._made[name] = getattr(import_module(module), cls)(*args, **kwargs)
         return self._made[name]
 
+    def __setitem__(self, name: str, task: Task) -> None:
+        self._made[name] = task
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._made and name not in _WHERE:
+            raise KeyError(name)
+        self._made.pop(name, None)
+        _WHERE.pop(name, None)
+
+    def _names(self) -> list[str]:
+        return [*_WHERE, *(n for n in self._made if n not in _WHERE)]
+
     def __iter__(self) -> Iterator[str]:
-        return iter(_WHERE)
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return len(_WHERE)
+        return len(self._names())
 
 
-TASKS: Mapping[str, Task] = _Tasks()
+TASKS: MutableMapping[str, Task] = _Tasks()
 
 
 def task_named(name: str) -> Task:
