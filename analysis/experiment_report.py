@@ -11,7 +11,6 @@ Layout of `out/`:
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -365,7 +364,7 @@ def _write(whole: Experiment, out: Path) -> Path:
         ]
     m = exp.manifest
     md += [
-        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from the experiment "
+        f"Written from the experiment "
         f"`{exp.path}` (file `{m.file}`, sha256 {m.file_sha256[:12]}, crawdad "
         f"{m.crawdad_version}). Baseline: "
         + (f"`{m.baseline}`." if m.baseline else "none named (no paired comparisons)."),

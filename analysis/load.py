@@ -34,7 +34,7 @@ from crawdad.analysis.response_text import SentimentScorer
 from pydantic import ValidationError
 
 from crawdad.errors import StoreError
-from crawdad.records import DebateRecord, RunManifest
+from crawdad.records import DebateRecord, RunManifest, ServedBy
 from crawdad.run.store import RunStore, is_being_written, read_selected_ids, require_run_folder
 
 __all__ = [
@@ -152,6 +152,21 @@ class Run:
     def folders(self) -> list[Path]:
         """The run folders this run's records come from."""
         return self.shards or [self.path]
+
+    def served(self) -> dict[str, list[ServedBy]]:
+        """Role -> what served it (each server and model build once), over every folder of the
+        run: a cluster's shards may have been answered by different servers."""
+        manifests = [_read_manifest(p) for p in self.shards] if self.shards else [self.manifest]
+        out: dict[str, list[ServedBy]] = {}
+        for m in manifests:
+            for role, entries in (m.served if m else {}).items():
+                have = out.setdefault(role, [])
+                have += [
+                    e
+                    for e in entries
+                    if (e.url, e.build()) not in {(h.url, h.build()) for h in have}
+                ]
+        return out
 
     def records(self) -> list[DebateRecord]:
         """The records of the debates this run kept (latest line per question), from every
@@ -554,7 +569,12 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
     for msg in problems:
         warnings.warn(msg, stacklevel=2)
 
-    kept = [p for q, p in latest.items() if q not in other and q not in outside]
+    # In question order, not the order the debates finished: every sum, mean and resampled CI
+    # is then a function of the records alone, whatever order their lines were written in.
+    kept = sorted(
+        (p for q, p in latest.items() if q not in other and q not in outside),
+        key=lambda p: _id_key(p.qid),
+    )
     debates = [p.debate for p in kept if p.debate is not None]
     turns = [t for p in kept for t in (p.turns or [])]
     d, t = _frames(label, debates, turns)
@@ -572,6 +592,12 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
         live=live,
         warnings=problems,
     )
+
+
+def _id_key(qid: str | None) -> tuple[int, int, str]:
+    """Question ids in their natural order: numbers by value, then other ids as text."""
+    text = str(qid)
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
 
 
 def _unique_labels(paths: Sequence[Path]) -> list[str]:

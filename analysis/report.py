@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +33,7 @@ from crawdad.analysis.shards import pool_shards
 from crawdad.analysis.step_errors import steps_section
 from matplotlib.figure import Figure
 
+from crawdad import __version__
 from crawdad.errors import StoreError
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
@@ -506,6 +506,45 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
     return to_markdown(pd.DataFrame(rows), formatted=True)
 
 
+def _served_lines(runs: list[Run]) -> list[str]:
+    """What answered each run (asked at the start of every session), and a warning when one
+    model name was served as more than one build: their numbers are not one model's."""
+    lines: list[str] = []
+    builds: dict[str, dict[tuple[str | None, ...], list[str]]] = {}
+    for r in runs:
+        served = r.served()
+        if not served:
+            continue
+        lines += [f"**Served by** (run `{r.label}`):", ""]
+        for role, entries in served.items():
+            lines += [f"- {role}: {e.describe()}" for e in entries]
+            for e in entries:
+                if e.software is not None:
+                    where = builds.setdefault(e.model, {}).setdefault(e.build(), [])
+                    if r.label not in where:
+                        where.append(r.label)
+        lines.append("")
+    for model, found in builds.items():
+        if len(found) > 1:
+            told = "; ".join(
+                f"{_build_words(b)} in {', '.join(f'`{x}`' for x in labels)}"
+                for b, labels in found.items()
+            )
+            lines += [f"> **Different builds of `{model}`:** {told}.", ""]
+    return lines
+
+
+def _build_words(build: tuple[str | None, ...]) -> str:
+    software, version, digest, root, quantization = build
+    parts = [
+        " ".join(x for x in (software, version) if x),
+        f"digest {digest[:12]}" if digest else None,
+        f"root {root}" if root else None,
+        quantization,
+    ]
+    return ", ".join(p for p in parts if p)
+
+
 def _default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
@@ -576,10 +615,12 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
                 "",
             ]
     md += [
-        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(runs)} run(s).",
+        # no clock time: the same records give the same report, byte for byte
+        f"Written by crawdad {__version__} from {len(runs)} run(s).",
         "",
         _runs_table(runs, tables),
         "",
+        *_served_lines(runs),
     ]
     problems = [p for r in runs for p in r.warnings]
     if problems:

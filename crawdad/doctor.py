@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from crawdad.backends import make_backend
+from crawdad.backends.base import ServerInfo
 from crawdad.config import ModelSpec, RunConfig
 from crawdad.errors import BackendError, CrawdadError
+from crawdad.records import ServedBy
 
 # Seconds a server has to list its models during a readiness check (`crawdad doctor`, the start
 # of `crawdad run`), however long a response may take.
@@ -38,6 +41,7 @@ class ServerCheck:
     backend: str
     version: str | None = None
     models: list[str] = field(default_factory=list)
+    info: ServerInfo | None = None  # what the server said of itself and its models' builds
     error: str | None = None
     hung: bool = False  # took connections but did not answer in time
 
@@ -56,6 +60,33 @@ class DoctorReport:
     def versions(self) -> dict[str, str | None]:
         return {url: s.version for url, s in self.servers.items()}
 
+    @property
+    def simulated(self) -> bool:
+        """Every server that answered is crawdad's fake."""
+        infos = [s.info for s in self.servers.values() if s.info is not None]
+        return bool(infos) and all(i.simulated for i in infos)
+
+    def served(self, config: RunConfig) -> dict[str, list[ServedBy]]:
+        """Role -> what serves it, one entry per base URL (for the run's manifest)."""
+        now = datetime.now(UTC)
+        out: dict[str, list[ServedBy]] = {}
+        for role, spec in _specs(config):
+            for url in spec.base_urls:
+                info = self.servers[url].info if url in self.servers else None
+                build = info.models.get(spec.model) if info is not None else None
+                out.setdefault(role, []).append(
+                    ServedBy(
+                        url=url,
+                        model=spec.model,
+                        software=info.software if info else None,
+                        version=info.version if info else None,
+                        simulated=info.simulated if info else False,
+                        asked_at=now,
+                        **(build.model_dump() if build else {}),
+                    )
+                )
+        return out
+
 
 def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
     judge = [("judge", config.judge)] if config.judge is not None else []
@@ -72,8 +103,9 @@ async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
     check = ServerCheck(url=url, backend=spec.backend)
     try:
         async with asyncio.timeout(limit):
-            check.models = await backend.list_models()
-            check.version = await backend.version()
+            check.info = await backend.describe()
+            check.models = list(check.info.models)
+            check.version = check.info.version
     except TimeoutError:
         check.hung = True
         check.error = (

@@ -20,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    answered from data (tasks cladder-data*, the perfect estimator's answer in `item`) and the
 #    pipeline protocol (LLM4Causal): roles task and interpretation, its steps in `pipeline`, tool
 #    calls crawdad made itself (mode "pipeline").
-# Version 1 to 3 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 4
+# 5: the manifest's `served`: what answered each role (server software and version, the model's
+#    build), asked once at the start of every session; records unchanged.
+# Version 1 to 4 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 5
 
 Answer = Literal["yes", "no"]
 YES_NO = ("yes", "no")
@@ -274,6 +276,41 @@ class DatasetInfo(Record):
     selected_ids: list[str] | None = Field(default=None, exclude=True)
 
 
+class ServedBy(Record):
+    """What one server said of itself and of one model it serves, asked at the start of a
+    session. Fields a server does not tell are None."""
+
+    url: str  # the base URL asked
+    model: str  # the model name asked for
+    software: str | None = None  # ollama, vllm, llama.cpp, llama-cpp-python, sglang, ...
+    version: str | None = None  # the server's version or build
+    digest: str | None = None  # Ollama: the model's digest (another pull, another digest)
+    root: str | None = None  # vLLM and SGLang: the served model's path or repository
+    quantization: str | None = None  # Ollama: the quantization level (Q4_K_M, ...)
+    parameter_size: str | None = None  # Ollama: the size it reports (32.8B, ...)
+    simulated: bool = False  # the server is crawdad's fake (it says so in a response header)
+    asked_at: datetime | None = None  # UTC, when the server was asked
+
+    def build(self) -> tuple[str | None, ...]:
+        """What tells one build of a model from another: same name, other weights or server."""
+        return (self.software, self.version, self.digest, self.root, self.quantization)
+
+    def describe(self) -> str:
+        """One line for a report: `qwen3:32b on ollama 0.12.6 (digest 1a2b3c4d5e6f, Q4_K_M)`."""
+        server = " ".join(x for x in (self.software or "an unknown server", self.version) if x)
+        parts = [
+            f"digest {self.digest[:12]}" if self.digest else None,
+            f"root {self.root}" if self.root and self.root != self.model else None,
+            self.quantization,
+            "simulated" if self.simulated else None,
+        ]
+        details = ", ".join(p for p in parts if p)
+        # a fake's URL is a random loopback port: left out, so that two identical simulated
+        # runs give the same report
+        where = "" if self.simulated else f" at {self.url}"
+        return f"{self.model} on {server}{where}" + (f" ({details})" if details else "")
+
+
 class RunManifest(Record):
     """Written once when a run folder is created; checked on every resume."""
 
@@ -285,6 +322,9 @@ class RunManifest(Record):
     dataset: DatasetInfo  # what was read and selected
     servers: dict[str, str | None] = Field(default_factory=dict)  # base URL -> server version
     simulated: bool = False  # served by crawdad's fake servers
+    # Role ("agent NAME", "judge", "extractor") -> what served it, one entry per base URL; a
+    # resume on another build adds its entries (and a note). Empty before schema 5.
+    served: dict[str, list[ServedBy]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)  # what --force replaced, with a timestamp
 
 

@@ -57,7 +57,7 @@ setup, gate = build_setup(config)
 task = task_named(config.task)
 dataset = task.select(task.load(Path("examples")), config.selection, config.seed)
 store = RunStore(Path({str(tmp_path / "run")!r}))
-store.open(manifest_for(config, dataset, setup, {{}}, False))
+store.open(manifest_for(config, dataset, setup, None, False))
 store.close()
 """
     assert _imported_after(code) == []

@@ -1,6 +1,6 @@
 """Accuracy: Table 1, accuracy by any column, McNemar before vs after debate, accuracy by cap.
 
-Definitions (paper, section 4 and DESIGN.md):
+Definitions (paper, section 4, and docs/explanation/design.md):
 - "initial" accuracy of a model: over the debates where it spoke first, its round-0 answer;
 - "final" accuracy of a model: over the same debates, the debate's final answer (so the final
   answer is attributed to the first speaker's model);

@@ -62,6 +62,30 @@ class ChatResult(BaseModel):
     tool_calls: list[ToolCallOut] = Field(default_factory=list)  # native tool calls
 
 
+# crawdad's fake servers put this header on every response, so that a run against
+# `crawdad fake-server` is marked simulated like the demo's.
+FAKE_HEADER = "X-Crawdad-Fake"
+
+
+class ModelBuild(BaseModel):
+    """What a server tells of one model it serves (None where it does not)."""
+
+    digest: str | None = None
+    root: str | None = None
+    quantization: str | None = None
+    parameter_size: str | None = None
+
+
+class ServerInfo(BaseModel):
+    """What a server says of itself: its software, version, whether it is crawdad's fake, and
+    each served model's build."""
+
+    software: str | None = None
+    version: str | None = None
+    simulated: bool = False
+    models: dict[str, ModelBuild] = Field(default_factory=dict)
+
+
 class Backend(Protocol):
     """One server (one base URL) serving one or more models."""
 
@@ -71,7 +95,7 @@ class Backend(Protocol):
 
     async def list_models(self) -> list[str]: ...
 
-    async def version(self) -> str | None: ...
+    async def describe(self) -> ServerInfo: ...
 
     async def aclose(self) -> None: ...
 

@@ -13,9 +13,12 @@ import httpx
 
 from crawdad import __version__
 from crawdad.backends.base import (
+    FAKE_HEADER,
     GARBAGE_ERRORS,
     ChatRequest,
     ChatResult,
+    ModelBuild,
+    ServerInfo,
     ToolCallOut,
     garbled,
 )
@@ -158,6 +161,10 @@ class OllamaBackend:
             return await read_ndjson(resp, self.url, guard, OllamaError)
 
     async def _get_json(self, path: str, seconds: float) -> Any:
+        return (await self._get(path, seconds))[0]
+
+    async def _get(self, path: str, seconds: float) -> tuple[Any, bool]:
+        """The JSON body of GET `path`, and whether crawdad's fake server sent it."""
         url = f"{self.url.rstrip('/')}{path}"
         async with (
             asyncio.timeout(seconds),
@@ -165,34 +172,55 @@ class OllamaBackend:
         ):
             if resp.status >= 400:
                 raise OllamaError(_error_text(await resp.text(errors="replace")), resp.status)
-            return await resp.json(content_type=None)
+            return await resp.json(content_type=None), FAKE_HEADER in resp.headers
 
-    async def list_models(self) -> list[str]:
+    async def _listing(self) -> tuple[list[dict[str, Any]], bool]:
         try:
-            listing = await self._get_json("/api/tags", self._timeout)
-            found = [str(m.get("model") or m.get("name")) for m in listing["models"]]
+            listing, fake = await self._get("/api/tags", self._timeout)
+            models = list(listing["models"])
+            found = [str(m.get("model") or m.get("name")) for m in models]  # checks each shape
         except (OllamaError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, "") from e
         except (*GARBAGE_ERRORS, KeyError, TypeError, AttributeError) as e:
             raise garbled(self.url, "Ollama's list of models", e) from e
-        names: list[str] = []
-        for name in found:
-            names.append(name)
-            if name.endswith(":latest"):
-                names.append(name.removesuffix(":latest"))
-        return names
+        return [{**m, "model": name} for m, name in zip(models, found, strict=True)], fake
 
-    async def version(self) -> str | None:
+    async def list_models(self) -> list[str]:
+        return list((await self._builds())[0])
+
+    async def _builds(self) -> tuple[dict[str, ModelBuild], bool]:
+        """Each served model's build, under its name (and without `:latest`, as Ollama takes it)."""
+        models, fake = await self._listing()
+        builds: dict[str, ModelBuild] = {}
+        for m in models:
+            details = m.get("details") if isinstance(m.get("details"), dict) else {}
+            build = ModelBuild(
+                digest=_text(m.get("digest")),
+                quantization=_text(details.get("quantization_level")),
+                parameter_size=_text(details.get("parameter_size")),
+            )
+            builds[m["model"]] = build
+            if m["model"].endswith(":latest"):
+                builds[m["model"].removesuffix(":latest")] = build
+        return builds, fake
+
+    async def describe(self) -> ServerInfo:
+        builds, fake = await self._builds()
         try:
             answer = await self._get_json("/api/version", 10.0)
-            return str(answer.get("version"))
+            version = _text(answer.get("version"))
         except (OllamaError, *TRANSPORT_ERRORS, ValueError, AttributeError):
-            return None
+            version = None  # the version is nice to have, never worth failing on
+        return ServerInfo(software="ollama", version=version, simulated=fake, models=builds)
 
     async def aclose(self) -> None:
         await self._http.close()
         if self._client is not None:
             await self._client._client.aclose()
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
 
 
 def _error_text(body: str) -> str:

@@ -18,9 +18,12 @@ import msgspec
 import openai
 
 from crawdad.backends.base import (
+    FAKE_HEADER,
     GARBAGE_ERRORS,
     ChatRequest,
     ChatResult,
+    ModelBuild,
+    ServerInfo,
     ToolCallOut,
     garbled,
     split_think,
@@ -31,10 +34,22 @@ from crawdad.backends.streaming import REASONING_FIELDS, StreamConnections, Stre
 from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
+# What /v1/models' `owned_by` says of the software serving it. llama-cpp-python writes "me".
+SOFTWARE = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "llamacpp": "llama.cpp",
+    "me": "llama-cpp-python",
+}
+
 # Tried in this order until a server takes one: the OpenAI form (vLLM, SGLang, LM Studio),
 # llama-cpp-python's own form (it refuses the first with a 500), vLLM's native field.
 STRUCTURED_FORMS = ("json_schema", "json_object", "structured_outputs")
 _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structured", "schema")
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
 
 
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
@@ -277,10 +292,10 @@ class OpenAIBackend:
                 raise StatusError(resp.status, await resp.text(errors="replace"))
             return await read_sse(resp, self.url, guard)
 
-    async def list_models(self) -> list[str]:
+    async def _models(self) -> list[Any]:
         try:
             page = await self._client.models.list()
-            return [str(m.id) for m in page.data]
+            return list(page.data)
         except Exception as e:
             if isinstance(e, openai.APIError) or failure_kind(e):
                 raise translate_error(e, self.url, "") from e
@@ -288,13 +303,42 @@ class OpenAIBackend:
                 raise garbled(self.url, "a list of models", e) from e
             raise
 
-    async def version(self) -> str | None:
-        root = self.url.removesuffix("/v1")
+    async def list_models(self) -> list[str]:
+        return [str(m.id) for m in await self._models()]
+
+    async def describe(self) -> ServerInfo:
+        models = await self._models()
+        owners = {str(getattr(m, "owned_by", "") or "") for m in models}
+        builds = {
+            str(m.id): ModelBuild(root=_text(getattr(m, "root", None)) or None) for m in models
+        }
+        software = next((SOFTWARE[o] for o in owners if o in SOFTWARE), None)
+        version, fake = None, False
+        # vLLM (and SGLang) tell their version at /version; llama-server its build at /props.
+        for path in ("/version", "/props"):
+            answer, fake_here = await self._get_root(path)
+            fake = fake or fake_here
+            if path == "/version" and answer.get("version"):
+                version = str(answer["version"])
+                break
+            if path == "/props" and answer.get("build_info"):
+                software, version = "llama.cpp", str(answer["build_info"])
+                break
+        if software is None:
+            software = next(iter(sorted(owners - {""})), None) or "openai-compatible"
+        return ServerInfo(software=software, version=version, simulated=fake, models=builds)
+
+    async def _get_root(self, path: str) -> tuple[dict[str, Any], bool]:
+        """GET a path beside /v1 (the JSON object, or {} on any failure) and whether crawdad's
+        fake server answered: nice to have, never worth failing on."""
+        root = self.url.rstrip("/").removesuffix("/v1")
         try:
-            resp = await self._client._client.get(f"{root}/version")  # vLLM has it; others may not
-            return str(resp.json()["version"]) if resp.status_code == 200 else None
-        except Exception:  # the version is nice to have, never worth failing on
-            return None
+            resp = await self._client._client.get(f"{root}{path}")
+            fake = FAKE_HEADER in resp.headers
+            body = resp.json() if resp.status_code == 200 else {}
+            return (body if isinstance(body, dict) else {}), fake
+        except Exception:
+            return {}, False
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -28,6 +28,7 @@ from crawdad.bench.loadgen import cpu_seconds, generate_load, load_pools, load_t
 from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools
 from crawdad.config import RunConfig
 from crawdad.data.questions import Dataset
+from crawdad.doctor import DoctorReport
 from crawdad.errors import ConfigError, CrawdadError
 from crawdad.run.runner import (
     build_setup,
@@ -158,7 +159,7 @@ async def crawdad_phase(
     folder: Path,
     concurrency: int,
     seconds: float,
-    servers: dict[str, str | None],
+    servers: DoctorReport,
     *,
     drain: float = 60.0,
     tick: Callable[[float, RequestLog], None] | None = None,

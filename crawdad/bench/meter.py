@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from crawdad.backends.base import Backend, ChatRequest, ChatResult
+from crawdad.backends.base import Backend, ChatRequest, ChatResult, ServerInfo
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.pool import ModelPool
 
@@ -207,8 +207,8 @@ class Metered:
     async def list_models(self) -> list[str]:
         return await self.inner.list_models()
 
-    async def version(self) -> str | None:
-        return await self.inner.version()
+    async def describe(self) -> ServerInfo:
+        return await self.inner.describe()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

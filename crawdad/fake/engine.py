@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from crawdad.backends.base import FAKE_HEADER
 from crawdad.fake.behaviour import (
     Behaviour,
     FakeModel,
@@ -382,6 +383,12 @@ def _garbage_body(render: Renderer, fault: FaultKind) -> web.Response:
     """A 200 whose whole body is not the API's."""
     content_type = "text/html" if fault == "html" else render.content_type
     return web.Response(body=render.garbage(fault, False), content_type=content_type)
+
+
+async def announce_fake(request: web.Request, response: web.StreamResponse) -> None:
+    """Every response says it came from crawdad's fake (one header the real servers never send),
+    so that a run against `crawdad fake-server` is marked simulated."""
+    response.headers[FAKE_HEADER] = "1"
 
 
 async def _cut_body(request: web.Request, body: bytes, content_type: str) -> web.StreamResponse:

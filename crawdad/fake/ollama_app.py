@@ -21,7 +21,7 @@ from aiohttp import web
 from pydantic import Field, model_validator
 
 from crawdad.fake.behaviour import FakeModel, FakeRequest, FaultKind
-from crawdad.fake.engine import Engine
+from crawdad.fake.engine import Engine, announce_fake
 from crawdad.fake.generation import THINKING, Plan, ThinkingMode, plan_reply, prompt_tokens
 from crawdad.fake.protocol import (
     GARBLED,
@@ -169,6 +169,7 @@ class OllamaRender:
 def build_ollama_app(engine: Engine, settings: OllamaSettings) -> web.Application:
     style = OllamaStyle()
     app = web.Application(middlewares=[engine.middleware(style)], client_max_size=64 * 2**20)
+    app.on_response_prepare.append(announce_fake)
 
     async def chat(request: web.Request) -> web.StreamResponse:
         arrived = time.monotonic()

@@ -23,7 +23,7 @@ from aiohttp import web
 from pydantic import Field
 
 from crawdad.fake.behaviour import FakeRequest, FaultKind
-from crawdad.fake.engine import Engine
+from crawdad.fake.engine import Engine, announce_fake
 from crawdad.fake.generation import THINKING, Plan, ThinkingMode, plan_reply, prompt_tokens
 from crawdad.fake.protocol import (
     GARBLED,
@@ -227,6 +227,7 @@ def _usage(t: Timings) -> dict[str, Any]:
 def build_openai_app(engine: Engine, settings: OpenAISettings) -> web.Application:
     style = OpenAIStyle(settings.error_style)
     app = web.Application(middlewares=[engine.middleware(style)], client_max_size=64 * 2**20)
+    app.on_response_prepare.append(announce_fake)
 
     def check_key(request: web.Request) -> None:
         if settings.api_key is None:

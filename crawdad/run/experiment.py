@@ -211,7 +211,7 @@ async def run_experiment(
         for name, config in configs.items():
             data = dataset[name] if isinstance(dataset, Mapping) else dataset
             setup, _ = build_setup(config, simulated, pools, responses)
-            servers = await check_servers_of(config) if check_servers else {}
+            servers = await check_servers_of(config) if check_servers else None
             store = RunStore(out / name)
             try:
                 scan = store.open(

@@ -21,7 +21,7 @@ from crawdad.backends import ModelPool, make_backend
 from crawdad.backends.schedule import ModelGate
 from crawdad.config import ModelSpec, RunConfig, public_dump
 from crawdad.data.questions import Dataset, Question
-from crawdad.doctor import diagnose, require_ready
+from crawdad.doctor import DoctorReport, diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
@@ -261,17 +261,19 @@ def manifest_for(
     config: RunConfig,
     dataset: Dataset,
     setup: DebateSetup,
-    servers: dict[str, str | None],
+    servers: DoctorReport | None,
     simulated: bool,
 ) -> RunManifest:
+    """`servers`: the readiness check's report (None when the servers were not checked)."""
     return RunManifest(
         crawdad_version=__version__,
         created_at=datetime.now(UTC),
         config=public_dump(config),
         prompts=setup.prompts.versions(),
         dataset=dataset.info,
-        servers=servers,
-        simulated=simulated,
+        servers=servers.versions() if servers else {},
+        served=servers.served(config) if servers else {},
+        simulated=simulated or (servers is not None and servers.simulated),
     )
 
 
@@ -494,7 +496,7 @@ async def run(
 ) -> RunSummary:
     """Run (or resume) every selected question's debate, appending records to `out`."""
     setup, gate = build_setup(config, simulated)
-    servers: dict[str, str | None] = {}
+    servers: DoctorReport | None = None
     try:
         if check_servers:
             servers = await check_servers_of(config)
@@ -518,12 +520,12 @@ async def run(
             await pool.aclose()
 
 
-async def check_servers_of(config: RunConfig) -> dict[str, str | None]:
+async def check_servers_of(config: RunConfig) -> DoctorReport:
     report = await diagnose(config)
     require_ready(report)
     for warning in report.warnings:
         log.warning("%s", warning)
-    return report.versions()
+    return report
 
 
 async def run_jobs(

@@ -157,7 +157,7 @@ class RunStore:
                 os.replace(manifest_path, self.path / f"manifest.{stamp}.json")
                 return self._write_new(manifest, "", keep_notes=old.notes)
             self._add_selected_ids(old, manifest)
-            return old
+            return self._add_served(old, manifest)
         if lines := self._count_lines():
             if not force:
                 raise StoreError(
@@ -203,6 +203,29 @@ class RunStore:
         if added := [q for q in ids if q not in known]:
             text = path.read_text(encoding="utf-8") if path.exists() else ""
             _atomic_write(path, text + "".join(f"{q}\n" for q in added))
+
+    def _add_served(self, old: RunManifest, new: RunManifest) -> RunManifest:
+        """A resume answered by another build of a model (a re-pulled tag, another server
+        version) is noted, and its servers added: the analysis then says the run mixes builds."""
+        served = {role: list(entries) for role, entries in old.served.items()}
+        changed: list[str] = []
+        for role, entries in new.served.items():
+            known = {e.build() for e in served.get(role, [])}
+            fresh = [e for e in entries if e.build() not in known]
+            if fresh and role in served:
+                changed += [f"{role}: now {e.describe()}" for e in fresh]
+            if fresh:
+                served[role] = [*served.get(role, []), *fresh]
+        if served == old.served:
+            return old
+        notes = list(old.notes)
+        if changed:
+            note = "resumed on another build: " + "; ".join(changed)
+            log.warning("%s: %s", self.path, note)
+            notes.append(f"{datetime.now(UTC).isoformat(timespec='seconds')}: {note}")
+        manifest = old.model_copy(update={"served": served, "notes": notes})
+        _atomic_write(self.path / MANIFEST, manifest.model_dump_json(indent=2))
+        return manifest
 
     def _count_lines(self) -> int:
         """Non-blank lines of debates.jsonl (0 when there is none)."""

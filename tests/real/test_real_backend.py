@@ -66,13 +66,16 @@ def test_servers_installed() -> None:
     )
 
 
-async def test_list_models_and_version(real_server: RealServer, backend: OpenAIBackend) -> None:
+async def test_list_models_and_describe(real_server: RealServer, backend: OpenAIBackend) -> None:
+    """What a run's manifest records of the server that answered it (issue 29)."""
     assert await backend.list_models() == [real_server.model]
-    version = await backend.version()
+    info = await backend.describe()
+    assert list(info.models) == [real_server.model] and not info.simulated
     if real_server.kind == "vllm":
-        assert version == "0.32.0"
-    else:
-        assert version is None  # llama-cpp-python has no /version (404)
+        assert (info.software, info.version) == ("vllm", "0.32.0")
+        assert info.models[real_server.model].root  # the served folder's path
+    else:  # llama-cpp-python: owned_by "me", no /version (404)
+        assert info.software == "llama-cpp-python"
 
 
 async def test_chat_not_streamed(real_server: RealServer, backend: OpenAIBackend) -> None:
