@@ -825,6 +825,12 @@ def data_info(
     )
     for key, counts in summary(dataset.questions).items():
         typer.echo(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    if Path(data).is_dir() and (Path(data) / "tables").is_dir():  # questions answered from data
+        from crawdad.tasks.cladder_data import load_data_questions
+
+        items = load_data_questions(data, questions_file).questions  # every table checked
+        tables = {q.data.table for q in items}  # type: ignore[attr-defined]
+        typer.echo(f"  tables: {len(tables)} read from their files and checked")
 
 
 @data_app.command("audit")

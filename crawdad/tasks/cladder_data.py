@@ -3,7 +3,8 @@ a table of observations sampled from its causal model in place of the numbers it
 
 An item is a `DataQuestion`: a CLadder `Question` (so everything that reads questions reads it)
 with its `meta.data` (the exact answer, which is the label, and the perfect estimator's) and its
-table of counts, rebuilt from `meta.data.counts` (no CSV needed). The data tools of a debate
+table, read from the CSV file `meta.data.table` names and checked (`crawdad.data.table_files`):
+the file is the truth, and counts stored in `meta.data.counts` must agree with it. The data tools of a debate
 (`tools = ["data"]`) compute over this table: the task hands it to the tool loop through
 `tool_context`. A record keeps the perfect estimator's answer beside the label (`item`), so the
 analysis can score an answer against both: a reasoning error against sampling noise.
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from crawdad.backends.base import ChatResult
 from crawdad.causal.estimate import Counts
 from crawdad.data.questions import Dataset, Question, load_cladder, read_raw
+from crawdad.data.table_files import TableFile, counts_over, first_difference, read_tables
 from crawdad.errors import DataError
 from crawdad.records import Turn
 from crawdad.scoring.step_reading import extract_steps, score_call
@@ -73,6 +75,7 @@ def data_question(
     question: Question,
     meta: Mapping[str, Any],
     tables: dict[str, Table],
+    files: Mapping[str, TableFile],
     model: Mapping[str, Any] | None = None,
 ) -> DataQuestion:
     """The question with its meta.data; DataError when it has none or it does not hold."""
@@ -88,7 +91,18 @@ def data_question(
         columns = [str(c) for c in data["columns"]]
         key = f"{data['table']}:{','.join(columns)}"
         if key not in tables:
-            counts = Counts.from_cells(columns, [int(c) for c in data["counts"]])
+            file = files[str(data["table"])].counts
+            assert file is not None  # load_data_questions refused the folder otherwise
+            counts = counts_over(file, columns)
+            if data.get("counts") is not None:
+                stated = Counts.from_cells(columns, [int(c) for c in data["counts"]])
+                if differs := first_difference(counts, stated):
+                    raise DataError(
+                        f"{where}: {data['table']} does not match the counts in its "
+                        f"`meta.data` ({differs}); the file is what the tools read: write the "
+                        "folder again with `crawdad data tables`, or delete `counts` from the "
+                        "questions' `meta.data`"
+                    )
             tables[key] = Table(counts, name=str(data["table"]))
         exact, perfect = data.get("exact") or {}, data.get("perfect") or {}
         facts = DataFacts(
@@ -138,14 +152,34 @@ def load_data_questions(path: Path, questions_file: str | None = None) -> Datase
             "`crawdad data tables DATA --out DIR` writes; for CLadder's own questions use "
             'task = "cladder"'
         )
+    files = _checked_files(path, [metas[str(q.question_id)]["data"] for q in dataset.questions])
     try:
         items = [
-            data_question(q, metas[str(q.question_id)], tables, models.get(str(q.model_id)))
+            data_question(q, metas[str(q.question_id)], tables, files, models.get(str(q.model_id)))
             for q in dataset.questions
         ]
     except DataError as e:
         raise DataError(f"{path}: {e}") from None
     return Dataset(questions=items, info=dataset.info, universe=dataset.universe)  # type: ignore[arg-type]
+
+
+def _checked_files(folder: Path, datas: list[Any]) -> dict[str, TableFile]:
+    """Every table the questions name, read from its file and checked; one DataError listing
+    every problem of every file (nothing runs on a folder that is not clean)."""
+    wanted: dict[str, set[str]] = {}
+    for data in datas:
+        if isinstance(data, dict) and isinstance(data.get("table"), str):
+            columns = data.get("columns") if isinstance(data.get("columns"), list) else []
+            wanted.setdefault(data["table"], set()).update(str(c) for c in columns)
+    files = read_tables(folder, wanted)
+    bad = [f for f in files.values() if f.problems]
+    if bad:
+        lines = [f"  - {f.path}: {p}" for f in bad for p in f.problems]
+        raise DataError(
+            f"{folder}: {len(bad)} of {len(files)} tables cannot be used; fix them (or write the "
+            "folder again with `crawdad data tables`) before anything runs:\n" + "\n".join(lines)
+        )
+    return files
 
 
 class CladderDataTask(CladderTask):
