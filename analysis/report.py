@@ -22,6 +22,7 @@ from crawdad.analysis import figures as F
 from crawdad.analysis import metrics as M
 from crawdad.analysis import narrative as N
 from crawdad.analysis import report_protocols as RP
+from crawdad.analysis import scorecard as SC
 from crawdad.analysis.contamination import contamination_section
 from crawdad.analysis.data_questions import data_section, run_records
 from crawdad.analysis.experiment_folder import is_experiment
@@ -424,8 +425,26 @@ def _run_section(
             if len(df) > COLLAPSE_ROWS and name != "table1":
                 body = details(f"{title}: {len(df)} rows", md)
             out += [f"**{title}.** {lines[name]} {links}", "", body, ""]
+            if name == "table1" and not df.empty:
+                out += _scorecard(run, df, w)
     assert not figs, f"figures not placed in a section: {sorted(figs)}"
     return out
+
+
+def _scorecard(run: Run, table1: pd.DataFrame, w: _Writer) -> list[str]:
+    """The paper's Table 1 beside the run's, where the run has the paper's models."""
+    card = SC.table1_scorecard(run, table1)
+    if card.empty:
+        return []
+    md = w.table("published_table1", card, md=SC.scorecard_markdown(card))
+    csv = w.rel(w.folder / "tables" / "published_table1.csv")
+    return [
+        f"**Against the published figures (CRAwDAD, Table 1).** {SC.scorecard_lines(card)} "
+        f"[CSV]({csv})",
+        "",
+        details(f"Published beside this run: {len(card)} values", md),
+        "",
+    ]
 
 
 def _fmt_headline(metric: str, v: object) -> str:
