@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from crawdad.analysis import metrics as M
 from crawdad.analysis import scorecard as SC
 from crawdad.analysis.load import load_run
+
 from crawdad.demo import run_demo
 
 
