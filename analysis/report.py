@@ -205,6 +205,27 @@ def _figure_jobs(
     return [(folder / "figures", name, fn, args) for name, (fn, args) in specs.items()]
 
 
+def run_figures(run: Run, tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
+    """The paper's figures of one run as matplotlib figures, by name (the functions the report
+    draws with; `tables` as `compute_tables` gives them, for this run or several)."""
+    t = {k: _of(v, run.label) for k, v in tables.items()}
+    points = {
+        "confidence": M.confidence_points(run.debates),
+        "challenged": M.challenged_turns(run.turns),
+        "lengths": M.length_points(run.turns),
+    }
+    agents = pd.concat(
+        [run.debates["first_agent"], run.debates["second_agent"], run.turns["agent"]]
+    )
+    colors = F.agent_colors(agents.dropna().unique())
+    kind = RP.run_kind(run.debates)
+    return {
+        name: fn(*args)
+        for _, name, fn, args in _figure_jobs(Path("."), t, points, colors)
+        if RP.applies(name, kind)
+    }
+
+
 def _draw(job: _Job) -> list[Path]:
     folder, name, fn, args = job
     return F.save(fn(*args), folder, name)

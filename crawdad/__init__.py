@@ -35,6 +35,7 @@ _EXPORTS = {
     "Frames": "crawdad.notebook",
     "load_frames": "crawdad.notebook",
     "report_tables": "crawdad.notebook",
+    "report_figures": "crawdad.notebook",
 }
 
 __all__ = ["__version__", *_EXPORTS]

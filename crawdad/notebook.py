@@ -26,6 +26,7 @@ from crawdad.config import RunConfig, SelectionConfig, load_config
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
     from crawdad.analysis.load import Run
     from crawdad.run.runner import RunSummary
@@ -207,3 +208,19 @@ def report_tables(frames: Frames) -> dict[str, pd.DataFrame]:
     from crawdad.analysis.report import compute_tables
 
     return compute_tables(frames.debates, frames.turns)
+
+
+def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
+    """The report's figures of one run (its label; the first run by default) as matplotlib
+    figures, by name: "accuracy", "fig2_persuasion", ..., "reliability" (those that apply to
+    the run's protocol). Shown inline by Jupyter; `fig.savefig(...)` to keep one."""
+    from crawdad.analysis.report import run_figures
+
+    labels = [r.label for r in frames.runs]
+    if not labels:
+        raise ValueError("no runs loaded")
+    label = run or labels[0]
+    if label not in labels:
+        raise ValueError(f"no run {label!r}; the runs are {', '.join(labels)}")
+    chosen = next(r for r in frames.runs if r.label == label)
+    return run_figures(chosen, report_tables(frames))

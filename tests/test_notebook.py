@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from crawdad.analysis.report import write_report
+from crawdad.analysis.report import FIGURES, write_report
+from matplotlib.figure import Figure
 
 import crawdad
 from crawdad.data.demo_questions import EXAMPLES
@@ -60,6 +61,11 @@ async def test_an_experiment_runs_and_loads_inside_a_running_loop(
             if csv.stem not in mine:
                 continue  # a table of another section (discovery, data questions)
             assert mine[csv.stem].to_csv(index=False) == csv.read_text(), csv.stem
+        # and every figure the report drew is a notebook figure of the same name
+        figs = crawdad.report_figures(crawdad.load_frames(run.path))
+        drawn = {p.stem for p in report.parent.rglob("figures/*.png")} & set(FIGURES)
+        assert drawn and drawn <= set(figs)
+        assert all(isinstance(f, Figure) for f in figs.values())
 
 
 async def test_a_run_is_awaited_and_its_tool_calls_are_a_frame(tmp_path: Path) -> None:
