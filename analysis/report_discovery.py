@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from crawdad.analysis import scorecard as SC
 from crawdad.analysis.figures.discovery import (
     discovery_alignment_figure,
     discovery_cost_figure,
@@ -515,6 +516,25 @@ def _tables_md(
     return md, f"{rel}/overall.csv"
 
 
+def _published(sc: Scored, folder: Path, root: Path, simulated: set[str]) -> list[str]:
+    """MAC's published SHD and NHD beside the systems' graphs on the data sets both have."""
+    card = SC.discovery_scorecard(sc.scores, sc.protocols, simulated)
+    if card.empty:
+        return []
+    rel = (folder / "tables").relative_to(root).as_posix()
+    md = _write(folder, "published_mac", card, SC.discovery_scorecard_markdown_frame(card))
+    return [
+        f"**Against the published figures ({card['paper'].iloc[0].split(':')[0]}, "
+        f"{card['source'].iloc[0].split(':')[0]}).** SHD and NHD of each system's final graphs "
+        "beside the paper's rows of the same kind of system on the same data set (one graph "
+        f"each: no CI). Source: {card['paper'].iloc[0]}, {card['source'].iloc[0]}. "
+        f"[CSV]({rel}/published_mac.csv)",
+        "",
+        md,
+        "",
+    ]
+
+
 def discovery_section(runs: list[Run], root: Path, jobs: list[_Job]) -> list[str]:
     """The "Causal discovery" section of a run report, over the runs of the discovery-pairs
     task (none: no section). Writes root/discovery/tables; appends its figures to `jobs`."""
@@ -545,6 +565,7 @@ def discovery_section(runs: list[Run], root: Path, jobs: list[_Job]) -> list[str
             _write(folder, "debate_vs_first_shown", paired, shown_paired(paired, several)),
             "",
         ]
+    out += _published(sc, folder, root, {r.label for r in mine if r.simulated})
     jobs.append((folder / "figures", "graphs_vs_tokens", discovery_cost_figure, (sc.summary,)))
     jobs.append((folder / "figures", "shd_by_alignment", discovery_alignment_figure, (sc.summary,)))
     out += [

@@ -152,3 +152,105 @@ def scorecard_markdown(card: pd.DataFrame) -> str:
     from crawdad.analysis.formatting import to_markdown
 
     return to_markdown(shown, formatted=True)
+
+
+# crawdad's discovery systems (the protocol the report names) -> MAC's Table 2 group.
+_MAC_SYSTEMS = {
+    "judge (stances)": "Causal Agent Debate",
+    "solo": "Single-agent",
+    "coding, whole graph": "Coding Agents",
+}
+_ALGORITHM_NAMES = {"direct-lingam": "lingam", "ica-lingam": "lingam"}
+_PAPER_NAMES = {"pc": "PC", "exact": "Exact Search", "lingam": "LINGAM"}
+
+DISCOVERY_COLUMNS = [
+    "run",
+    "system",
+    "dataset",
+    "graphs",
+    "shd",
+    "nhd",
+    "paper_system",
+    "paper_model",
+    "paper_shd",
+    "paper_nhd",
+    "paper",
+    "source",
+    "setup",
+]
+
+
+def _mac_system(run: str, protocol: str) -> str | None:
+    if protocol == "algorithm":
+        name = run.lower()
+        return _ALGORITHM_NAMES.get(name, name)
+    if "+ prior" in protocol and "coding-debating" in run:
+        return "Hybrid-Coding-Debating"
+    return _MAC_SYSTEMS.get(protocol)
+
+
+def discovery_scorecard(
+    scores: pd.DataFrame, protocols: dict[str, str], simulated: set[str]
+) -> pd.DataFrame:
+    """MAC's published SHD and NHD beside each system's final graphs on the same data set
+    (runs by label; `protocols`: run -> the protocol the report names; `simulated`: the
+    simulated runs' labels). Every LLM row is a comparison: the paper's models are not local."""
+    rows = []
+    final = scores[(scores["stage"] == "final") & scores["truth_known"].astype(bool)]
+    for block in published():
+        if block.get("metric") != "discovery":
+            continue
+        mine = final[final["source"] == block["dataset"]]
+        for run, g in mine.groupby("run", sort=False):
+            system = _mac_system(str(run), protocols.get(str(run), ""))
+            group = "algorithm" if protocols.get(str(run)) == "algorithm" else system
+            published_rows = block["rows"].get(group, {})
+            if group == "algorithm":
+                published_rows = (
+                    {system: published_rows[system]} if system in published_rows else {}
+                )
+            if not published_rows:
+                continue
+            if str(run) in simulated:
+                setup = "simulated: how close the fake models come, not a replication"
+            elif group == "algorithm":
+                setup = "the same algorithm on the same data set (its settings may differ)"
+            else:
+                setup = "comparison, not a replication: the paper's models are not this run's"
+            for model, (shd, nhd) in published_rows.items():
+                rows.append(
+                    {
+                        "run": str(run),
+                        "system": protocols.get(str(run), ""),
+                        "dataset": block["dataset"],
+                        "graphs": len(g),
+                        "shd": float(g["shd"].mean()),
+                        "nhd": float(g["nhd"].mean()),
+                        "paper_system": "Other methods" if group == "algorithm" else group,
+                        "paper_model": _PAPER_NAMES.get(model, model),
+                        "paper_shd": float(shd),
+                        "paper_nhd": float(nhd),
+                        "paper": block["paper"],
+                        "source": block["source"],
+                        "setup": setup,
+                    }
+                )
+    return pd.DataFrame(rows, columns=DISCOVERY_COLUMNS)
+
+
+def discovery_scorecard_markdown_frame(card: pd.DataFrame) -> pd.DataFrame:
+    """The scorecard as shown in the report."""
+    return pd.DataFrame(
+        {
+            "run": card["run"],
+            "data set": card["dataset"],
+            "SHD (this run)": card["shd"].map("{:.1f}".format),
+            "NHD (this run)": card["nhd"].map("{:.3f}".format),
+            "the paper's row": [
+                f"{s}: {m}" for s, m in zip(card["paper_system"], card["paper_model"], strict=True)
+            ],
+            "SHD (paper)": card["paper_shd"].map("{:.0f}".format),
+            "NHD (paper)": card["paper_nhd"].map("{:.3f}".format),
+            "setup": card["setup"],
+        }
+    )

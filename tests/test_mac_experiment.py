@@ -214,3 +214,12 @@ def test_macs_whole_set_runs_and_reports_on_a_sachs_format_set(
         assert pd.isna(row["shd_lo"]) and pd.isna(row["edge_f1_hi"]), system  # one graph: no CI
     text = (tmp_path / "report" / "report.md").read_text()
     assert "no CI over graphs" in text
+    # MAC's published SHD and NHD on Sachs beside each kind of system (issue 29)
+    assert "Against the published figures (MAC" in text and "Table 2" in text
+    card = pd.read_csv(tmp_path / "report" / "discovery" / "tables" / "published_mac.csv")
+    pc = card[card["run"] == "pc"].iloc[0]
+    assert (pc["paper_model"], pc["paper_shd"], pc["paper_nhd"]) == ("PC", 24, 0.206)
+    assert pc["shd"] == finals.loc["pc", "shd"]
+    debate = card[card["run"] == "meta-agents"]
+    assert set(debate["paper_system"]) == {"Causal Agent Debate"} and len(debate) == 6
+    assert debate["setup"].str.startswith("simulated").all()

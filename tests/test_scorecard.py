@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from crawdad.analysis import metrics as M
 from crawdad.analysis import scorecard as SC
@@ -62,3 +63,25 @@ def test_a_real_run_of_another_setup_is_a_comparison_not_a_replication(
     assert any("24 questions (the paper: 10,112)" in d for d in diffs)
     card = SC.table1_scorecard(run, M.table1(run.debates))
     assert card["setup"].str.startswith("comparison, not a replication").all()
+
+
+def test_macs_sachs_figures_sit_beside_each_kind_of_system() -> None:
+    scores = pd.DataFrame(
+        [
+            {"run": "pc", "stage": "final", "truth_known": True, "source": "sachs", "shd": 22.0, "nhd": 0.19},
+            {"run": "meta-agents", "stage": "final", "truth_known": True, "source": "sachs", "shd": 30.0, "nhd": 0.3},
+            {"run": "meta-agents", "stage": "first", "truth_known": True, "source": "sachs", "shd": 9.0, "nhd": 0.1},
+            {"run": "mine", "stage": "final", "truth_known": True, "source": "cladder", "shd": 1.0, "nhd": 0.1},
+        ]
+    )  # fmt: skip
+    protocols = {"pc": "algorithm", "meta-agents": "judge (stances)", "mine": "judge (stances)"}
+    card = SC.discovery_scorecard(scores, protocols, simulated=set())
+    pc = card[card["run"] == "pc"]
+    assert pc[["paper_model", "paper_shd", "paper_nhd", "shd"]].values.tolist() == [
+        ["PC", 24.0, 0.206, 22.0]
+    ]
+    assert pc["setup"].iloc[0].startswith("the same algorithm on the same data set")
+    debate = card[card["run"] == "meta-agents"]
+    assert len(debate) == 6 and set(debate["shd"]) == {30.0}  # the final graphs only
+    assert debate["setup"].str.startswith("comparison, not a replication").all()
+    assert "mine" not in set(card["run"])  # MAC published nothing on CLadder's graphs
