@@ -270,6 +270,7 @@ def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         "time_sources": N.time_sources_line(t["time_sources"]),
         "timing": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
         "slowest": N.slowest_line(t["slowest"]),
+        "cost_seconds": _seconds_line(t["cost_seconds"]),
         "stop_reasons": _stop_line(t["stop_reasons"]),
         "calibration": N.calibration_line(t["calibration"]),
         "reliability": N.reliability_line(t["reliability"]),
@@ -301,6 +302,12 @@ def _stop_line(s: pd.DataFrame) -> str:
 
 
 # Sections of a run, in the paper's order: (heading, tables, figures).
+# What two identical runs (same command, same seed) may not share: the clock. Every wall-clock
+# figure lives in these tables, under this section's heading; everything else is a function of
+# the records' content and the seed alone.
+WALL_CLOCK_SECTION = "Time taken (fig. 8): wall-clock figures"
+WALL_CLOCK_TABLES = ("time_sources", "timing", "slowest", "cost_seconds")
+
 SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ("Overview", ["summary"], []),
     ("Accuracy (Table 1)", ["table1", "mcnemar", "accuracy_by_cap"], ["accuracy"]),
@@ -317,7 +324,11 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ),
     ("Rounds taken (fig. 6)", ["rounds_to_finish", "consensus_by_round"], ["fig6_rounds"]),
     ("Response length (fig. 7)", ["short_debate_turns", "lengths"], ["fig7_lengths"]),
-    ("Time taken (fig. 8)", ["time_sources", "timing", "slowest", "stop_reasons"], ["fig8_timing"]),
+    (
+        WALL_CLOCK_SECTION,
+        ["time_sources", "timing", "slowest", "cost_seconds", "stop_reasons"],
+        ["fig8_timing"],
+    ),
     ("Calibration", ["calibration", "reliability"], ["reliability"]),
     ("Accuracy by query type and gold answer", ["accuracy_by_query_type", "accuracy_by_gold"], []),
     ("Data quality", ["extraction_quality", "errored_debates"], []),
@@ -422,6 +433,8 @@ def _run_section(
         fnames = [n for n in all_f if RP.applies(n, kind)]
         skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]
         out += [f"### {heading}", ""]
+        if heading == WALL_CLOCK_SECTION:
+            out += [_clock_note(run), ""]
         if skipped:
             out += [RP.skip_note(skipped, kind), ""]
         for fname in fnames:
@@ -429,7 +442,7 @@ def _run_section(
             out += [w.figure(fname, captions.get(fname)), ""]
         for name in tnames:
             df = t[name]
-            title = TABLES[name][0]
+            title = (TABLES.get(name) or RP.PROTOCOL_TABLES[name])[0]
             if name == "table1":
                 wide = table1_wide(df) if not df.empty else pd.DataFrame()
                 md = to_markdown(wide, formatted=True) if not df.empty else "_(empty)_"
@@ -466,6 +479,26 @@ def _scorecard(run: Run, table1: pd.DataFrame, w: _Writer) -> list[str]:
         details(f"Published beside this run: {len(card)} values", md),
         "",
     ]
+
+
+def _clock_note(run: Run) -> str:
+    started = run.manifest.created_at.isoformat(timespec="seconds") if run.manifest else "unknown"
+    return (
+        f"_Everything in this section is measured by the clock (the run was started {started}): "
+        f"two runs of the same command differ here and only here. Its tables: "
+        f"{', '.join(f'`{n}`' for n in WALL_CLOCK_TABLES)}._"
+    )
+
+
+def _seconds_line(cost: pd.DataFrame) -> str:
+    a = cost[cost["party"] == "all"]
+    if a.empty:
+        return "No debates."
+    return (
+        f"{a.iloc[0]['gpu_seconds_per_q']:.2f} GPU seconds per question in all (debaters, judge "
+        "and extractor apart in the table); seconds are the server's generation time where it "
+        "reports one, else crawdad's wall time (column `seconds_basis`)."
+    )
 
 
 def _fmt_headline(metric: str, v: object) -> str:
@@ -539,7 +572,6 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
                 "skipped (unparseable)": str(r.n_invalid_lines),
                 "left out (other run)": str(r.n_other_settings),
                 "left out (not selected)": str(r.n_outside_selection),
-                "created": m.created_at.isoformat(timespec="seconds") if m else "-",
                 "crawdad": m.crawdad_version if m else "-",
             }
         )

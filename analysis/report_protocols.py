@@ -71,7 +71,9 @@ PROTOCOL_TABLES: dict[str, tuple[str, TableFn]] = {
         "Accuracy of the final answer and of each agent's first answer (every question)",
         MP.protocol_accuracy,
     ),
-    "cost": ("Cost per question: requests, tokens and GPU seconds", MP.cost_per_question),
+    "cost": ("Cost per question: requests and tokens", MP.cost_counts),
+    # shown in the report's wall-clock section, not the protocol's
+    "cost_seconds": ("GPU seconds per question", MP.cost_seconds),
     "judge_bias": ("How the judge's verdicts side (position and stance bias)", MP.judge_bias),
     "answer_changes_by_round": ("Answer changes per round", MP.answer_changes),
     "majority_by_round": ("The majority answer per round", MP.majority_by_round),
@@ -169,9 +171,8 @@ def _cost_line(cost: pd.DataFrame) -> str:
         return "No debates."
     r = a.iloc[0]
     return (
-        f"Per question: {r['requests_per_q']:.2f} requests, {r['tokens_per_q']:.0f} tokens and "
-        f"{r['gpu_seconds_per_q']:.2f} GPU seconds in all; seconds are the server's generation "
-        "time where it reports one, else crawdad's wall time (column `seconds_basis`)."
+        f"Per question: {r['requests_per_q']:.2f} requests and {r['tokens_per_q']:.0f} tokens in "
+        "all (retries included); the GPU seconds they took are in the time section."
     )
 
 
@@ -339,8 +340,9 @@ def compare_lines(
     )
     csv = (tdir / "protocols.csv").relative_to(root).as_posix()
     return [
-        f"**Protocols side by side**: accuracy over every question, and cost per question "
-        f"(all parties; see each run's cost table for debaters, judge and extractor). [CSV]({csv})",
+        f"**Protocols side by side**: accuracy over every question, and cost per question in "
+        "requests and tokens (all parties; see each run's cost table for debaters, judge and "
+        f"extractor, and its time section for GPU seconds). [CSV]({csv})",
         "",
         md,
         "",

@@ -172,6 +172,9 @@ def fake_servers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-de
         server.stop()
 
 
+# The whole of MAC's set: an experiment, five baselines, two hybrids and a report (15-20 s
+# alone; minutes on a loaded 2-core machine).
+@pytest.mark.timeout(600)
 def test_macs_whole_set_runs_resumes_and_reports_on_cladder_graphs(
     cli, tmp_path: Path, fake_servers
 ) -> None:  # type: ignore[no-untyped-def]
@@ -201,6 +204,9 @@ def test_macs_whole_set_runs_resumes_and_reports_on_cladder_graphs(
     assert "coding-agents" in set(versus["run"]) and set(versus["graphs"]) == {2}
 
 
+# The whole of MAC's set: an experiment, five baselines, two hybrids and a report (15-20 s
+# alone; minutes on a loaded 2-core machine).
+@pytest.mark.timeout(600)
 def test_macs_whole_set_runs_and_reports_on_a_sachs_format_set(
     cli, tmp_path: Path, fake_servers
 ) -> None:  # type: ignore[no-untyped-def]

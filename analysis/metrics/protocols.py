@@ -24,7 +24,9 @@ from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, rung_label
 __all__ = [
     "FINAL",
     "answer_changes",
+    "cost_counts",
     "cost_per_question",
+    "cost_seconds",
     "first_answers",
     "judge_bias",
     "majority_by_round",
@@ -226,6 +228,23 @@ def cost_per_question(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFram
     out["tokens_per_q"] = out["tokens"] / q
     out["gpu_seconds_per_q"] = out["gpu_seconds"] / q
     return out[cols]
+
+
+# Wall-clock columns of the cost: they differ between two identical runs, so the report shows
+# them apart (`cost_seconds`, in its time section) from the counts (`cost_counts`).
+SECONDS_COLUMNS = ["gpu_seconds", "gpu_seconds_per_q", "seconds_basis"]
+
+
+def cost_counts(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
+    """`cost_per_question` without its seconds: requests and tokens, the same in every run of
+    the same command."""
+    return cost_per_question(debates, turns).drop(columns=SECONDS_COLUMNS)
+
+
+def cost_seconds(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
+    """`cost_per_question`'s seconds alone: run, protocol, party, questions and the GPU seconds."""
+    cost = cost_per_question(debates, turns)
+    return cost[["run", "protocol", "party", "questions", *SECONDS_COLUMNS]]
 
 
 # --- judge ------------------------------------------------------------------------------------
@@ -572,7 +591,4 @@ def protocol_headline(accuracy: pd.DataFrame, cost: pd.DataFrame) -> pd.DataFram
     for r in cost[cost["party"] == ALL].itertuples(index=False):
         rows.append({"run": r.run, "metric": "requests per question", "value": r.requests_per_q})
         rows.append({"run": r.run, "metric": "tokens per question", "value": r.tokens_per_q})
-        rows.append(
-            {"run": r.run, "metric": "GPU seconds per question", "value": r.gpu_seconds_per_q}
-        )
     return pd.DataFrame(rows, columns=["run", "metric", "value"])
