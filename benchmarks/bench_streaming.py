@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from common import ONE_MODEL, LatencyModel, ServerSpec, header, main_guard, start_servers
@@ -37,6 +38,18 @@ from crawdad.config import ModelSpec, RetryConfig
 def guard() -> StreamGuard:
     """What a debate turn's request gets (crawdad.protocols.base): the loop check and a budget."""
     return StreamGuard(loop=LoopDetector(), budget_seconds=3600.0)
+
+
+async def timed(
+    one: Callable[[int, int, int], Awaitable[int]], streams: int, requests: int, tokens: int
+) -> dict:
+    """`streams` clients at once, each `requests` requests of `tokens` tokens: wall and CPU
+    seconds, after every connection is open and every client warmed up (off the clock)."""
+    await asyncio.gather(*(one(i, 1, 2) for i in range(streams)))
+    t0, c0 = time.monotonic(), time.process_time()
+    counts = await asyncio.gather(*(one(i, requests, tokens) for i in range(streams)))
+    wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    return {"tokens": sum(counts), "wall": wall, "cpu": cpu, "per_request": counts}
 
 
 async def stream_all(kind: str, url: str, streams: int, requests: int, tokens: int) -> dict:
@@ -57,14 +70,10 @@ async def stream_all(kind: str, url: str, streams: int, requests: int, tokens: i
         return total
 
     try:
-        # Connections opened and clients warmed up before the clock starts.
-        await asyncio.gather(*(one(i, 1, 2) for i in range(streams)))
-        t0, c0 = time.monotonic(), time.process_time()
-        counts = await asyncio.gather(*(one(i, requests, tokens) for i in range(streams)))
-        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+        figures = await timed(one, streams, requests, tokens)
     finally:
         await pool.aclose()
-    return {"tokens": sum(counts), "wall": wall, "cpu": cpu, "per_request": counts}
+    return figures
 
 
 def _body(kind: str, prompt: str, tokens: int) -> tuple[str, dict]:
@@ -124,14 +133,11 @@ async def peer_stream_all(
         )
 
     try:
-        await asyncio.gather(*(one(i, 1, 2) for i in range(streams)))
-        t0, c0 = time.monotonic(), time.process_time()
-        counts = await asyncio.gather(*(one(i, requests, tokens) for i in range(streams)))
-        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+        figures = await timed(one, streams, requests, tokens)
     finally:
         await session.close()
         await sdk_openai.close()
-    return {"tokens": sum(counts), "wall": wall, "cpu": cpu}
+    return figures
 
 
 def main() -> None:

@@ -12,6 +12,21 @@ import pytest
 SHARED_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cladder-sample"
 
 
+def paper_toml(url: str, path: Path, head: str = "", backend: str | None = None) -> Path:
+    """A config file of the paper's two debaters and its extractor, all served from `url`;
+    `head`: settings written before them (top-level keys, [retry], ...)."""
+    kind = f'backend = "{backend}"\n' if backend else ""
+    path.write_text(
+        head
+        + "".join(
+            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\n{kind}base_urls = ["{url}"]\n'
+            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
+        )
+        + f'[extractor]\n{kind}base_urls = ["{url}"]\n'
+    )
+    return path
+
+
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -22,6 +22,7 @@ from crawdad.data.questions import load_cladder
 from crawdad.demo import answer_key
 from crawdad.fake import FakeServer, LatencyModel, paper_models
 from crawdad.protocols.base import request_seed
+from tests.conftest import paper_toml
 
 EXTRACTOR = "granite3.3:2b"
 
@@ -38,14 +39,7 @@ def config(url: str, backend: str, **top: object) -> RunConfig:
 
 
 def toml_for(url: str, backend: str, path: Path) -> Path:
-    path.write_text(
-        "".join(
-            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbackend = "{backend}"\nbase_urls = ["{url}"]\n'
-            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-        )
-        + f'[extractor]\nbackend = "{backend}"\nbase_urls = ["{url}"]\n'
-    )
-    return path
+    return paper_toml(url, path, backend=backend)
 
 
 def loadgen_calls(server: FakeServer) -> list:

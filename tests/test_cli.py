@@ -23,6 +23,7 @@ from crawdad.data.questions import load_cladder
 from crawdad.demo import answer_key
 from crawdad.errors import ConfigError
 from crawdad.fake import FakeServer, FaultPlan, paper_models
+from tests.conftest import paper_toml
 
 
 def crawdad(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,15 +37,7 @@ def crawdad(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def toml_for(url: str, path: Path, extra: str = "") -> Path:
-    path.write_text(
-        extra
-        + "".join(
-            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{url}"]\n'
-            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-        )
-        + f'[extractor]\nbase_urls = ["{url}"]\n'
-    )
-    return path
+    return paper_toml(url, path, extra)
 
 
 def test_bad_config_key_exits_1_with_the_key(tiny_cladder: Path, tmp_path: Path) -> None:

@@ -24,21 +24,14 @@ from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, as_models
 from crawdad.fake.faults import GARBAGE_FAULTS
 from crawdad.protocols import first_speaker
 from crawdad.run.store import read_jsonl_ids
+from tests.conftest import paper_toml
 
 N = 40
 
 
 def _config(tmp_path: Path, url: str) -> Path:
-    config = tmp_path / "crawdad.toml"
-    config.write_text(
-        "seed = 11\nconcurrency = 6\n[retry]\ninitial_wait = 0\n"
-        + "".join(
-            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{url}"]\n'
-            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-        )
-        + f'[extractor]\nbase_urls = ["{url}"]\n'
-    )
-    return config
+    head = "seed = 11\nconcurrency = 6\n[retry]\ninitial_wait = 0\n"
+    return paper_toml(url, tmp_path / "crawdad.toml", head)
 
 
 @pytest.fixture

@@ -51,6 +51,7 @@ from crawdad.fake import FakeServer, LatencyModel, paper_models
 from crawdad.records import DatasetInfo, DebateRecord, RunManifest, Turn
 from crawdad.run.store import read_jsonl_ids
 from crawdad.tasks import task_named
+from tests.conftest import paper_toml
 
 AGENTS = {"qa": "m1", "rb": "m2"}
 QA, RB = "qa (m1)", "rb (m2)"
@@ -333,16 +334,8 @@ def test_a_discovery_run_killed_then_resumed_records_every_pair_once(tmp_path: P
     latency = LatencyModel(base_seconds=0.01, per_token_seconds=0.00001, capacity=4)
     models = paper_models(answer_key(dataset.questions, task))
     with FakeServer("ollama", models, latency=latency) as server:
-        config = tmp_path / "pairs.toml"
-        config.write_text(
-            PAIRS
-            + "seed = 3\nconcurrency = 4\n[retry]\ninitial_wait = 0\n"
-            + "".join(
-                f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{server.url}"]\n'
-                for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-            )
-            + f'[extractor]\nbase_urls = ["{server.url}"]\n'
-        )
+        head = PAIRS + "seed = 3\nconcurrency = 4\n[retry]\ninitial_wait = 0\n"
+        config = paper_toml(server.url, tmp_path / "pairs.toml", head)
         out = tmp_path / "run"
         debates = out / "debates.jsonl"
         cmd = [

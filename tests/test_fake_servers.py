@@ -532,7 +532,8 @@ async def test_ollama_faults_surface_as_client_errors(
     kind: str, stream: bool, expected: type[Exception]
 ) -> None:
     async with FakeServer("ollama", faulty(kind)) as server:
-        client = ollama.AsyncClient(host=server.url, timeout=0.3)
+        # a short read timeout, a long connect one: a loaded machine may be slow to connect
+        client = ollama.AsyncClient(host=server.url, timeout=httpx.Timeout(0.3, connect=30.0))
         with pytest.raises(expected) as error:
             if stream:
                 async for _ in await client.chat(model="m", messages=user("hi"), stream=True):
@@ -696,7 +697,7 @@ async def test_delay_override_makes_the_client_time_out() -> None:
     models = scripted(FakeReply(text="late", delay=30.0), "next")
     async with FakeServer("ollama", models, latency=LatencyModel(capacity=1)) as server:
         with pytest.raises(httpx.ReadTimeout):
-            await ollama.AsyncClient(host=server.url, timeout=0.2).chat(
+            await ollama.AsyncClient(host=server.url, timeout=httpx.Timeout(0.2, connect=30)).chat(
                 model="m", messages=user("hi")
             )
         # One slot: the next request gets through only if the first gave its slot back.

@@ -24,6 +24,7 @@ from crawdad.fake.tools import ToolCallingModel
 from crawdad.protocols import run_debate
 from crawdad.protocols.judge import parse_reply
 from crawdad.run.runner import RunSummary, build_setup, pools_of, run
+from tests.conftest import paper_toml
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -132,15 +133,7 @@ def test_a_resume_names_a_record_whose_question_is_in_no_dataset(
     questions = load_cladder(data).questions
     with FakeServer("ollama", paper_models(answer_key(questions))) as server:
         url = server.url
-        cfg = tmp_path / "c.toml"
-        cfg.write_text(
-            "[retry]\ninitial_wait = 0\n"
-            + "".join(
-                f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{url}"]\n'
-                for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-            )
-            + f'[extractor]\nbase_urls = ["{url}"]\n'
-        )
+        cfg = paper_toml(url, tmp_path / "c.toml", "[retry]\ninitial_wait = 0\n")
         out = tmp_path / "run"
         base = ["run", "--data", str(data), "--out", str(out), "--config", str(cfg)]
         assert run_cli([*base, "--limit", "4", "--no-progress"], monkeypatch, capsys)[0] == 0

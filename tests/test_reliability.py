@@ -44,6 +44,7 @@ from crawdad.run.runner import (
     run,
 )
 from crawdad.run.store import RunStore, read_jsonl_ids
+from tests.conftest import paper_toml
 
 
 def dataset(tmp_path: Path, n: int) -> Dataset:
@@ -104,15 +105,7 @@ def run_cli(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
 
 
 def toml_for(url: str, path: Path) -> Path:
-    path.write_text(
-        "[retry]\ninitial_wait = 0\n"
-        + "".join(
-            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nbase_urls = ["{url}"]\n'
-            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
-        )
-        + f'[extractor]\nbase_urls = ["{url}"]\n'
-    )
-    return path
+    return paper_toml(url, path, "[retry]\ninitial_wait = 0\n")
 
 
 def test_resume_with_a_smaller_selection_counts_only_that_selection(
