@@ -34,7 +34,7 @@ from crawdad.analysis.response_text import SentimentScorer
 from pydantic import ValidationError
 
 from crawdad.errors import StoreError
-from crawdad.records import DebateRecord, RunManifest, ServedBy
+from crawdad.records import DebateRecord, RunManifest, ServedBy, merge_served
 from crawdad.run.store import RunStore, is_being_written, read_selected_ids, require_run_folder
 
 __all__ = [
@@ -159,13 +159,7 @@ class Run:
         manifests = [_read_manifest(p) for p in self.shards] if self.shards else [self.manifest]
         out: dict[str, list[ServedBy]] = {}
         for m in manifests:
-            for role, entries in (m.served if m else {}).items():
-                have = out.setdefault(role, [])
-                have += [
-                    e
-                    for e in entries
-                    if (e.url, e.build()) not in {(h.url, h.build()) for h in have}
-                ]
+            out = merge_served(out, m.served if m else {})
         return out
 
     def records(self) -> list[DebateRecord]:

@@ -36,6 +36,7 @@ from matplotlib.figure import Figure
 
 from crawdad import __version__
 from crawdad.errors import StoreError
+from crawdad.records import ServedBy
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
 
@@ -582,7 +583,8 @@ def _served_lines(runs: list[Run]) -> list[str]:
     """What answered each run (asked at the start of every session), and a warning when one
     model name was served as more than one build: their numbers are not one model's."""
     lines: list[str] = []
-    builds: dict[str, dict[tuple[str | None, ...], list[str]]] = {}
+    # model -> build -> (an entry of that build, the runs it served)
+    builds: dict[str, dict[tuple[str | None, ...], tuple[ServedBy, list[str]]]] = {}
     for r in runs:
         served = r.served()
         if not served:
@@ -592,29 +594,19 @@ def _served_lines(runs: list[Run]) -> list[str]:
             lines += [f"- {role}: {e.describe()}" for e in entries]
             for e in entries:
                 if e.software is not None:
-                    where = builds.setdefault(e.model, {}).setdefault(e.build(), [])
+                    _, where = builds.setdefault(e.model, {}).setdefault(e.build(), (e, []))
                     if r.label not in where:
                         where.append(r.label)
         lines.append("")
     for model, found in builds.items():
         if len(found) > 1:
             told = "; ".join(
-                f"{_build_words(b)} in {', '.join(f'`{x}`' for x in labels)}"
-                for b, labels in found.items()
+                f"{', '.join([e.server_text(), *e.build_details()])} in "
+                + ", ".join(f"`{x}`" for x in labels)
+                for e, labels in found.values()
             )
             lines += [f"> **Different builds of `{model}`:** {told}.", ""]
     return lines
-
-
-def _build_words(build: tuple[str | None, ...]) -> str:
-    software, version, digest, root, quantization = build
-    parts = [
-        " ".join(x for x in (software, version) if x),
-        f"digest {digest[:12]}" if digest else None,
-        f"root {root}" if root else None,
-        quantization,
-    ]
-    return ", ".join(p for p in parts if p)
 
 
 def _default_workers() -> int:

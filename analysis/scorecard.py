@@ -13,18 +13,15 @@ from typing import Any
 
 import pandas as pd
 from crawdad.analysis.load import Run
+from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, RUNG_LABELS
 
 PUBLISHED = Path(__file__).with_name("published.toml")
 
 # Table 1's groups as crawdad's table1 names them, by the paper's column name.
 _TABLE1_GROUPS = {
     "Overall": "Overall",
-    "Rung 1": "Rung 1 (association)",
-    "Rung 2": "Rung 2 (intervention)",
-    "Rung 3": "Rung 3 (counterfactual)",
-    "Comm.": "Comm.",
-    "Nonsens.": "Nonsens.",
-    "Anti-C.": "Anti-C.",
+    **{f"Rung {r}": RUNG_LABELS[r] for r in (1, 2, 3)},
+    **{label: label for label in ALIGNMENT_LABELS.values()},
 }
 
 COLUMNS = [

@@ -39,11 +39,17 @@ def fix_command(spec: ModelSpec) -> str:
 class ServerCheck:
     url: str
     backend: str
-    version: str | None = None
-    models: list[str] = field(default_factory=list)
     info: ServerInfo | None = None  # what the server said of itself and its models' builds
     error: str | None = None
     hung: bool = False  # took connections but did not answer in time
+
+    @property
+    def version(self) -> str | None:
+        return self.info.version if self.info is not None else None
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.info.models) if self.info is not None else []
 
 
 @dataclass
@@ -104,8 +110,6 @@ async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
     try:
         async with asyncio.timeout(limit):
             check.info = await backend.describe()
-            check.models = list(check.info.models)
-            check.version = check.info.version
     except TimeoutError:
         check.hung = True
         check.error = (

@@ -6,6 +6,7 @@ The analysis reads only these files, so everything it needs lives here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -276,7 +277,16 @@ class DatasetInfo(Record):
     selected_ids: list[str] | None = Field(default=None, exclude=True)
 
 
-class ServedBy(Record):
+class ModelBuild(Record):
+    """What a server tells of one model it serves (None where it does not)."""
+
+    digest: str | None = None  # Ollama: the model's digest (another pull, another digest)
+    root: str | None = None  # vLLM and SGLang: the served model's path or repository
+    quantization: str | None = None  # Ollama: the quantization level (Q4_K_M, ...)
+    parameter_size: str | None = None  # Ollama: the size it reports (32.8B, ...)
+
+
+class ServedBy(ModelBuild):
     """What one server said of itself and of one model it serves, asked at the start of a
     session. Fields a server does not tell are None."""
 
@@ -284,10 +294,6 @@ class ServedBy(Record):
     model: str  # the model name asked for
     software: str | None = None  # ollama, vllm, llama.cpp, llama-cpp-python, sglang, ...
     version: str | None = None  # the server's version or build
-    digest: str | None = None  # Ollama: the model's digest (another pull, another digest)
-    root: str | None = None  # vLLM and SGLang: the served model's path or repository
-    quantization: str | None = None  # Ollama: the quantization level (Q4_K_M, ...)
-    parameter_size: str | None = None  # Ollama: the size it reports (32.8B, ...)
     simulated: bool = False  # the server is crawdad's fake (it says so in a response header)
     asked_at: datetime | None = None  # UTC, when the server was asked
 
@@ -295,20 +301,44 @@ class ServedBy(Record):
         """What tells one build of a model from another: same name, other weights or server."""
         return (self.software, self.version, self.digest, self.root, self.quantization)
 
-    def describe(self) -> str:
-        """One line for a report: `qwen3:32b on ollama 0.12.6 (digest 1a2b3c4d5e6f, Q4_K_M)`."""
-        server = " ".join(x for x in (self.software or "an unknown server", self.version) if x)
+    def server_text(self) -> str:
+        return " ".join(x for x in (self.software or "an unknown server", self.version) if x)
+
+    def build_details(self) -> list[str]:
+        """The model's build in words: digest, root (where it is not the name), quantization."""
         parts = [
             f"digest {self.digest[:12]}" if self.digest else None,
             f"root {self.root}" if self.root and self.root != self.model else None,
             self.quantization,
-            "simulated" if self.simulated else None,
         ]
-        details = ", ".join(p for p in parts if p)
+        return [p for p in parts if p]
+
+    def describe(self) -> str:
+        """One line for a report: `qwen3:32b on ollama 0.12.6 (digest 1a2b3c4d5e6f, Q4_K_M)`."""
+        details = ", ".join([*self.build_details(), *(["simulated"] if self.simulated else [])])
         # a fake's URL is a random loopback port: left out, so that two identical simulated
         # runs give the same report
         where = "" if self.simulated else f" at {self.url}"
-        return f"{self.model} on {server}{where}" + (f" ({details})" if details else "")
+        return f"{self.model} on {self.server_text()}{where}" + (f" ({details})" if details else "")
+
+
+def merge_served(
+    have: dict[str, list[ServedBy]],
+    more: dict[str, list[ServedBy]],
+    key: Callable[[ServedBy], Hashable] = lambda e: (e.url, e.build()),
+) -> dict[str, list[ServedBy]]:
+    """`have` with the entries of `more` whose `key` it lacks, role by role: a cluster's shards'
+    servers pooled (by URL and build), a resume's added to a manifest's (by build alone: the
+    same build on another port is not news)."""
+    out = {role: list(entries) for role, entries in have.items()}
+    for role, entries in more.items():
+        known = out.setdefault(role, [])
+        seen = {key(e) for e in known}
+        for e in entries:
+            if key(e) not in seen:
+                known.append(e)
+                seen.add(key(e))
+    return out
 
 
 class RunManifest(Record):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad.backends.guard import StreamGuard
 from crawdad.errors import GarbledReply
-from crawdad.records import StopReason
+from crawdad.records import ModelBuild, StopReason
 
 
 class ToolCallOut(BaseModel):
@@ -67,15 +67,6 @@ class ChatResult(BaseModel):
 FAKE_HEADER = "X-Crawdad-Fake"
 
 
-class ModelBuild(BaseModel):
-    """What a server tells of one model it serves (None where it does not)."""
-
-    digest: str | None = None
-    root: str | None = None
-    quantization: str | None = None
-    parameter_size: str | None = None
-
-
 class ServerInfo(BaseModel):
     """What a server says of itself: its software, version, whether it is crawdad's fake, and
     each served model's build."""
@@ -84,6 +75,11 @@ class ServerInfo(BaseModel):
     version: str | None = None
     simulated: bool = False
     models: dict[str, ModelBuild] = Field(default_factory=dict)
+
+
+def text_or_none(value: Any) -> str | None:
+    """A field a server may leave out or empty, as text (None when it is absent)."""
+    return str(value) if value not in (None, "") else None
 
 
 class Backend(Protocol):

@@ -21,6 +21,7 @@ from crawdad.backends.base import (
     ServerInfo,
     ToolCallOut,
     garbled,
+    text_or_none,
 )
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.streaming import StreamConnections, ollama_result, read_ndjson
@@ -195,9 +196,9 @@ class OllamaBackend:
         for m in models:
             details = m.get("details") if isinstance(m.get("details"), dict) else {}
             build = ModelBuild(
-                digest=_text(m.get("digest")),
-                quantization=_text(details.get("quantization_level")),
-                parameter_size=_text(details.get("parameter_size")),
+                digest=text_or_none(m.get("digest")),
+                quantization=text_or_none(details.get("quantization_level")),
+                parameter_size=text_or_none(details.get("parameter_size")),
             )
             builds[m["model"]] = build
             if m["model"].endswith(":latest"):
@@ -208,7 +209,7 @@ class OllamaBackend:
         builds, fake = await self._builds()
         try:
             answer = await self._get_json("/api/version", 10.0)
-            version = _text(answer.get("version"))
+            version = text_or_none(answer.get("version"))
         except (OllamaError, *TRANSPORT_ERRORS, ValueError, AttributeError):
             version = None  # the version is nice to have, never worth failing on
         return ServerInfo(software="ollama", version=version, simulated=fake, models=builds)
@@ -217,10 +218,6 @@ class OllamaBackend:
         await self._http.close()
         if self._client is not None:
             await self._client._client.aclose()
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
 
 
 def _error_text(body: str) -> str:

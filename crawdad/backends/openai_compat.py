@@ -28,6 +28,7 @@ from crawdad.backends.base import (
     garbled,
     split_think,
     stop_reason_of,
+    text_or_none,
 )
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.streaming import REASONING_FIELDS, StreamConnections, StreamError, read_sse
@@ -46,10 +47,6 @@ SOFTWARE = {
 # llama-cpp-python's own form (it refuses the first with a 500), vLLM's native field.
 STRUCTURED_FORMS = ("json_schema", "json_object", "structured_outputs")
 _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structured", "schema")
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
 
 
 def translate_error(e: BaseException, url: str, model: str) -> BackendError:
@@ -130,7 +127,7 @@ def _messages(req: ChatRequest) -> list[dict[str, Any]]:
                 {
                     "id": c.get("id") or f"call_{i}",
                     "type": "function",
-                    "function": {"name": c["name"], "arguments": _as_text(c["arguments"])},
+                    "function": {"name": c["name"], "arguments": _astext_or_none(c["arguments"])},
                 }
                 for i, c in enumerate(m["tool_calls"])
             ]
@@ -140,7 +137,7 @@ def _messages(req: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _as_text(arguments: Any) -> str:
+def _astext_or_none(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
@@ -310,20 +307,17 @@ class OpenAIBackend:
         models = await self._models()
         owners = {str(getattr(m, "owned_by", "") or "") for m in models}
         builds = {
-            str(m.id): ModelBuild(root=_text(getattr(m, "root", None)) or None) for m in models
+            str(m.id): ModelBuild(root=text_or_none(getattr(m, "root", None))) for m in models
         }
         software = next((SOFTWARE[o] for o in owners if o in SOFTWARE), None)
-        version, fake = None, False
         # vLLM (and SGLang) tell their version at /version; llama-server its build at /props.
-        for path in ("/version", "/props"):
-            answer, fake_here = await self._get_root(path)
-            fake = fake or fake_here
-            if path == "/version" and answer.get("version"):
-                version = str(answer["version"])
-                break
-            if path == "/props" and answer.get("build_info"):
-                software, version = "llama.cpp", str(answer["build_info"])
-                break
+        answer, fake = await self._get_root("/version")
+        version = text_or_none(answer.get("version"))
+        if version is None:
+            props, fake_props = await self._get_root("/props")
+            fake = fake or fake_props
+            if build := text_or_none(props.get("build_info")):
+                software, version = "llama.cpp", build
         if software is None:
             software = next(iter(sorted(owners - {""})), None) or "openai-compatible"
         return ServerInfo(software=software, version=version, simulated=fake, models=builds)

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from crawdad.config import diff_settings, normalized_config, result_settings
 from crawdad.errors import StoreError, StoreWriteError
-from crawdad.records import DebateRecord, ExperimentManifest, RunManifest
+from crawdad.records import DebateRecord, ExperimentManifest, RunManifest, ServedBy, merge_served
 
 log = logging.getLogger("crawdad")
 
@@ -207,17 +207,15 @@ class RunStore:
     def _add_served(self, old: RunManifest, new: RunManifest) -> RunManifest:
         """A resume answered by another build of a model (a re-pulled tag, another server
         version) is noted, and its servers added: the analysis then says the run mixes builds."""
-        served = {role: list(entries) for role, entries in old.served.items()}
-        changed: list[str] = []
-        for role, entries in new.served.items():
-            known = {e.build() for e in served.get(role, [])}
-            fresh = [e for e in entries if e.build() not in known]
-            if fresh and role in served:
-                changed += [f"{role}: now {e.describe()}" for e in fresh]
-            if fresh:
-                served[role] = [*served.get(role, []), *fresh]
+        served = merge_served(old.served, new.served, key=ServedBy.build)
         if served == old.served:
             return old
+        changed = [
+            f"{role}: now {e.describe()}"
+            for role, entries in served.items()
+            if role in old.served
+            for e in entries[len(old.served[role]) :]
+        ]
         notes = list(old.notes)
         if changed:
             note = "resumed on another build: " + "; ".join(changed)
