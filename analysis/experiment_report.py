@@ -16,13 +16,13 @@ from typing import Any
 
 import pandas as pd
 from crawdad.analysis.experiment_folder import Experiment, load_experiment, overrides_text
-from crawdad.analysis.figures import save
 from crawdad.analysis.figures.experiment import compute_figure
 from crawdad.analysis.formatting import fmt_p, to_markdown
 from crawdad.analysis.metrics import experiment as X
 from crawdad.analysis.metrics import self_consistency as SC
-from crawdad.analysis.report_discovery import experiment_discovery_section
-from crawdad.analysis.report_files import write_into
+from crawdad.analysis.report_files import ReportWriter, write_into
+from crawdad.analysis.section import Block, Plot, Section, Table
+from crawdad.analysis.tasks import experiment_task_sections
 
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
 
@@ -264,15 +264,6 @@ def _variants_table(exp: Experiment, cov: pd.DataFrame) -> str:
 # --- the report ---------------------------------------------------------------------------------
 
 
-def _write_table(out: Path, name: str, df: pd.DataFrame, shown: pd.DataFrame | None = None) -> str:
-    tdir = out / "tables"
-    tdir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(tdir / f"{name}.csv", index=False)
-    md = to_markdown(shown if shown is not None else df, formatted=shown is not None)
-    (tdir / f"{name}.md").write_text(md + "\n")
-    return md
-
-
 def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str]) -> pd.DataFrame:
     overall = acc[acc["dimension"] == "overall"].set_index("variant")
     rows = []
@@ -322,31 +313,9 @@ def _by_task(exp: Experiment) -> tuple[Experiment, list[Experiment]]:
     return mine, [dataclasses.replace(exp, variants=vs) for vs in groups.values()]
 
 
-def _write(whole: Experiment, out: Path) -> Path:
-    exp, apart = _by_task(whole)
-    names = [v.name for v in exp.variants]
-    q = exp.questions()
-    universe = exp.universe()
-    keep = X.common_questions(q, names)
-    cov = X.coverage(q, names, universe)
-    for other in apart:  # each counted against its own items
-        own = [v.name for v in other.variants]
-        cov = pd.concat([cov, X.coverage(other.questions(), own, other.universe())])
-    acc = X.accuracy_rows(q, names, keep)
-    cost = X.cost_rows(q, names, keep)
-    gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
-    curves = SC.sc_curves(exp.samples(), gold, keep)
-    cframe = SC.curve_frame(curves)
-    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
-    base = exp.baseline if exp.baseline in names else None
-    paired = (
-        X.paired_comparisons(q, base, names, universe)
-        if base is not None
-        else pd.DataFrame(columns=X.PAIRED_COLUMNS)
-    )
-    points = _points(q, exp, acc, keep)
-    save(compute_figure(points, cframe), out / "figures", FIGURE)
-
+def _head(
+    whole: Experiment, exp: Experiment, apart: list[Experiment], cov: pd.DataFrame
+) -> list[str]:
     md = ["# crawdad experiment report", ""]
     sim = [v.name for v in exp.variants if v.simulated]
     if sim:
@@ -383,74 +352,121 @@ def _write(whole: Experiment, out: Path) -> Path:
         ]
     if exp.warnings:
         md += ["**Loader warnings:**", "", *[f"- {w}" for w in exp.warnings], ""]
-    md += [RULES, ""]
-    _write_table(out, "coverage", cov)
+    return [*md, RULES, ""]
 
-    left = len(universe) - len(keep)
-    notes = X.left_out_note(q, names, universe) if left else ""
-    md += [
-        "## Variants side by side",
-        "",
-        f"**Accuracy of the final answer and cost per question**, over the {len(keep)} questions "
-        f"every variant finished ({left} left out{': ' + notes if notes else ''}). "
-        "[CSV](tables/variants.csv) · [cost CSV](tables/cost.csv)",
-        "",
-        _write_table(out, "variants", acc, _variants_wide(acc, cost, names)),
-        "",
-    ]
-    _write_table(out, "cost", cost)
 
-    md += ["## Paired comparisons with the baseline", ""]
+def _paired_section(paired: pd.DataFrame, base: str | None) -> Section:
     if base is None:
-        md += ["The experiment names no baseline (or one without a run): nothing to pair.", ""]
-    else:
-        overall = paired[paired["group"] == "all"]
-        md += [*[f"- {paired_sentence(r)}" for _, r in overall.iterrows()], ""]
-        md += [
-            f"**Each variant against `{base}`**, on the questions both finished, overall and by "
-            "rung. [CSV](tables/paired.csv)",
-            "",
-            _write_table(out, "paired", paired, _paired_shown(paired)),
-            "",
-        ]
+        return Section(
+            "Paired comparisons with the baseline",
+            ["The experiment names no baseline (or one without a run): nothing to pair."],
+        )
+    overall = paired[paired["group"] == "all"]
+    return Section(
+        "Paired comparisons with the baseline",
+        [
+            "\n".join(f"- {paired_sentence(r)}" for _, r in overall.iterrows()),
+            Table(
+                "paired",
+                paired,
+                f"Each variant against `{base}`",
+                "On the questions both finished, overall and by rung.",
+                shown=_paired_shown(paired),
+                fold="never",
+            ),
+        ],
+    )
 
-    md += [
-        "## Accuracy against compute",
-        "",
-        f"![Accuracy against completion tokens per question]({'figures/' + FIGURE + '.png'})",
-        "",
-        f"[PDF](figures/{FIGURE}.pdf) · Each variant at its mean completion tokens per question "
-        "with its 95% CI (open marker: the baseline); lines: the self-consistency accuracy of "
-        "each solo agent for k = 1..K samples, at k times its tokens per sample.",
-        "",
+
+def _compute_section(
+    points: pd.DataFrame,
+    cframe: pd.DataFrame,
+    match: pd.DataFrame,
+    paired: pd.DataFrame,
+    base: str | None,
+) -> Section:
+    blocks: list[Block] = [
+        Plot(
+            FIGURE,
+            "Each variant at its mean completion tokens per question with its 95% CI (open "
+            "marker: the baseline); lines: the self-consistency accuracy of each solo agent for "
+            "k = 1..K samples, at k times its tokens per sample",
+            compute_figure,
+            (points, cframe),
+        )
     ]
     debates = match[match["protocol"].isin(SC.DEBATE_PROTOCOLS)]
     if not debates.empty:
-        md += [*[f"- {cost_sentence(r, paired, base)}" for _, r in debates.iterrows()], ""]
-    _write_table(out, "cost_match", match)
+        blocks.append(
+            "\n".join(f"- {cost_sentence(r, paired, base)}" for _, r in debates.iterrows())
+        )
+    blocks.append(Table("cost_match", match, show=False))
     if not cframe.empty:
-        md += [
-            "**Self-consistency curves** (accuracy of a k-sample majority). "
-            "[CSV](tables/sc_curves.csv)",
-            "",
-            _write_table(out, "sc_curves", cframe, _curves_shown(cframe)),
-            "",
-        ]
-    md += experiment_discovery_section(whole.variants, base, out)  # every discovery variant
-    if any(
-        str(v.overrides.get("task") or m.base.get("task") or "").startswith("cladder-data")
-        for v in whole.variants
-    ):  # questions answered from data (with or without the counts: every variant)
-        from crawdad.analysis.data_questions import data_section, run_records
+        blocks.append(
+            Table(
+                "sc_curves",
+                cframe,
+                "Self-consistency curves",
+                "Accuracy of a k-sample majority.",
+                shown=_curves_shown(cframe),
+                fold="never",
+            )
+        )
+    return Section("Accuracy against compute", blocks)
 
-        md += data_section([(v.name, run_records(v.run)) for v in whole.variants], out)
-    md += [
-        "## Each variant on its own",
-        "",
-        "The full run report of a variant (Table 1, persuasion, confidence, rounds, lengths, "
-        "times): `crawdad analyze " + str(exp.path) + "/VARIANT`.",
-        "",
+
+def _write(whole: Experiment, out: Path) -> Path:
+    exp, apart = _by_task(whole)
+    names = [v.name for v in exp.variants]
+    q = exp.questions()
+    universe = exp.universe()
+    keep = X.common_questions(q, names)
+    cov = X.coverage(q, names, universe)
+    for other in apart:  # each counted against its own items
+        own = [v.name for v in other.variants]
+        cov = pd.concat([cov, X.coverage(other.questions(), own, other.universe())])
+    acc = X.accuracy_rows(q, names, keep)
+    cost = X.cost_rows(q, names, keep)
+    gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
+    curves = SC.sc_curves(exp.samples(), gold, keep)
+    cframe = SC.curve_frame(curves)
+    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
+    base = exp.baseline if exp.baseline in names else None
+    paired = (
+        X.paired_comparisons(q, base, names, universe)
+        if base is not None
+        else pd.DataFrame(columns=X.PAIRED_COLUMNS)
+    )
+    left = len(universe) - len(keep)
+    notes = X.left_out_note(q, names, universe) if left else ""
+    sections = [
+        Section("", [Table("coverage", cov, show=False)]),
+        Section(
+            "Variants side by side",
+            [
+                Table(
+                    "variants",
+                    acc,
+                    "Accuracy of the final answer and cost per question",
+                    f"Over the {len(keep)} questions every variant finished ({left} left out"
+                    f"{': ' + notes if notes else ''}).",
+                    shown=_variants_wide(acc, cost, names),
+                    links=(("cost CSV", "cost.csv"),),
+                    fold="never",
+                ),
+                Table("cost", cost, show=False),
+            ],
+        ),
+        _paired_section(paired, base),
+        _compute_section(_points(q, exp, acc, keep), cframe, match, paired, base),
+        # each task's own sections over every variant (MAC's pair and graph variants together)
+        *experiment_task_sections(whole.variants, base),
+        Section(
+            "Each variant on its own",
+            [
+                "The full run report of a variant (Table 1, persuasion, confidence, rounds, "
+                f"lengths, times): `crawdad analyze {exp.path}/VARIANT`."
+            ],
+        ),
     ]
-    path = out / "report.md"
-    path.write_text("\n".join(md))
-    return path
+    return ReportWriter(out).write(sections, head=_head(whole, exp, apart, cov))

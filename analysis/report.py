@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -23,15 +21,14 @@ from crawdad.analysis import metrics as M
 from crawdad.analysis import narrative as N
 from crawdad.analysis import report_protocols as RP
 from crawdad.analysis import scorecard as SC
-from crawdad.analysis.contamination import contamination_section
-from crawdad.analysis.data_questions import data_section, run_records
 from crawdad.analysis.experiment_folder import is_experiment
-from crawdad.analysis.formatting import details, fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.analysis.formatting import fmt_p, table1_latex, table1_wide, to_markdown
 from crawdad.analysis.load import Run, concat, load_runs
-from crawdad.analysis.report_discovery import discovery_section, is_discovery_run
-from crawdad.analysis.report_files import write_into
+from crawdad.analysis.report_files import ReportWriter, write_into
+from crawdad.analysis.section import Block, Plot, Section, Table
 from crawdad.analysis.shards import pool_shards
-from crawdad.analysis.step_errors import steps_section
+from crawdad.analysis.tasks import task_sections
+from crawdad.analysis.tasks.discovery.sections import is_discovery_run
 from matplotlib.figure import Figure
 
 from crawdad import __version__
@@ -39,8 +36,6 @@ from crawdad.errors import StoreError
 from crawdad.records import ServedBy
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
-
-COLLAPSE_ROWS = 24  # longer tables are folded in report.md
 
 # name -> (title, function of (debates, turns)); every one is written for every run.
 TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]]] = {
@@ -156,41 +151,26 @@ def _of(df: pd.DataFrame, run: str) -> pd.DataFrame:
     return df[df["run"] == run].reset_index(drop=True) if "run" in df.columns else df
 
 
-@dataclass
-class _Writer:
-    root: Path  # the report folder
-    folder: Path  # this run's folder
-
-    def table(self, name: str, df: pd.DataFrame, md: str | None = None) -> str:
-        tdir = self.folder / "tables"
-        tdir.mkdir(parents=True, exist_ok=True)
-        df.to_csv(tdir / f"{name}.csv", index=False)
-        body = md if md is not None else to_markdown(df.drop(columns="run", errors="ignore"))
-        (tdir / f"{name}.md").write_text(body + "\n")
-        return body
-
-    def rel(self, p: Path) -> str:
-        return p.relative_to(self.root).as_posix()
-
-    def figure(self, name: str, caption: str | None = None) -> str:
-        fdir = self.folder / "figures"
-        png, pdf = fdir / f"{name}.png", fdir / f"{name}.pdf"
-        cap = caption or FIGURES[name]
-        return f"![{cap}]({self.rel(png)})\n\n[PDF]({self.rel(pdf)}) · {cap}"
+def _points(run: Run) -> dict[str, pd.DataFrame]:
+    """Per-item frames some figures draw from (the tables hold only their summaries)."""
+    return {
+        "confidence": M.confidence_points(run.debates),
+        "challenged": M.challenged_turns(run.turns),
+        "lengths": M.length_points(run.turns),
+    }
 
 
-# A figure to draw: (folder, name, figure function, its arguments). Drawn apart from the
-# Markdown so that several can be drawn at once in worker processes.
-_Job = tuple[Path, str, Callable[..., Figure], tuple[object, ...]]
+def _colors(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, str]:
+    """One colour per agent, the same in every figure of the report."""
+    agents = pd.concat([debates["first_agent"], debates["second_agent"], turns["agent"]])
+    agents = pd.concat([agents, pd.Series([a for ags in debates["agents"] for a in ags])])
+    return F.agent_colors(agents.dropna().unique())
 
 
-def _figure_jobs(
-    folder: Path,
-    tables: dict[str, pd.DataFrame],
-    points: dict[str, pd.DataFrame],
-    colors: dict[str, str],
-) -> list[_Job]:
-    t = tables
+def _plots(run: Run, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> dict[str, Plot]:
+    """The paper's figures that apply to the run's protocol, by name."""
+    points = _points(run)
+    captions = FIGURES | {"fig8_timing": N.timing_caption(t["time_sources"])}
     specs: dict[str, tuple[Callable[..., Figure], tuple[object, ...]]] = {
         "accuracy": (F.accuracy_figure, (t["table1"], colors)),
         "fig2_persuasion": (F.persuasion_figure, (t["persuasion"], colors)),
@@ -203,43 +183,20 @@ def _figure_jobs(
         "reliability": (F.reliability_figure, (t["reliability"], t["calibration"], colors)),
     }
     assert set(specs) == set(FIGURES)
-    return [(folder / "figures", name, fn, args) for name, (fn, args) in specs.items()]
+    kind = RP.run_kind(run.debates)
+    return {
+        name: Plot(name, captions[name], fn, args)
+        for name, (fn, args) in specs.items()
+        if RP.applies(name, kind)
+    }
 
 
 def run_figures(run: Run, tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
     """The paper's figures of one run as matplotlib figures, by name (the functions the report
     draws with; `tables` as `compute_tables` gives them, for this run or several)."""
     t = {k: _of(v, run.label) for k, v in tables.items()}
-    points = {
-        "confidence": M.confidence_points(run.debates),
-        "challenged": M.challenged_turns(run.turns),
-        "lengths": M.length_points(run.turns),
-    }
-    agents = pd.concat(
-        [run.debates["first_agent"], run.debates["second_agent"], run.turns["agent"]]
-    )
-    colors = F.agent_colors(agents.dropna().unique())
-    kind = RP.run_kind(run.debates)
-    return {
-        name: fn(*args)
-        for _, name, fn, args in _figure_jobs(Path("."), t, points, colors)
-        if RP.applies(name, kind)
-    }
-
-
-def _draw(job: _Job) -> list[Path]:
-    folder, name, fn, args = job
-    return F.save(fn(*args), folder, name)
-
-
-def _draw_all(jobs: list[_Job], workers: int) -> None:
-    """Draw and save every figure; in `workers` processes when there are several."""
-    if workers <= 1 or len(jobs) < 3:
-        for job in jobs:
-            _draw(job)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(_draw, jobs))
+    plots = _plots(run, t, _colors(run.debates, run.turns))
+    return {name: p.draw(*p.args) for name, p in plots.items()}
 
 
 def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
@@ -356,24 +313,20 @@ def _tools_named(run: Run) -> str:
     return " and ".join(names) or "tools"
 
 
-def _tool_section(run: Run, w: _Writer) -> list[str]:
+def _tool_section(run: Run) -> list[Section]:
     """Calls of the causal calculator per model and rung, malformed calls counted apart from
     accuracy (paper 004); only for runs whose agents had the tool."""
     if not _uses_tools(run):
         return []
     from crawdad.analysis.tool_use import tool_use
 
-    md = w.table("tool_use", tool_use(run.records()))
-    return [
-        f"### Tool use ({_tools_named(run)})",
-        "",
+    intro = (
         "Per model and rung over the turns that had the tools: turns that called one, calls, "
         "calls that could not be read (malformed: counted apart, never as answers) and calls "
-        "the tool refused (missing or inconsistent numbers, a query it cannot answer).",
-        "",
-        md,
-        "",
-    ]
+        "the tool refused (missing or inconsistent numbers, a query it cannot answer)."
+    )
+    table = Table("tool_use", tool_use(run.records()), fold="never")
+    return [Section(f"Tool use ({_tools_named(run)})", [intro, table])]
 
 
 def _data_backed(run: Run) -> bool:
@@ -381,104 +334,101 @@ def _data_backed(run: Run) -> bool:
     return str(config.get("task", "")).startswith("cladder-data")
 
 
-def _run_section(
-    run: Run,
-    all_tables: dict[str, pd.DataFrame],
-    colors: dict[str, str],
-    root: Path,
-    jobs: list[_Job],
-) -> list[str]:
-    """The Markdown of one run; writes its tables and appends its figures to `jobs`."""
-    label = run.label
-    w = _Writer(root, root / _slug(label))
-    t = {k: _of(v, label) for k, v in all_tables.items()}
-    points = {
-        "confidence": M.confidence_points(run.debates),
-        "challenged": M.challenged_turns(run.turns),
-        "lengths": M.length_points(run.turns),
-    }
-    lines = _lines(t)
-    captions = {"fig8_timing": N.timing_caption(t["time_sources"])}
-    kind = RP.run_kind(run.debates)
-    run_jobs = [j for j in _figure_jobs(w.folder, t, points, colors) if RP.applies(j[1], kind)]
-    jobs.extend(run_jobs)
-    figs = {job[1] for job in run_jobs}
-    out = [f"## Run `{label}` ({kind} protocol)", ""]
-    not_here = CLADDER_ONLY if is_discovery_run(run) else set()
-    if not_here:
+def _table(name: str, t: dict[str, pd.DataFrame], lines: dict[str, str]) -> Table:
+    df = t[name]
+    title = (TABLES.get(name) or RP.PROTOCOL_TABLES[name])[0]
+    if name != "table1":
+        return Table(name, df, title, lines[name])
+    if df.empty:
+        return Table(
+            name,
+            df,
+            title,
+            lines[name],
+            "_(empty)_",
+            files=(("LaTeX", "table1.tex", "% no debates\n"),),
+        )
+    return Table(
+        name,
+        df,
+        title,
+        lines[name],
+        shown=to_markdown(table1_wide(df), formatted=True),
+        files=(("LaTeX", "table1.tex", table1_latex(df)),),
+        fold="never",
+    )
+
+
+def _preamble(run: Run) -> list[str]:
+    """What the reader must know before the run's numbers: the task, shards, simulation."""
+    out: list[str] = []
+    if is_discovery_run(run):
         graphs = run.manifest is not None and run.manifest.config.get("task") == "discovery-graph"
-        out += [
+        out.append(
             "Causal discovery (whole graphs): the graphs are scored in the Causal discovery "
             "section above; below, an answer is right only when its edge list is the true one."
             if graphs
             else "Causal discovery (pairs): the graphs are scored in the Causal discovery section "
-            "above; the sections below read each pair as a yes/no question.",
-            "",
-        ]
+            "above; the sections below read each pair as a yes/no question."
+        )
     if run.shards:
-        out += [
+        out.append(
             f"One run pooled from {len(run.shards)} shards (the same settings, disjoint "
-            "questions): " + ", ".join(f"`{p}`" for p in run.shards) + ".",
-            "",
-        ]
+            "questions): " + ", ".join(f"`{p}`" for p in run.shards) + "."
+        )
     if run.simulated:
-        out += ["> **Simulated run**: these numbers come from crawdad's fake servers.", ""]
+        out.append("> **Simulated run**: these numbers come from crawdad's fake servers.")
         note = run.path / "simulation.txt"  # written by `crawdad demo`: what its models imitate
         if note.is_file():
-            out += [f"> {' '.join(note.read_text().split())}", ""]
-    for i, (heading, all_t, all_f) in enumerate(SECTIONS):
-        if i == 1:
-            out += RP.protocol_section(kind, t, colors, root, w.folder, jobs, COLLAPSE_ROWS)
-            out += _tool_section(run, w)
-        tnames = [n for n in all_t if RP.applies(n, kind) and n not in not_here]
-        fnames = [n for n in all_f if RP.applies(n, kind)]
-        skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]
-        out += [f"### {heading}", ""]
-        if heading == WALL_CLOCK_SECTION:
-            out += [_clock_note(run), ""]
-        if skipped:
-            out += [RP.skip_note(skipped, kind), ""]
-        for fname in fnames:
-            figs.remove(fname)
-            out += [w.figure(fname, captions.get(fname)), ""]
-        for name in tnames:
-            df = t[name]
-            title = (TABLES.get(name) or RP.PROTOCOL_TABLES[name])[0]
-            if name == "table1":
-                wide = table1_wide(df) if not df.empty else pd.DataFrame()
-                md = to_markdown(wide, formatted=True) if not df.empty else "_(empty)_"
-                w.table(name, df, md=md)
-                (w.folder / "tables" / "table1.tex").write_text(
-                    table1_latex(df) if not df.empty else "% no debates\n"
-                )
-            else:
-                md = w.table(name, df)
-            links = f"[CSV]({w.rel(w.folder / 'tables' / f'{name}.csv')})"
-            if name == "table1":
-                links += f" · [LaTeX]({w.rel(w.folder / 'tables' / 'table1.tex')})"
-            body = md
-            if len(df) > COLLAPSE_ROWS and name != "table1":
-                body = details(f"{title}: {len(df)} rows", md)
-            out += [f"**{title}.** {lines[name]} {links}", "", body, ""]
-            if name == "table1" and not df.empty:
-                out += _scorecard(run, df, w)
-    assert not figs, f"figures not placed in a section: {sorted(figs)}"
+            out.append(f"> {' '.join(note.read_text().split())}")
     return out
 
 
-def _scorecard(run: Run, table1: pd.DataFrame, w: _Writer) -> list[str]:
+def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str, str]) -> Section:
+    """One run's section of the report: the paper's tables and figures, in the paper's order,
+    with its protocol's and its tools' sections. Its files go to the folder named by the run."""
+    label = run.label
+    t = {k: _of(v, label) for k, v in all_tables.items()}
+    lines = _lines(t)
+    kind = RP.run_kind(run.debates)
+    plots = _plots(run, t, colors)
+    not_here = CLADDER_ONLY if is_discovery_run(run) else set()
+    blocks: list[Block] = list(_preamble(run))
+    for i, (heading, all_t, all_f) in enumerate(SECTIONS):
+        if i == 1:
+            blocks.append(RP.protocol_section(kind, t, colors))
+            blocks += _tool_section(run)
+        part: list[Block] = []
+        if heading == WALL_CLOCK_SECTION:
+            part.append(_clock_note(run))
+        skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]
+        if skipped:
+            part.append(RP.skip_note(skipped, kind))
+        part += [plots.pop(n) for n in all_f if n in plots]
+        for name in all_t:
+            if RP.applies(name, kind) and name not in not_here:
+                part.append(_table(name, t, lines))
+                if name == "table1" and not t[name].empty:
+                    part += _scorecard(run, t[name])
+        blocks.append(Section(heading, part))
+    assert not plots, f"figures not placed in a section: {sorted(plots)}"
+    return Section(f"Run `{label}` ({kind} protocol)", blocks, folder=_slug(label))
+
+
+def _scorecard(run: Run, table1: pd.DataFrame) -> list[Table]:
     """The paper's Table 1 beside the run's, where the run has the paper's models."""
     card = SC.table1_scorecard(run, table1)
     if card.empty:
         return []
-    md = w.table("published_table1", card, md=SC.scorecard_markdown(card))
-    csv = w.rel(w.folder / "tables" / "published_table1.csv")
     return [
-        f"**Against the published figures (CRAwDAD, Table 1).** {SC.scorecard_lines(card)} "
-        f"[CSV]({csv})",
-        "",
-        details(f"Published beside this run: {len(card)} values", md),
-        "",
+        Table(
+            "published_table1",
+            card,
+            "Against the published figures (CRAwDAD, Table 1)",
+            SC.scorecard_lines(card),
+            shown=SC.scorecard_markdown(card),
+            fold="always",
+        )
     ]
 
 
@@ -515,9 +465,8 @@ def _fmt_headline(metric: str, v: object) -> str:
     return f"{int(x)}"
 
 
-def _compare_section(all_tables: dict[str, pd.DataFrame], runs: list[Run], root: Path) -> list[str]:
+def _compare_section(all_tables: dict[str, pd.DataFrame], runs: list[Run]) -> Section:
     labels = [r.label for r in runs]
-    w = _Writer(root, root / "compare")
     head = M.headline(
         all_tables["summary"],
         all_tables["mcnemar"],
@@ -529,27 +478,33 @@ def _compare_section(all_tables: dict[str, pd.DataFrame], runs: list[Run], root:
     for c in labels:
         if c in shown.columns:
             shown[c] = [_fmt_headline(m, v) for m, v in zip(shown["metric"], shown[c], strict=True)]
-    md_head = w.table("headline", wide, md=to_markdown(shown, formatted=True))
-    t1 = all_tables["table1"]
-    t1w = M.side_by_side(t1, ["agent", "stage", "group"], "acc", labels)
+    t1w = M.side_by_side(all_tables["table1"], ["agent", "stage", "group"], "acc", labels)
     t1s = t1w.copy()
     for c in labels:
         if c in t1s.columns:
             t1s[c] = [f"{100 * v:.2f}" if pd.notna(v) else "-" for v in t1s[c]]
-    md_t1 = w.table("table1", t1w, md=to_markdown(t1s, formatted=True))
-    return [
-        "## Runs side by side",
-        "",
-        f"**Headline numbers**, one column per run. [CSV]({w.rel(w.folder / 'tables' / 'headline.csv')})",
-        "",
-        md_head,
-        "",
-        f"**Table 1 side by side** (accuracy %, n and CIs in each run's section). "
-        f"[CSV]({w.rel(w.folder / 'tables' / 'table1.csv')})",
-        "",
-        details(f"Table 1, {len(t1w)} rows", md_t1),
-        "",
-    ]
+    return Section(
+        "Runs side by side",
+        [
+            Table(
+                "headline",
+                wide,
+                "Headline numbers",
+                "One column per run.",
+                shown=shown,
+                fold="never",
+            ),
+            Table(
+                "table1",
+                t1w,
+                "Table 1 side by side",
+                "Accuracy %; n and CIs in each run's section.",
+                shown=t1s,
+                fold="always",
+            ),
+        ],
+        folder="compare",
+    )
 
 
 def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
@@ -655,13 +610,9 @@ def write_report(
     return write_into(out, lambda: _write(runs, out, workers))
 
 
-def _write(runs: list[Run], out: Path, workers: int) -> Path:
-    debates, turns = concat(runs)
-    tables = compute_tables(debates, turns)
-    agents = pd.concat([debates["first_agent"], debates["second_agent"], turns["agent"]])
-    agents = pd.concat([agents, pd.Series([a for ags in debates["agents"] for a in ags])])
-    colors = F.agent_colors(agents.dropna().unique())
-
+def _head(runs: list[Run], tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The report's top: warnings that change how everything below reads, the runs, their
+    servers, the loader's warnings and the counting rules."""
     md = ["# crawdad analysis report", ""]
     sim = [r.label for r in runs if r.simulated]
     if sim:
@@ -689,20 +640,24 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
     problems = [p for r in runs for p in r.warnings]
     if problems:
         md += ["**Loader warnings:**", "", *[f"- {p}" for p in problems], ""]
-    md += [RULES, ""]
-    if len(runs) > 1:
-        md += _compare_section(tables, runs, out)
-    md += contamination_section(debates, turns, out)  # runs over originals and fresh twins
-    md += steps_section(turns, out)  # runs with [scoring] steps = true
-    if any(_data_backed(r) for r in runs):  # questions answered from data (and their twins)
-        md += data_section([(r.label, run_records(r)) for r in runs], out)
-    jobs: list[_Job] = []
-    md += discovery_section(runs, out, jobs)  # runs of the discovery tasks
-    if len(runs) > 1:
-        md += RP.compare_lines(tables, [r.label for r in runs], out, jobs)
-    for run in runs:
-        md += _run_section(run, tables, colors, out, jobs)
-    _draw_all(jobs, workers)
-    path = out / "report.md"
-    path.write_text("\n".join(md))
-    return path
+    return [*md, RULES, ""]
+
+
+def report_sections(runs: list[Run], tables: dict[str, pd.DataFrame]) -> list[Section]:
+    """Every section of the run report, in order: the runs side by side (several), each task's
+    own sections (found through the task, `crawdad.analysis.tasks`), the protocols side by side
+    (several), and each run's section."""
+    debates, turns = concat(runs)
+    several = len(runs) > 1
+    out = [_compare_section(tables, runs)] if several else []
+    out += task_sections(runs)
+    if several:
+        out.append(RP.compare_section(tables, [r.label for r in runs]))
+    colors = _colors(debates, turns)
+    return [*out, *(run_section(run, tables, colors) for run in runs)]
+
+
+def _write(runs: list[Run], out: Path, workers: int) -> Path:
+    debates, turns = concat(runs)
+    tables = compute_tables(debates, turns)
+    return ReportWriter(out).write(report_sections(runs, tables), workers, _head(runs, tables))

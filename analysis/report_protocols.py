@@ -9,20 +9,18 @@ show in a run's section), `protocol_section` and `compare_lines`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pandas as pd
 from crawdad.analysis.figures import protocols as FP
-from crawdad.analysis.formatting import details, to_markdown
 from crawdad.analysis.metrics import protocols as MP
 from crawdad.analysis.metrics.compare import side_by_side
-from matplotlib.figure import Figure
+from crawdad.analysis.section import Plot, Section, Table
 
 __all__ = [
     "PROTOCOL_FIGURES",
     "PROTOCOL_TABLES",
     "applies",
-    "compare_lines",
+    "compare_section",
     "protocol_section",
     "protocol_tables",
     "restricted",
@@ -244,71 +242,43 @@ _LINES: dict[str, Callable[[pd.DataFrame], str]] = {
 
 # --- the section ------------------------------------------------------------------------------
 
-FigureJob = tuple[Path, str, Callable[..., Figure], tuple[object, ...]]
 
-
-def _figure_args(name: str, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> tuple:
-    if name == "protocol_accuracy":
-        return (FP.protocol_accuracy_figure, (t["protocol_accuracy"], colors))
-    if name == "judge_bias":
-        return (FP.judge_bias_figure, (t["judge_bias"],))
-    if name == "simultaneous_rounds":
-        return (FP.simultaneous_figure, (t["answer_changes_by_round"], t["majority_by_round"]))
-    return (FP.self_consistency_figure, (t["self_consistency"], colors))
-
-
-def _table_md(root: Path, folder: Path, name: str, df: pd.DataFrame) -> tuple[str, str]:
-    tdir = folder / "tables"
-    tdir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(tdir / f"{name}.csv", index=False)
-    md = to_markdown(df.drop(columns=["run", "protocol"], errors="ignore"))
-    (tdir / f"{name}.md").write_text(md + "\n")
-    return md, (tdir / f"{name}.csv").relative_to(root).as_posix()
-
-
-def _figure_md(root: Path, folder: Path, name: str) -> str:
-    png = (folder / "figures" / f"{name}.png").relative_to(root).as_posix()
-    pdf = (folder / "figures" / f"{name}.pdf").relative_to(root).as_posix()
+def _plot(name: str, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> Plot:
     caption = PROTOCOL_FIGURES[name]
-    return f"![{caption}]({png})\n\n[PDF]({pdf}) · {caption}"
+    if name == "protocol_accuracy":
+        return Plot(name, caption, FP.protocol_accuracy_figure, (t["protocol_accuracy"], colors))
+    if name == "judge_bias":
+        return Plot(name, caption, FP.judge_bias_figure, (t["judge_bias"],))
+    if name == "simultaneous_rounds":
+        args = (t["answer_changes_by_round"], t["majority_by_round"])
+        return Plot(name, caption, FP.simultaneous_figure, args)
+    return Plot(name, caption, FP.self_consistency_figure, (t["self_consistency"], colors))
 
 
-def protocol_section(
-    kind: str,
-    tables: dict[str, pd.DataFrame],
-    colors: dict[str, str],
-    root: Path,
-    folder: Path,
-    jobs: list[FigureJob],
-    collapse: int = 24,
-) -> list[str]:
-    """The Markdown of one run's protocol section; writes its tables, appends its figures."""
+def protocol_section(kind: str, tables: dict[str, pd.DataFrame], colors: dict[str, str]) -> Section:
+    """One run's protocol section: accuracy over every question, cost, and the protocol's own
+    tables and figures."""
     special_t, special_f = SPECIAL.get(kind, ([], []))
-    out = [
-        f"### Protocol: {kind}",
-        "",
+    intro = (
         "Accuracy here is over every question of the run: the final answer, and each agent's "
-        "first answer (solo: its first sample) whether or not it opened the debate.",
-        "",
+        "first answer (solo: its first sample) whether or not it opened the debate."
+    )
+    plots = [_plot(name, tables, colors) for name in ["protocol_accuracy", *special_f]]
+    shown = [
+        Table(
+            name,
+            tables[name],
+            PROTOCOL_TABLES[name][0],
+            _LINES[name](tables[name]),
+            hide=("run", "protocol"),
+        )
+        for name in ["protocol_accuracy", "cost", *special_t]
     ]
-    for fname in ["protocol_accuracy", *special_f]:
-        fn, args = _figure_args(fname, tables, colors)
-        jobs.append((folder / "figures", fname, fn, args))
-        out += [_figure_md(root, folder, fname), ""]
-    for name in ["protocol_accuracy", "cost", *special_t]:
-        df = tables[name]
-        md, csv = _table_md(root, folder, name, df)
-        if len(df) > collapse:
-            md = details(f"{PROTOCOL_TABLES[name][0]}: {len(df)} rows", md)
-        out += [f"**{PROTOCOL_TABLES[name][0]}.** {_LINES[name](df)} [CSV]({csv})", "", md, ""]
-    return out
+    return Section(f"Protocol: {kind}", [intro, *plots, *shown])
 
 
-def compare_lines(
-    tables: dict[str, pd.DataFrame], labels: list[str], root: Path, jobs: list[FigureJob]
-) -> list[str]:
+def compare_section(tables: dict[str, pd.DataFrame], labels: list[str]) -> Section:
     """Protocol numbers of several runs side by side, and accuracy against cost."""
-    folder = root / "compare"
     head = MP.protocol_headline(tables["protocol_accuracy"], tables["cost"])
     kinds = tables["cost"].drop_duplicates("run").set_index("run")["protocol"]
     head = pd.concat(
@@ -325,27 +295,16 @@ def compare_lines(
                 else (f"{v:.2f}" if isinstance(v, float) else ("-" if v is None else str(v)))
                 for m, v in zip(shown["metric"], shown[c], strict=True)
             ]
-    tdir = folder / "tables"
-    tdir.mkdir(parents=True, exist_ok=True)
-    wide.to_csv(tdir / "protocols.csv", index=False)
-    md = to_markdown(shown.fillna("-"), formatted=True)
-    (tdir / "protocols.md").write_text(md + "\n")
-    jobs.append(
-        (
-            folder / "figures",
-            "cost_accuracy",
-            FP.cost_accuracy_figure,
-            (tables["protocol_accuracy"], tables["cost"]),
-        )
+    table = Table(
+        "protocols",
+        wide,
+        "Protocols side by side",
+        "Accuracy over every question, and cost per question in requests and tokens (all "
+        "parties; see each run's cost table for debaters, judge and extractor, and its time "
+        "section for GPU seconds).",
+        shown=shown.fillna("-"),
+        fold="never",
     )
-    csv = (tdir / "protocols.csv").relative_to(root).as_posix()
-    return [
-        f"**Protocols side by side**: accuracy over every question, and cost per question in "
-        "requests and tokens (all parties; see each run's cost table for debaters, judge and "
-        f"extractor, and its time section for GPU seconds). [CSV]({csv})",
-        "",
-        md,
-        "",
-        _figure_md(root, folder, "cost_accuracy"),
-        "",
-    ]
+    args = (tables["protocol_accuracy"], tables["cost"])
+    plot = Plot("cost_accuracy", PROTOCOL_FIGURES["cost_accuracy"], FP.cost_accuracy_figure, args)
+    return Section("", [table, plot], folder="compare")

@@ -290,7 +290,7 @@ def test_every_protocol_config_gets_its_report(
 def test_all_protocols_side_by_side(protocol_runs: dict[str, Path], tmp_path: Path) -> None:
     path = write_report(list(protocol_runs.values()), tmp_path / "all", workers=2)
     md = path.read_text()
-    assert "**Protocols side by side**" in md
+    assert "**Protocols side by side.**" in md
     wide = pd.read_csv(tmp_path / "all" / "compare" / "tables" / "protocols.csv")
     assert list(wide.columns[1:]) == list(protocol_runs)
     assert set(wide.loc[wide["metric"] == "protocol"].iloc[0, 1:]) == {

@@ -236,11 +236,11 @@ def test_analyze_read_only_out(tmp_path: Path, cli) -> None:
 
 
 def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, cli) -> None:
-    import crawdad.analysis.report
+    import crawdad.analysis.report_files
     from crawdad.analysis.synthetic_runs import write_synthetic_run
 
     monkeypatch.setattr(
-        crawdad.analysis.report, "_draw_all", lambda jobs, workers: None
+        crawdad.analysis.report_files.ReportWriter, "draw", lambda self, workers=1: None
     )  # speed only
     run = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
     with (run / ".lock").open("w") as lock:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from crawdad.analysis.contamination import contamination_section, contamination_table
+from crawdad.analysis.report_files import ReportWriter
+from crawdad.analysis.tasks.cladder.contamination import contamination_section, contamination_table
 
 from crawdad.data.variants import twin_of
 
@@ -53,9 +54,10 @@ def test_no_pairs_no_section(tmp_path: Path):
     debates, turns = _frames([("1", True, True)])
     alone = debates[~debates["question_id"].str.startswith("fresh")]
     assert contamination_table(alone, turns).empty
-    assert contamination_section(alone, turns, tmp_path) == []
-    assert contamination_section(debates, turns, tmp_path)[0].startswith("## Contamination")
-    assert (tmp_path / "contamination.csv").is_file()
+    assert contamination_section(alone, turns) == []
+    md = ReportWriter(tmp_path).markdown(contamination_section(debates, turns))
+    assert md[0].startswith("## Contamination")
+    assert (tmp_path / "contamination" / "tables" / "contamination.csv").is_file()
 
 
 def test_twin_of():

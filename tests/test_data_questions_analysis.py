@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawdad.analysis.data_questions import (
+from crawdad.analysis.tasks.cladder_data import (
     accuracy_table,
     cost_table,
     data_section,
@@ -95,12 +95,15 @@ def test_a_stated_numbers_run_pairs_by_id_and_keeps_the_questions_with_a_table(
     data = [record(q, QUESTIONS[q][1]) for q in QUESTIONS]
     assert way_of_answering(stated).startswith("stated numbers")
     assert way_of_answering(data).startswith("data in context")
-    md = data_section([("stated", stated), ("data", data)], tmp_path)
-    text = "\n".join(md)
+    from crawdad.analysis.report_files import ReportWriter
+
+    text = "\n".join(
+        ReportWriter(tmp_path).markdown(data_section([("stated", stated), ("data", data)]))
+    )
     assert "## Questions answered from data" in text and "Each way against `stated`" in text
     import pandas as pd
 
-    acc = pd.read_csv(tmp_path / "data_accuracy.csv")
+    acc = pd.read_csv(tmp_path / "data" / "tables" / "data_accuracy.csv")
     stated_overall = acc[(acc["run"] == "stated") & (acc["dimension"] == "overall")].iloc[0]
     assert stated_overall["n"] == 4 and stated_overall["acc"] == 1.0  # q99 left out
     assert stated_overall["acc_perfect"] == 0.75  # the perfect answers came from the data run
@@ -110,7 +113,7 @@ def test_a_stated_numbers_run_pairs_by_id_and_keeps_the_questions_with_a_table(
 
 
 def test_nothing_without_data_backed_records(tmp_path: Path) -> None:
-    assert data_section([("stated", [record(1, "yes", data=False)])], tmp_path) == []
+    assert data_section([("stated", [record(1, "yes", data=False)])]) == []
 
 
 def test_the_pipelines_steps_are_rates_over_its_runs() -> None:

@@ -1,4 +1,4 @@
-"""The causal discovery analysis (analysis/metrics/discovery.py, analysis/report_discovery.py):
+"""The causal discovery analysis (analysis/tasks/discovery/):
 pairs' answers assembled into graphs and scored, worked out by hand on a tiny run folder; the
 report's "Causal discovery" section on runs and experiments made on the fakes; a discovery run
 killed and resumed.
@@ -39,10 +39,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from crawdad.analysis.load import load_run
-from crawdad.analysis.metrics import discovery as D
 from crawdad.analysis.metrics._stats import bootstrap_mean
 from crawdad.analysis.report import write_report
-from crawdad.analysis.report_discovery import discovery_frames, is_discovery_run, score
+from crawdad.analysis.tasks.discovery import metrics as D
+from crawdad.analysis.tasks.discovery.sections import discovery_frames, is_discovery_run, score
 
 from crawdad.config import SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES

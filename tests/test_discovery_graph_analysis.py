@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from crawdad.analysis.load import load_run
-from crawdad.analysis.metrics import discovery as D
 from crawdad.analysis.report import write_report
-from crawdad.analysis.report_discovery import discovery_frames, is_discovery_run, score
+from crawdad.analysis.tasks.discovery import metrics as D
+from crawdad.analysis.tasks.discovery.sections import discovery_frames, is_discovery_run, score
 
 from crawdad.data.discovery_public import SACHS_VARIABLES
 from crawdad.records import DatasetInfo, DebateRecord, RunManifest, Turn
@@ -181,7 +181,7 @@ def test_one_graph_has_no_ci_and_every_system_shares_the_table(tmp_path: Path) -
         report = write_report(
             [hand, tmp_path / "lingam-sachs"], tmp_path / "report", workers=1
         ).read_text()
-    section = report.split("## Causal discovery (MAC)")[1].split("**Protocols side by side**")[0]
+    section = report.split("## Causal discovery (MAC)")[1].split("**Protocols side by side.**")[0]
     assert "no CI over graphs" in section and "Whole graphs." in section
     rows = {
         line.split("|")[1].strip(): line

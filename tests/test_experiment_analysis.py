@@ -465,7 +465,7 @@ def test_experiment_report_written_and_dispatched(handmade: Path, tmp_path: Path
     text = path.read_text()
     assert text.startswith("# crawdad experiment report")
     assert (
-        "over the 8 questions every variant finished (2 left out: 1 errored in judge; 1 unfinished in judge)"
+        "Over the 8 questions every variant finished (2 left out: 1 errored in judge; 1 unfinished in judge)"
         in text
     )
     assert "| accuracy, all" in text and "0.875 [" in text
@@ -556,7 +556,7 @@ def test_variant_runs_on_the_fakes_analyse_end_to_end(tiny_cladder: Path, tmp_pa
     text = path.read_text()
     assert (
         "SIMULATED DATA" in text
-        and "over the 6 questions every variant finished (0 left out)" in text
+        and "Over the 6 questions every variant finished (0 left out)" in text
     )
     assert "- `judge` (" in text and "self-consistency curve, qwen3:32b's (variant `sc3`)" in text
     curves = pd.read_csv(root / "report" / "tables" / "sc_curves.csv")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from crawdad.analysis.step_errors import step_errors, step_repairs, steps_section
+from crawdad.analysis.tasks.cladder.steps import step_errors, step_repairs, steps_section
 
 from crawdad.causal.model import BinaryModel
 from crawdad.data.questions import CausalSource, load_cladder
@@ -194,7 +194,9 @@ async def test_a_run_with_step_scoring_on_the_fakes(tmp_path: Path):
     assert manifest["config"]["scoring"] == {"steps": True}
     loaded = load_run(Path("out"))
     assert step_errors(loaded.turns)["n_scored"].sum() >= len(initial)
-    assert steps_section(loaded.turns, tmp_path)[0].startswith("## Step scoring")
+    (section,) = steps_section(loaded.turns)
+    assert section.heading.startswith("Step scoring")
+    assert section.tables()["step_errors"]["n_scored"].sum() >= len(initial)
 
 
 def test_repairs_and_breaks_are_counted():

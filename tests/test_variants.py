@@ -229,8 +229,8 @@ def test_exact_fractions_render_like_floats():
 
 async def test_a_run_over_100_fresh_questions_and_their_originals_on_the_fakes(fresh_100):
     """The fresh folder runs as it is; the analysis pairs each fresh question with its original."""
-    from crawdad.analysis.contamination import contamination_table
     from crawdad.analysis.load import load_run
+    from crawdad.analysis.tasks.cladder.contamination import contamination_table
 
     from crawdad.config import load_config
     from crawdad.demo import answer_key

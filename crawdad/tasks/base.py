@@ -56,10 +56,12 @@ class Reading:
 class Task(Protocol):
     """What a protocol and the runner need of a task kind.
 
-    Two members are optional (read with getattr): `prompt_tasks`, the tasks whose prompt sets
-    it takes (its own name alone by default), and `tool_context(item)`, what the tools of the
+    Three members are optional (read with getattr): `prompt_tasks`, the tasks whose prompt sets
+    it takes (its own name alone by default); `tool_context(item)`, what the tools of the
     item's turns compute over (the keyword arguments of `crawdad.tools.registry.ToolContext`:
-    a data-backed question's table); a task without it gives its items' tools nothing."""
+    a data-backed question's table), a task without it giving its items' tools nothing; and
+    `report_sections`, the import paths of the modules with its report sections
+    (`crawdad.analysis.tasks`), none by default: its runs get the yes/no sections alone."""
 
     name: str
     # The answers an agent may give, when they are a fixed set (a judge's verdict schema and the

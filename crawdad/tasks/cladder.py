@@ -23,6 +23,7 @@ from crawdad.tasks.yes_no import YesNoAnswers
 class CladderTask(YesNoAnswers):
     name = "cladder"
     prompt_set = "paper"
+    report_sections: tuple[str, ...] = ("crawdad.analysis.tasks.cladder",)
 
     def load(self, path: Path, questions_file: str | None = None) -> Dataset:
         return load_cladder(path, questions_file)

@@ -188,6 +188,7 @@ class CladderDataTask(CladderTask):
     prompt_set = "data-context"
     # The prompt sets it takes: its own, and CLadder's (the question block is CLadder's).
     prompt_tasks = ("cladder-data", "cladder")
+    report_sections = ("crawdad.analysis.tasks.cladder", "crawdad.analysis.tasks.cladder_data")
 
     def __init__(self, name: str = "cladder-data", counts: bool = True) -> None:
         self.name = name

@@ -74,6 +74,7 @@ def _dataset(graphs: list[DiscoveryGraph], info: DatasetInfo) -> PairDataset:
 class DiscoveryPairsTask(YesNoAnswers):
     name = "discovery-pairs"
     prompt_set = "mac-pairs"
+    report_sections = ("crawdad.analysis.tasks.discovery",)
 
     def load(self, path: Path, questions_file: str | None = None) -> PairDataset:
         found = load_graphs(path, questions_file)

@@ -110,6 +110,7 @@ class DiscoveryGraphTask:
     name = "discovery-graph"
     answers = None
     prompt_set = "mac-graph"
+    report_sections = ("crawdad.analysis.tasks.discovery",)
 
     def load(self, path: Path, questions_file: str | None = None) -> GraphDataset:
         found = load_graphs(path, questions_file)

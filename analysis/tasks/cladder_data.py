@@ -15,7 +15,7 @@ question is known from the data-backed records.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from crawdad.analysis.load import Run
@@ -24,6 +24,7 @@ from crawdad.analysis.metrics._stats import (
     bootstrap_proportion,
     mcnemar_exact,
 )
+from crawdad.analysis.section import Block, Section, Table
 from crawdad.analysis.tool_use import calls_by_tool
 
 from crawdad.records import DebateRecord
@@ -274,49 +275,48 @@ def _shown_accuracy(acc: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]], out: Path) -> list[str]:
-    """The report's section on questions answered from data (nothing when no run has any);
-    its tables are written to `out` as CSV."""
+def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[Section]:
+    """The report's section on questions answered from data (none when no run has any)."""
     ways = {label: records for label, records in named_runs}
     if not any(is_data_backed(r) for rs in ways.values() for r in rs):
         return []
-    from crawdad.analysis.formatting import details, fmt_p, to_markdown
+    from crawdad.analysis.formatting import fmt_p
 
     perfect = perfect_answers(ways)  # the questions with a table: a stated-numbers run keeps those
     ways = {k: [r for r in v if str(r.question_id) in perfect] for k, v in ways.items()}
     ways = {k: v for k, v in ways.items() if v}
-    out.mkdir(parents=True, exist_ok=True)
     acc = accuracy_table(ways)
-    acc.to_csv(out / "data_accuracy.csv", index=False)
     kinds = pd.DataFrame(
         [{"run": k, "way of answering": way_of_answering(v)} for k, v in ways.items()]
     )
     overall = acc[acc["dimension"] == "overall"]
-    md = [
-        "## Questions answered from data",
-        "",
+    md: list[Block] = [
         "Each run is one way of answering: stated numbers (CLadder's own questions, paired by "
         "question id), data in context (the counts in the question), data + tools (the data "
         "tools over the question's table), or LLM4Causal's pipeline. Accuracy is against the "
         "exact label and against the perfect estimator's answer (the same query over the "
         "sample's plug-in model: what perfect reasoning from this sample answers); `perfect vs "
         "label` is that estimator's own accuracy, the ceiling of answers drawn from the sample, "
-        "and `gap` the run's distance to it. 95% bootstrap CIs. [CSV](data_accuracy.csv)",
-        "",
-        to_markdown(kinds, formatted=True),
-        "",
-        to_markdown(_shown_accuracy(overall), formatted=True),
-        "",
-        details(
-            "By rung, query type, alignment and whether the sample points the label's way",
-            to_markdown(_shown_accuracy(acc[acc["dimension"] != "overall"]), formatted=True),
+        "and `gap` the run's distance to it. 95% bootstrap CIs.",
+        Table("data_ways", kinds, "Ways of answering", shown=kinds),
+        Table(
+            "data_accuracy",
+            acc,
+            "Accuracy, overall",
+            shown=_shown_accuracy(overall),
+            fold="never",
         ),
-        "",
+        Table(
+            "data_accuracy_by_group",
+            acc[acc["dimension"] != "overall"],
+            "By rung, query type, alignment and whether the sample points the label's way",
+            shown=_shown_accuracy(acc[acc["dimension"] != "overall"]),
+            fold="always",
+        ),
     ]
     if len(ways) > 1:
         baseline = next(iter(ways))
         paired = paired_table(ways, baseline)
-        paired.to_csv(out / "data_paired.csv", index=False)
         shown = pd.DataFrame(
             {
                 "run": paired["run"],
@@ -333,16 +333,19 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]], out: Path
                 "McNemar p": [fmt_p(p) for p in paired["p_value"]],
             }
         )
-        md += [
-            f"**Each way against `{baseline}`** (the first run given), on the questions both "
-            "finished; paired bootstrap CI of the difference. [CSV](data_paired.csv)",
-            "",
-            to_markdown(shown, formatted=True),
-            "",
-        ]
+        md.append(
+            Table(
+                "data_paired",
+                paired,
+                f"Each way against `{baseline}`",
+                "The first run given, on the questions both finished; paired bootstrap CI of the "
+                "difference.",
+                shown=shown,
+                fold="never",
+            )
+        )
     pipe = pipeline_table(ways)
     if not pipe.empty:
-        pipe.to_csv(out / "data_pipeline.csv", index=False)
         shown = pd.DataFrame(
             {
                 "run": pipe["run"],
@@ -377,39 +380,59 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]], out: Path
                 ],
             }
         )
-        md += [
-            "**The pipeline's three steps** (LLM4Causal's evaluation). Step 1, extraction: the "
-            "task the model wrote, field by field against the question's (a field the query "
-            "type does not use counts as right; `all`: every field). Step 2, the tool crawdad "
-            "ran on that task: whether its result is the result of the question's own task. "
-            "Step 3, interpretation: where that result was right, whether the answer is the "
-            "one it implies under CLadder's rules (questions answered from the graph, such as "
-            "backadj, are not scored here). [CSV](data_pipeline.csv)",
-            "",
-            to_markdown(shown, formatted=True),
-            "",
-        ]
+        md.append(
+            Table(
+                "data_pipeline",
+                pipe,
+                "The pipeline's three steps",
+                "LLM4Causal's evaluation. Step 1, extraction: the "
+                "task the model wrote, field by field against the question's (a field the query "
+                "type does not use counts as right; `all`: every field). Step 2, the tool crawdad "
+                "ran on that task: whether its result is the result of the question's own task. "
+                "Step 3, interpretation: where that result was right, whether the answer is the "
+                "one it implies under CLadder's rules (questions answered from the graph, such as "
+                "backadj, are not scored here).",
+                shown=shown,
+                fold="never",
+            )
+        )
     tools = calls_by_tool(ways)
     if not tools.empty:
-        tools.to_csv(out / "data_tools.csv", index=False)
-        md += [
-            "**Tool use and tool errors**, per run and tool: questions with a call, calls per "
-            "question, parse failures (malformed: not JSON, not the schema, no such tool) apart "
-            "from wrong calls (read, but the table cannot answer them: a column it lacks, an "
-            "effect the graph does not identify). Pipeline calls are crawdad's own (mode "
-            "pipeline). [CSV](data_tools.csv)",
-            "",
-            to_markdown(tools),
-            "",
-        ]
+        md.append(
+            Table(
+                "data_tools",
+                tools,
+                "Tool use and tool errors",
+                "Per run and tool: questions with a call, calls per "
+                "question, parse failures (malformed: not JSON, not the schema, no such tool) apart "
+                "from wrong calls (read, but the table cannot answer them: a column it lacks, an "
+                "effect the graph does not identify). Pipeline calls are crawdad's own (mode "
+                "pipeline).",
+                hide=(),
+                fold="never",
+            )
+        )
     cost = cost_table(ways)
-    cost.to_csv(out / "data_cost.csv", index=False)
-    md += [
-        "**Cost per question**: tokens (prompt and completion, debaters and extractor) and GPU "
-        "seconds (the server's generation time where it reports one, else wall time). "
-        "[CSV](data_cost.csv)",
-        "",
-        to_markdown(cost),
-        "",
-    ]
-    return md
+    md.append(
+        Table(
+            "data_cost",
+            cost,
+            "Cost per question",
+            "Tokens (prompt and completion, debaters and extractor) and GPU seconds (the "
+            "server's generation time where it reports one, else wall time).",
+            hide=(),
+            fold="never",
+        )
+    )
+    return [Section("Questions answered from data", md, folder="data")]
+
+
+def run_sections(runs: Sequence[Run]) -> list[Section]:
+    """The run report's sections: every run given joins (a run over CLadder's own questions
+    is the stated-numbers way of answering)."""
+    return data_section([(r.label, run_records(r)) for r in runs])
+
+
+def experiment_sections(variants: Sequence[Any], baseline: str | None) -> list[Section]:
+    """The experiment report's sections: every variant, with or without the counts."""
+    return data_section([(v.name, run_records(v.run)) for v in variants])

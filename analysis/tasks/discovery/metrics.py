@@ -26,7 +26,7 @@ MPG): the graph is counted as unscored, never scored. `graph_answer_scores` give
 same SCORE_COLUMNS as the pairs' (pair accuracy over the ordered pairs; `pairs` the n(n-1)
 ordered pairs; `n_unanswered` / `n_errored` count graphs, not pairs).
 
-Frames in (built from the records by `analysis.report_discovery`):
+Frames in (built from the records by `analysis.tasks.discovery.sections`):
 - pairs: PAIR_COLUMNS, one row per pair record;
 - answers: ANSWER_COLUMNS, one row per (pair record, system), with what that system's answer
   cost (completion tokens of its turns plus the extractor's, GPU seconds, requests);

@@ -1,4 +1,4 @@
-"""Causal discovery figures over `analysis.metrics.discovery`'s summary: the graphs' scores
+"""Causal discovery figures over `analysis.tasks.discovery.metrics`'s summary: the graphs' scores
 against what they cost (one point per run or variant and system, 95% CI bars), and the scores by
 CLadder's commonsense alignment (do the names help, or mislead?)."""
 

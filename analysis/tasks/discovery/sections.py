@@ -2,7 +2,7 @@
 question per ordered variable pair) and the discovery-graph task (a whole graph per record:
 whole-graph debates, MAC's Coding Agents and hybrids, the plain-algorithm baselines of
 `crawdad discover-baseline`). Each run's records are read back into frames (pairs and their
-answers; whole graphs and theirs), the graphs assembled and scored (`analysis.metrics.discovery`),
+answers; whole graphs and theirs), the graphs assembled and scored (`analysis.tasks.discovery.metrics`),
 and the Markdown of the "Causal discovery" section of a run report (`discovery_section`) and of
 an experiment report (`experiment_discovery_section`) written, with their tables (CSV +
 Markdown) and figures (PNG + PDF): every system in the same table.
@@ -13,22 +13,20 @@ graph's variables), `gold` and `graph_id` (CLadder's graph kind) say everything 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from crawdad.analysis import scorecard as SC
-from crawdad.analysis.figures.discovery import (
+from crawdad.analysis.load import Run, agent_label
+from crawdad.analysis.section import Block, Plot, Section, Table
+from crawdad.analysis.tasks.discovery import metrics as D
+from crawdad.analysis.tasks.discovery.figures import (
     discovery_alignment_figure,
     discovery_cost_figure,
     system_label,
 )
-from crawdad.analysis.formatting import details, to_markdown
-from crawdad.analysis.load import Run, agent_label
-from crawdad.analysis.metrics import discovery as D
-from matplotlib.figure import Figure
 
 from crawdad.records import DebateRecord, Turn
 
@@ -47,8 +45,6 @@ TASK = "discovery-pairs"
 GRAPH_TASK = "discovery-graph"
 TASKS = (TASK, GRAPH_TASK)
 FOLDER = "discovery"  # of the report folder: tables/ and figures/
-COLLAPSE_ROWS = 24
-_Job = tuple[Path, str, Callable[..., Figure], tuple[object, ...]]
 
 ABOUT = """\
 Each record answers one meta-question of MAC's Meta Agents Model (Le et al., section 3.2.1,
@@ -101,19 +97,23 @@ has **no CI over graphs**: its score is shown alone; the same system run with ot
 another run (another row), not a resample."""
 
 
+def _heading(frames: DiscoveryFrames) -> str:
+    return (
+        "Causal discovery (MAC's Meta Agents Model)"
+        if frames.graphs.empty
+        else "Causal discovery (MAC)"
+    )
+
+
 def _intro(frames: DiscoveryFrames) -> list[str]:
-    """The section's heading and what its records are."""
+    """What the section's records are."""
     if frames.graphs.empty:
-        return ["## Causal discovery (MAC's Meta Agents Model)", "", ABOUT, ""]
-    out = ["## Causal discovery (MAC)", ""]
-    if not frames.pairs.empty:
-        out += [ABOUT, ""]
-    return [*out, GRAPH_ABOUT, ""]
+        return [ABOUT]
+    return [ABOUT, GRAPH_ABOUT] if not frames.pairs.empty else [GRAPH_ABOUT]
 
 
 def _rules(frames: DiscoveryFrames) -> list[str]:
-    out = [RULES, ""]
-    return [*out, GRAPH_RULES, ""] if not frames.graphs.empty else out
+    return [RULES, GRAPH_RULES] if not frames.graphs.empty else [RULES]
 
 
 @dataclass
@@ -434,22 +434,7 @@ def alignment_sentence(s: pd.DataFrame) -> str:
     )
 
 
-# --- writing ------------------------------------------------------------------------------------
-
-
-def _write(folder: Path, name: str, df: pd.DataFrame, shown: pd.DataFrame | None) -> str:
-    tdir = folder / "tables"
-    tdir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(tdir / f"{name}.csv", index=False)
-    md = to_markdown(shown if shown is not None else df, formatted=shown is not None)
-    (tdir / f"{name}.md").write_text(md + "\n")
-    return md
-
-
-def _figure_md(root: Path, folder: Path, name: str, caption: str) -> str:
-    png = (folder / "figures" / f"{name}.png").relative_to(root).as_posix()
-    pdf = (folder / "figures" / f"{name}.pdf").relative_to(root).as_posix()
-    return f"![{caption}]({png})\n\n[PDF]({pdf}) · {caption}"
+# --- the sections ----------------------------------------------------------------------------
 
 
 def _simulated_note(names: list[str]) -> list[str]:
@@ -459,8 +444,7 @@ def _simulated_note(names: list[str]) -> list[str]:
         f"> **Simulated:** {', '.join(f'`{n}`' for n in names)} were served by crawdad's fake "
         "servers, which answer each pair (or each pair of a whole graph) from the gold at a seeded "
         "accuracy, and whose coding agents pick plans at random: their graphs and scores mean "
-        "nothing about any model or about MAC.",
-        "",
+        "nothing about any model or about MAC."
     ]
 
 
@@ -482,23 +466,22 @@ def score(frames: DiscoveryFrames, graphs: set[str] | None = None) -> Scored:
     return Scored(frames, scores, D.discovery_summary(scores, protocols), protocols)
 
 
-def _tables_md(
-    root: Path, folder: Path, sc: Scored, several: bool, runs_word: str
-) -> tuple[list[str], str]:
-    """The overall, alignment, source and graph-kind tables; returns (Markdown, the rel path
-    of the overall CSV)."""
+def _tables(sc: Scored, several: bool, runs_word: str) -> list[Block]:
+    """The overall, alignment, source and graph-kind tables."""
     s = sc.summary
-    rel = (folder / "tables").relative_to(root).as_posix()
-    _write(folder, "graph_scores", sc.scores, None)
-    _write(folder, "summary", s, None)
     overall = s[s["dimension"] == "overall"]
-    md = [
-        f"**Graphs per system**{f' ({runs_word})' if runs_word else ''}: means over the complete "
-        "graphs, 95% bootstrap "
-        f"CIs. [CSV]({rel}/summary.csv) · [per graph]({rel}/graph_scores.csv)",
-        "",
-        _write(folder, "overall", overall, shown_summary(overall, several)),
-        "",
+    out: list[Block] = [
+        Table("graph_scores", sc.scores, show=False),
+        Table("summary", s, show=False),
+        Table(
+            "overall",
+            overall,
+            f"Graphs per system{f' ({runs_word})' if runs_word else ''}",
+            "Means over the complete graphs, 95% bootstrap CIs.",
+            shown=shown_summary(overall, several),
+            links=(("all groups", "summary.csv"), ("per graph", "graph_scores.csv")),
+            fold="never",
+        ),
     ]
     for dim, title in (
         ("alignment", "By commonsense alignment"),
@@ -508,90 +491,89 @@ def _tables_md(
         part = s[s["dimension"] == dim]
         if part.empty or (dim == "source" and part["group"].nunique() < 2):
             continue
-        body = _write(folder, f"by_{dim}", part, shown_summary(part, several, group=True))
-        if len(part) > COLLAPSE_ROWS:
-            body = details(f"{title}: {len(part)} rows", body)
-        line = f" {alignment_sentence(s)}" if dim == "alignment" else ""
-        md += [f"**{title}.**{line} [CSV]({rel}/by_{dim}.csv)", "", body, ""]
-    return md, f"{rel}/overall.csv"
+        line = alignment_sentence(s) if dim == "alignment" else ""
+        shown = shown_summary(part, several, group=True)
+        out.append(Table(f"by_{dim}", part, title, line, shown=shown))
+    return out
 
 
-def _published(sc: Scored, folder: Path, root: Path, simulated: set[str]) -> list[str]:
+def _paired(paired: pd.DataFrame, name: str, title: str, several: bool) -> list[Block]:
+    if paired.empty:
+        return []
+    return [
+        "\n".join(f"- {line}" for line in paired_sentences(paired)),
+        Table(name, paired, title, shown=shown_paired(paired, several), fold="never"),
+    ]
+
+
+def _published(sc: Scored, simulated: set[str]) -> list[Table]:
     """MAC's published SHD and NHD beside the systems' graphs on the data sets both have."""
     card = SC.discovery_scorecard(sc.scores, sc.protocols, simulated)
     if card.empty:
         return []
-    rel = (folder / "tables").relative_to(root).as_posix()
-    md = _write(folder, "published_mac", card, SC.discovery_scorecard_markdown_frame(card))
+    paper, source = card["paper"].iloc[0], card["source"].iloc[0]
     return [
-        f"**Against the published figures ({card['paper'].iloc[0].split(':')[0]}, "
-        f"{card['source'].iloc[0].split(':')[0]}).** SHD and NHD of each system's final graphs "
-        "beside the paper's rows of the same kind of system on the same data set (one graph "
-        f"each: no CI). Source: {card['paper'].iloc[0]}, {card['source'].iloc[0]}. "
-        f"[CSV]({rel}/published_mac.csv)",
-        "",
-        md,
-        "",
+        Table(
+            "published_mac",
+            card,
+            f"Against the published figures ({paper.split(':')[0]}, {source.split(':')[0]})",
+            "SHD and NHD of each system's final graphs beside the paper's rows of the same kind "
+            "of system on the same data set (one graph each: no CI). "
+            f"Source: {paper}, {source}.",
+            shown=SC.discovery_scorecard_markdown_frame(card),
+            fold="never",
+        )
     ]
 
 
-def discovery_section(runs: list[Run], root: Path, jobs: list[_Job]) -> list[str]:
-    """The "Causal discovery" section of a run report, over the runs of the discovery-pairs
-    task (none: no section). Writes root/discovery/tables; appends its figures to `jobs`."""
+def discovery_section(runs: list[Run]) -> list[Section]:
+    """The "Causal discovery" section of a run report, over the runs of the discovery tasks
+    (none: no section)."""
     mine = [r for r in runs if is_discovery_run(r)]
     if not mine:
         return []
     frames = _concat([discovery_frames(r) for r in mine])
     if _empty(frames):
         return []
-    folder = root / FOLDER
     sc = score(frames)
     several = len(mine) > 1
-    out = _intro(frames)
-    out += _simulated_note([r.label for r in mine if r.simulated])
-    out += _rules(frames)
-    md, _ = _tables_md(root, folder, sc, several, "one row per run and system" if several else "")
-    out += md
-    paired = D.debate_vs_first(sc.scores)
-    if not paired.empty:
-        _write(folder, "debate_vs_first", paired, None)
-        rel = (folder / "tables").relative_to(root).as_posix()
-        out += [
-            "**Final answers against each agent's first answers**, paired by graph (difference "
-            f"final \u2212 first; SHD lower is better). [CSV]({rel}/debate_vs_first.csv)",
-            "",
-            *[f"- {line}" for line in paired_sentences(paired)],
-            "",
-            _write(folder, "debate_vs_first_shown", paired, shown_paired(paired, several)),
-            "",
-        ]
-    out += _published(sc, folder, root, {r.label for r in mine if r.simulated})
-    jobs.append((folder / "figures", "graphs_vs_tokens", discovery_cost_figure, (sc.summary,)))
-    jobs.append((folder / "figures", "shd_by_alignment", discovery_alignment_figure, (sc.summary,)))
-    out += [
-        _figure_md(
-            root,
-            folder,
+    blocks: list[Block] = [
+        *_intro(frames),
+        *_simulated_note([r.label for r in mine if r.simulated]),
+    ]
+    blocks += _rules(frames)
+    blocks += _tables(sc, several, "one row per run and system" if several else "")
+    blocks += _paired(
+        D.debate_vs_first(sc.scores),
+        "debate_vs_first",
+        "Final answers against each agent's first answers, paired by graph (difference final "
+        "\u2212 first; SHD lower is better)",
+        several,
+    )
+    blocks += _published(sc, {r.label for r in mine if r.simulated})
+    blocks += [
+        Plot(
             "graphs_vs_tokens",
             "Mean SHD and edge F1 of each system's graphs against its completion tokens per "
             "graph (95% CIs; filled: final answers, open: first answers)",
+            discovery_cost_figure,
+            (sc.summary,),
         ),
-        "",
-        _figure_md(root, folder, "shd_by_alignment", "Mean SHD by commonsense alignment (95% CIs)"),
-        "",
+        Plot(
+            "shd_by_alignment",
+            "Mean SHD by commonsense alignment (95% CIs)",
+            discovery_alignment_figure,
+            (sc.summary,),
+        ),
     ]
-    return out
+    return [Section(_heading(frames), blocks, folder=FOLDER)]
 
 
-def experiment_discovery_section(
-    variants: Sequence[Any], baseline: str | None, root: Path
-) -> list[str]:
+def experiment_discovery_section(variants: Sequence[Any], baseline: str | None) -> list[Section]:
     """The "Causal discovery" section of an experiment report: each variant's final-answer
     graphs (and its agents' first answers) over the graphs every variant completed, paired
     with the baseline, and graphs against tokens per graph. `variants`: the experiment's
-    loaded variants (each with `.name` and `.run`). Writes root/discovery/; draws its figure."""
-    from crawdad.analysis.figures import save
-
+    loaded variants (each with `.name` and `.run`)."""
     mine = [v for v in variants if is_discovery_run(v.run)]
     if not mine:
         return []
@@ -601,49 +583,34 @@ def experiment_discovery_section(
     names = [v.name for v in mine]
     full = all_scores(frames)
     common = D.common_graphs(full, names)
-    all_graphs = set(full["graph"])
     sc = score(frames, common)
-    folder = root / FOLDER
-    out = _intro(frames)
-    out += _simulated_note([v.name for v in mine if v.run.simulated])
-    left = len(all_graphs) - len(common)
-    out += [
+    left = len(set(full["graph"])) - len(common)
+    blocks: list[Block] = [
+        *_intro(frames),
+        *_simulated_note([v.name for v in mine if v.run.simulated]),
+    ]
+    blocks += [
         *_rules(frames),
         f"Every variant is scored on the {len(common)} graphs each completed ({left} left out: "
         "some variant has not answered all their pairs yet, or its run selected other graphs).",
-        "",
     ]
-    md, _ = _tables_md(root, folder, sc, True, "one row per variant and system")
-    out += md
+    blocks += _tables(sc, True, "one row per variant and system")
     if baseline is not None and baseline in names:
-        paired = D.versus_baseline(sc.scores, baseline)
-        if not paired.empty:
-            _write(folder, "versus_baseline", paired, None)
-            rel = (folder / "tables").relative_to(root).as_posix()
-            out += [
-                f"**Each variant's final-answer graphs against the baseline `{baseline}`'s**, "
-                f"paired by graph (difference variant \u2212 baseline). "
-                f"[CSV]({rel}/versus_baseline.csv)",
-                "",
-                *[f"- {line}" for line in paired_sentences(paired)],
-                "",
-                _write(folder, "versus_baseline_shown", paired, shown_paired(paired, True)),
-                "",
-            ]
+        blocks += _paired(
+            D.versus_baseline(sc.scores, baseline),
+            "versus_baseline",
+            f"Each variant's final-answer graphs against the baseline `{baseline}`'s, paired by "
+            "graph (difference variant \u2212 baseline)",
+            True,
+        )
     finals = sc.summary[sc.summary["stage"] == "final"]
-    save(
-        discovery_cost_figure(finals, "Graphs against cost, one point per variant"),
-        folder / "figures",
-        "graphs_vs_tokens",
-    )
-    out += [
-        _figure_md(
-            root,
-            folder,
+    blocks.append(
+        Plot(
             "graphs_vs_tokens",
             "Mean SHD and edge F1 of each variant's final-answer graphs against its completion "
             "tokens per graph (95% CIs)",
-        ),
-        "",
-    ]
-    return out
+            discovery_cost_figure,
+            (finals, "Graphs against cost, one point per variant"),
+        )
+    )
+    return [Section(_heading(frames), blocks, folder=FOLDER)]

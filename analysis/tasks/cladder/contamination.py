@@ -15,11 +15,10 @@ originals), with a paired bootstrap CI and the exact McNemar p-value of the disc
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 from crawdad.analysis.metrics._stats import bootstrap_paired_difference, mcnemar_exact
 from crawdad.analysis.metrics.accuracy import rung_label
+from crawdad.analysis.section import Section, Table
 
 from crawdad.data.variants import twin_of
 
@@ -130,30 +129,23 @@ def contamination_table(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFr
     return out.sort_values(["run", "stage", "agent", "rung"]).reset_index(drop=True)
 
 
-def contamination_lines(table: pd.DataFrame) -> list[str]:
-    """The report's section (nothing when the runs hold no original-fresh pairs)."""
-    if table.empty:
-        return []
-    from crawdad.analysis.formatting import to_markdown
-
-    return [
-        "## Contamination check: original questions against their fresh twins",
-        "",
-        "Pairs of a CLadder question and its fresh twin (`crawdad data variants`: the same "
-        "wording, new numbers, the answer computed exactly). `independent`: each model's first "
-        "answer before it saw another; `final`: the debate's answer (agent `debate`). `diff` = fresh - original accuracy with its paired bootstrap 95% CI; "
-        "`mcnemar_p`: exact McNemar test on the pairs answered right only once. Much better "
-        "accuracy on the originals suggests the model has seen CLadder.",
-        "",
-        to_markdown(table),
-        "",
-    ]
-
-
-def contamination_section(debates: pd.DataFrame, turns: pd.DataFrame, out: Path) -> list[str]:
-    """The section, with its table written to `out/contamination.csv` (nothing without pairs)."""
+def contamination_section(debates: pd.DataFrame, turns: pd.DataFrame) -> list[Section]:
+    """The report's section (none when the runs hold no original-fresh pairs)."""
     table = contamination_table(debates, turns)
     if table.empty:
         return []
-    table.to_csv(out / "contamination.csv", index=False)
-    return [*contamination_lines(table), "[CSV](contamination.csv)", ""]
+    line = (
+        "Pairs of a CLadder question and its fresh twin (`crawdad data variants`: the same "
+        "wording, new numbers, the answer computed exactly). `independent`: each model's first "
+        "answer before it saw another; `final`: the debate's answer (agent `debate`). `diff` = "
+        "fresh - original accuracy with its paired bootstrap 95% CI; `mcnemar_p`: exact McNemar "
+        "test on the pairs answered right only once. Much better accuracy on the originals "
+        "suggests the model has seen CLadder."
+    )
+    return [
+        Section(
+            "Contamination check: original questions against their fresh twins",
+            [Table("contamination", table, line=line, hide=(), fold="never")],
+            folder="contamination",
+        )
+    ]

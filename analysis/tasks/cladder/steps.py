@@ -15,10 +15,10 @@ arithmetic error (the result more than 0.01 from the exact value).
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pandas as pd
 from crawdad.analysis.metrics.accuracy import rung_label
+from crawdad.analysis.section import Section, Table
 
 STEPS = ("graph", "query_type", "numbers", "value")
 ERROR_NAMES = {
@@ -92,33 +92,40 @@ def step_repairs(turns: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows_out, columns=REPAIR_COLUMNS)
 
 
-def steps_section(turns: pd.DataFrame, out: Path) -> list[str]:
-    """The report's section, its tables written to `out` (nothing when no turn was scored)."""
+def steps_section(turns: pd.DataFrame) -> list[Section]:
+    """The report's section (none when no turn was scored)."""
     errors = step_errors(turns)
     if errors.empty:
         return []
-    from crawdad.analysis.formatting import to_markdown
-
     repairs = step_repairs(turns)
-    errors.to_csv(out / "step_errors.csv", index=False)
-    repairs.to_csv(out / "step_repairs.csv", index=False)
     return [
-        "## Step scoring: which CausalCoT step goes wrong first",
-        "",
-        "Each debater response's steps read by the extractor and scored against the causal "
-        "engine: graph (the edges), estimand (the query type), numbers (the probabilities read "
-        "from the question), arithmetic (the result within 0.01 of the exact value). "
-        "`first_wrong_*`: responses whose first wrong step is that one; `n_all_right`: every "
-        "step shown was right. [CSV](step_errors.csv)",
-        "",
-        to_markdown(errors),
-        "",
-        "How often a model's later response repairs a step its earlier response got wrong, and "
-        "breaks one it got right (only where both responses show that step). "
-        "[CSV](step_repairs.csv)",
-        "",
-        to_markdown(repairs)
-        if not repairs.empty
-        else "_No model showed a step in two of its responses to one question._",
-        "",
+        Section(
+            "Step scoring: which CausalCoT step goes wrong first",
+            [
+                Table(
+                    "step_errors",
+                    errors,
+                    line="Each debater response's steps read by the extractor and scored against "
+                    "the causal engine: graph (the edges), estimand (the query type), numbers "
+                    "(the probabilities read from the question), arithmetic (the result within "
+                    "0.01 of the exact value). `first_wrong_*`: responses whose first wrong step "
+                    "is that one; `n_all_right`: every step shown was right.",
+                    hide=(),
+                    fold="never",
+                ),
+                Table(
+                    "step_repairs",
+                    repairs,
+                    line="How often a model's later response repairs a step its earlier response "
+                    "got wrong, and breaks one it got right (only where both responses show that "
+                    "step).",
+                    shown=None
+                    if not repairs.empty
+                    else "_No model showed a step in two of its responses to one question._",
+                    hide=(),
+                    fold="never",
+                ),
+            ],
+            folder="steps",
+        )
     ]
