@@ -194,15 +194,24 @@ def _key_right(
     if key == "edges":
         return _edges(have, names) == _edges(want, names)
     if key == "condition":
-        g, h = _pairs(want), _pairs(have)
-        if not soft:
-            mine = {(_column(n, names), _val(v)) for n, v in h}
-            return len(h) == len(g) and mine == {(n, _val(v)) for n, v in g}
-        return all(any(_soft_entity(n, m, names) and _same_value(v, w) for m, w in h) for n, v in g)
-    g, h = [str(x) for x in _list(want)], _list(have)
+        return _conditions_right(_pairs(have), _pairs(want), names, soft)
+    true, out = [str(x) for x in _list(want)], _list(have)
     if not soft:
-        return bool(g) and {_column(x, names) for x in h} == set(g)
-    return bool(g) and all(any(_soft_entity(x, y, names) for y in h) for x in g)
+        return bool(true) and {_column(x, names) for x in out} == set(true)
+    return bool(true) and all(any(_soft_entity(x, y, names) for y in out) for x in true)
+
+
+def _conditions_right(
+    out: list[tuple[str, Any]], true: list[tuple[str, Any]], names: Mapping[str, str], soft: bool
+) -> bool:
+    """Every true (name, value) among the output's: the name softly or exactly, the value as a
+    number (or text) exactly."""
+    if not soft:
+        mine = {(_column(n, names), _val(v)) for n, v in out}
+        return len(out) == len(true) and mine == {(n, _val(v)) for n, v in true}
+    return all(
+        any(_soft_entity(n, m, names) and _same_value(v, w) for m, w in out) for n, v in true
+    )
 
 
 def _num(v: Any) -> bool:
