@@ -115,7 +115,7 @@ def calls_by_tool(runs: Mapping[str, Iterable[DebateRecord]]) -> pd.DataFrame:
         calling: dict[str, set[str]] = {}
         for r in records:
             calls = [c for t in r.turns for c in t.tool_calls]
-            calls += [p.call for p in r.pipeline if p.call is not None]
+            calls += [c for p in r.pipeline for c in (p.call, *p.more_calls) if c is not None]
             for c in calls:
                 name = c.name or "(no name)"
                 row = per_tool.setdefault(

@@ -88,7 +88,8 @@ def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
     calls = DataCalls()
     for item in items:
         for shown in {t.show(item) for t in displays(task)}:
-            calls.add(shown, getattr(item, "meta", {}))
+            data = getattr(item, "data", None)
+            calls.add(shown, getattr(item, "meta", {}), getattr(data, "table", None))
     return calls
 
 

@@ -23,8 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    calls crawdad made itself (mode "pipeline").
 # 5: the manifest's `served`: what answered each role (server software and version, the model's
 #    build), asked once at the start of every session; records unchanged.
-# Version 1 to 4 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 5
+# 6: the pipeline protocol's task is LLM4Causal's JSON (causal_problem, dataset, treatment,
+#    response, mediator, condition; crawdad's edges); `extraction` scores its keys the paper's
+#    way (soft match), `extraction_exact` by exact match; MA's second call in `more_calls`.
+#    Version 4 and 5 pipeline steps keep their CLadder keys (task_type, outcome, ...), scored
+#    exactly, with every unused field counted right.
+# Version 1 to 5 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 6
 
 Answer = Literal["yes", "no"]
 YES_NO = ("yes", "no")
@@ -141,14 +146,21 @@ class PipelineRun(Record):
     result of the question's own task, its answer against what that result implies."""
 
     agent: str  # the agent whose pipeline this is
-    # Step 1: the structured task read from the model's JSON; None when it could not be read.
+    # Step 1: the structured task read from the model's JSON (LLM4Causal's keys since schema
+    # 6); None when it could not be read.
     task: dict[str, Any] | None = None
     task_error: str | None = None  # why it could not be read
-    # Field by field, whether it is the question's task (and "all"); {} when unreadable.
+    # Key by key (those the question's task has), whether the model retrieved it: the causal
+    # task and dataset exactly, the rest by the paper's soft match; {} when unreadable.
     extraction: dict[str, bool] = Field(default_factory=dict)
+    # The same keys, every one by exact match (schema 6; {} before).
+    extraction_exact: dict[str, bool] = Field(default_factory=dict)
     # Step 2: the data tool crawdad ran with that task (None when there was no task).
     call: ToolCall | None = None
-    # Whether its result is the result of the question's own task (the quantity it needs);
+    # Further calls of a task whose tool reports several quantities (MA: the indirect effect
+    # after the direct one).
+    more_calls: list[ToolCall] = Field(default_factory=list)
+    # Whether its results hold the result of the question's own task (the quantity it needs);
     # None when unscored (no result to compare).
     tool_correct: bool | None = None
     # The answer a correct reading of the question's own result gives (CLadder's rules); None

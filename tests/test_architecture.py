@@ -24,7 +24,6 @@ SHARED_NAMES = {
     "confidence.py",  # analysis/metrics and analysis/figures
     "experiment.py",  # run/experiment.py, analysis/metrics and analysis/figures
     "protocols.py",  # analysis/metrics and analysis/figures
-    "cladder_data.py",  # crawdad/tasks (the task) and analysis/tasks (its analysis)
 }
 
 

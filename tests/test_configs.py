@@ -92,7 +92,7 @@ async def test_ready_config_runs_on_the_fakes(path: Path, tiny_cladder: Path, re
         assert "## Questions answered from data" in report
         if cfg.protocol.kind == "pipeline":
             assert all(len(r.pipeline) == len(cfg.agents) for r in records)
-            assert "The pipeline's three steps" in report
+            assert "step 1: causal entity extraction" in report and "Win Rate" in report
     if not cfg.agents[0].think:  # the standard-LLM ablation sends thinking off
         assert all(not t.thinking for r in records for t in r.turns)
 
@@ -151,4 +151,4 @@ async def test_ready_experiment_runs_on_the_fakes(path: Path, tiny_cladder: Path
         assert "## Causal discovery" in report
     if first.task.startswith("cladder-data"):
         assert "## Questions answered from data" in report
-        assert "The pipeline's three steps" in report
+        assert "step 1: causal entity extraction" in report and "Win Rate" in report

@@ -23,12 +23,8 @@ from crawdad.run.store import RunStore
 from crawdad.tasks import task_named
 from crawdad.tasks.cladder_data import DataQuestion
 from crawdad.tools import data_tools
-from crawdad.tools.data_tasks import (
-    call_for,
-    extraction_scores,
-    gold_task,
-    implied_answer,
-)
+from crawdad.tools.data_tasks import call_for, gold_query, implied_answer
+from crawdad.tools.llm4causal import extraction_scores, gold_task, queries
 from tests.test_data_task import data_folder  # noqa: F401  (the module's fixture)
 from tests.test_data_tools_debate import _info
 
@@ -41,20 +37,25 @@ def items(data_folder: Path) -> list[DataQuestion]:  # noqa: F811
 
 
 def test_the_task_is_read_from_json_or_a_json_object_in_text() -> None:
-    good = '{"task_type": "ate", "treatment": "X", "outcome": "Y", "conditions": {}, "mediators": [], "edges": ["X->Y"]}'
+    good = (
+        '{"causal_problem": ["CEL", "ATE"], "dataset": "employment.csv", "treatment": ["X"], '
+        '"response": "Y", "edges": ["X->Y"]}'
+    )
     assert read_task(good)[0] == {
-        "task_type": "ate",
-        "treatment": "X",
-        "outcome": "Y",
-        "conditions": {},
-        "mediators": [],
+        "causal_problem": ["CEL", "ATE"],
+        "dataset": ["employment.csv"],  # a name alone reads as a list of one
+        "nodes": [],
+        "treatment": ["X"],
+        "response": ["Y"],
+        "mediator": [],
+        "condition": [],
         "edges": ["X->Y"],
     }
     task, why = read_task(f"Here it is:\n```json\n{good}\n```")
     assert task is not None and why is None
     assert read_task("no idea") == (None, "the reply is not JSON")
-    task, why = read_task('{"task_type": "ate"}')
-    assert task is None and why and "treatment" in why
+    task, why = read_task('{"treatment": ["X"]}')
+    assert task is None and why and "causal_problem" in why
 
 
 def test_the_questions_own_task_scores_right_and_implies_the_perfect_answer(
@@ -62,14 +63,17 @@ def test_the_questions_own_task_scores_right_and_implies_the_perfect_answer(
 ) -> None:
     agree = scored = 0
     for q in items:
-        gold, names = gold_task(q.meta), q.meta["names"]
-        assert extraction_scores(gold, gold, names)["all"]
-        named = {**gold, "treatment": names["X"].upper(), "outcome": f" {names['Y']} "}
-        assert extraction_scores(named, gold, names)["all"]  # story names count as the column
-        assert not extraction_scores({**gold, "outcome": "V2"}, gold, names)["all"]
-        name, arguments = call_for(gold, names)
+        gold, names = gold_task(q.meta, q.data.table), q.meta["names"]
+        for soft in (True, False):
+            assert all(extraction_scores(gold, gold, names, soft=soft).values())
+        named = {**gold, "treatment": [names["X"].upper()], "response": [f" {names['Y']} "]}
+        assert all(extraction_scores(named, gold, names).values())  # story names count too
+        assert not extraction_scores({**gold, "response": ["V2"]}, gold, names)["response"]
+        query = gold_query(q.meta)
+        assert call_for(query, names) in [call_for(x, names) for x in queries(gold, names)]
+        name, arguments = call_for(query, names)
         result = data_tools.compute(q.table, data_tools.parse_call(name, arguments))
-        answer = implied_answer(gold, result, q.meta, names)
+        answer = implied_answer(query, result, q.meta, names)
         if q.query_type in ("backadj", "collider_bias", "det-counterfactual"):
             assert answer is None
             continue
@@ -112,7 +116,8 @@ async def test_three_steps_scored_apart(
         assert [t.role for t in r.turns] == ["task", "interpretation"] * 2
         assert {p.agent for p in r.pipeline} == {"qwen3", "deepseek-r1"}
         for p in r.pipeline:
-            assert p.task is not None and p.extraction["all"] is True  # the fakes know the task
+            assert p.task is not None and all(p.extraction.values())  # the fakes know the task
+            assert p.extraction["dataset"] and all(p.extraction_exact.values())
             assert p.call is not None and p.call.mode == "pipeline" and p.call.error is None
             assert p.tool_correct is True
             turn = next(t for t in r.turns if t.agent == p.agent and t.role == "interpretation")
@@ -133,7 +138,7 @@ async def test_a_wrong_task_is_caught_where_it_goes_wrong(
     _, records = await pipeline_run(items, tmp_path / "run", 12, task_errors=1.0)
     runs = [p for r in records for p in r.pipeline]
     assert runs and all(p.task is not None for p in runs)
-    assert all(p.extraction["task_type"] is False and not p.extraction["all"] for p in runs)
+    assert all(p.extraction["causal_problem"] is False for p in runs)
     # The tool ran (or named what it could not do), and its result is mostly not the
     # question's: a wrong task type can still compute the same number (ETT is the ATE when
     # nothing confounds the treatment), and the result is what is scored at step 2.

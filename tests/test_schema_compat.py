@@ -94,3 +94,25 @@ def test_schema_3_lines_load_under_schema_4() -> None:
     DebateRecord.model_validate(data.model_dump())
     with pytest.raises(ValueError, match="yes or no"):
         DebateRecord.model_validate({**data.model_dump(), "final_answer": "maybe"})
+
+
+def test_schema_5_pipeline_lines_load_under_schema_6() -> None:
+    """Schema 6 wrote the pipeline's task in LLM4Causal's keys, soft and exact scores and MA's
+    second call: a schema 5 pipeline step (CLadder's keys, one exact score) loads unchanged."""
+    from crawdad.records import DebateRecord
+
+    line = (
+        '{"schema_version": 5, "task": "cladder-data", "question_id": 7, "gold": "yes", '
+        '"rung": 2, "query_type": "ate", "alignment": "commonsense", "agents": {"a": "m"}, '
+        '"item": {"perfect_answer": "yes"}, "protocol": "pipeline", "final_answer": "yes", '
+        '"end": "steps", "pipeline": [{"agent": "a", "task": {"task_type": "ate", '
+        '"treatment": "X", "outcome": "Y", "conditions": {}, "mediators": [], "edges": []}, '
+        '"extraction": {"task_type": true, "all": true}, "call": {"name": "estimate_effect", '
+        '"mode": "pipeline", "result": {"value": 0.2}}, "tool_correct": true, '
+        '"implied_answer": "yes", "answer": "yes", "interpretation_correct": true}]}'
+    )
+    record = DebateRecord.model_validate_json(line)
+    step = record.pipeline[0]
+    assert record.schema_version == 5 and SCHEMA_VERSION == 6
+    assert step.extraction == {"task_type": True, "all": True}
+    assert step.extraction_exact == {} and step.more_calls == []

@@ -5,9 +5,9 @@ the answer key): offered the data tools, it calls the one that answers the quest
 with the question's treatment, outcome and graph for an effect, conditional_probability for an
 association, identify_effect for an adjustment question), and with probability `wrong` a call
 the table cannot answer (an outcome that is not a column: a tool error, not a malformed call).
-Asked for a structured task (the pipeline protocol's step 1, a schema with `task_type`), it
-writes the question's task, with probability `task_errors` of the wrong task type. Otherwise
-it answers as the fake it wraps.
+Asked for a structured task (the pipeline protocol's step 1, a schema with `causal_problem`),
+it writes the question's task in LLM4Causal's keys, with probability `task_errors` of the
+wrong causal task. Otherwise it answers as the fake it wraps.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 from crawdad.fake.answer_key import prompt_key
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
 from crawdad.fake.tools import Arguments, ToolCallingModel, without_instructions
-from crawdad.tools.data_tasks import TASK_TYPES, call_for, gold_task
+from crawdad.tools.data_tasks import call_for, gold_query
+from crawdad.tools.llm4causal import ALL_KEYS, CATEGORIES, gold_task
 
 WRONG_OUTCOME = "Z9"  # no table has this column
 
@@ -29,25 +30,32 @@ class DataCalls:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], tuple[dict[str, Any], dict[str, str]]] = {}
+        self._tasks: dict[tuple[str, str], dict[str, Any]] = {}  # LLM4Causal's JSON
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, block: str, meta: Mapping[str, Any]) -> None:
-        """A question as the prompts show it (its block), and its meta (with `structure` and
-        `names`, as the cladder-data task keeps them)."""
+    def add(self, block: str, meta: Mapping[str, Any], dataset: str | None = None) -> None:
+        """A question as the prompts show it (its block), its meta (with `structure` and
+        `names`, as the cladder-data task keeps them) and its table's file."""
         key = prompt_key(block)
         if key is None:
             raise ValueError("no line starting with 'Question: ' in the block")
-        self._entries[key] = (gold_task(meta), dict(meta.get("names") or {}))
+        self._entries[key] = (gold_query(meta), dict(meta.get("names") or {}))
+        self._tasks[key] = gold_task(meta, dataset)
 
     def lookup(self, prompt: str) -> tuple[dict[str, Any], dict[str, str]] | None:
         key = prompt_key(without_instructions(prompt))
         return None if key is None else self._entries.get(key)
 
+    def task(self, prompt: str) -> dict[str, Any] | None:
+        """The question's task in LLM4Causal's keys."""
+        key = prompt_key(without_instructions(prompt))
+        return None if key is None else self._tasks.get(key)
+
 
 def is_task_request(request: FakeRequest) -> bool:
-    return "task_type" in ((request.schema or {}).get("properties") or {})
+    return "causal_problem" in ((request.schema or {}).get("properties") or {})
 
 
 class DataAgentModel(ToolCallingModel):
@@ -88,15 +96,12 @@ class DataAgentModel(ToolCallingModel):
         return call_for(task, names)
 
     def _task(self, request: FakeRequest) -> FakeReply:
-        found = self.known.lookup(request.prompt)
-        task: dict[str, Any] = (
-            dict(found[0]) if found else {"task_type": "ate", "treatment": "X", "outcome": "Y"}
-        )
-        task.setdefault("conditions", {})
-        task.setdefault("mediators", [])
-        task.setdefault("edges", [])
+        found = self.known.task(request.prompt)
+        task: dict[str, Any] = dict(found) if found else {"causal_problem": ["CEL", "ATE"]}
+        for key in ALL_KEYS:  # the schema asks for every key; those the task lacks are empty
+            task.setdefault(key, [])
         rng = seeded_rng("fake-data-task", request.digest)
         if rng.random() < self.task_errors:
-            others = [t for t in TASK_TYPES if t != task["task_type"]]
-            task["task_type"] = others[rng.randrange(len(others))]
+            kinds = sorted({c for c in CATEGORIES.values() if list(c) != task["causal_problem"]})
+            task["causal_problem"] = list(kinds[rng.randrange(len(kinds))])
         return FakeReply(thinking="Reading the request as a task.", text=json.dumps(task))

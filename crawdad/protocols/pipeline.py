@@ -2,11 +2,14 @@
 steps, each scored apart, as the paper evaluates them.
 
 1. The model turns the question into a structured task (`pipeline_task.txt`, a JSON schema as
-   the judge's: task_type, treatment, outcome, conditions, mediators, edges). Scored field by
-   field against the question's own task, read from its meta (extraction accuracy).
-2. crawdad runs the data tool that answers that task over the question's table, through the
-   tools' boundary (limits, a worker, errors kept), with no model involved. Scored: whether its
-   result is the result of the question's own task (the tool result).
+   the judge's, in LLM4Causal's keys: causal_problem, dataset, nodes, treatment, response,
+   mediator, condition; crawdad's edges). Scored key by key against the question's own task,
+   read from its meta, as the paper's section 4.3 does (`crawdad.tools.llm4causal`: the causal
+   task and the dataset exactly, the rest by soft match; exact match recorded beside).
+2. crawdad runs the data tool that answers that task over the question's table (MA: two calls,
+   the direct and the indirect effect), through the tools' boundary (limits, a worker, errors
+   kept), with no model involved. Scored: whether its results hold the result of the
+   question's own query (the tool result).
 3. The model reads the task, the tool and its result beside the question and answers
    (`pipeline_answer.txt`); the extractor reads the answer as any answer. Scored, where the
    tool's result was right: whether the answer is the one that result implies under CLadder's
@@ -27,7 +30,7 @@ import re
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from crawdad.errors import ConfigError
 from crawdad.protocols.base import (
@@ -41,30 +44,43 @@ from crawdad.protocols.base import (
 from crawdad.records import DebateRecord, PipelineRun, ToolCall, Turn
 from crawdad.tasks.base import Item, tool_context
 from crawdad.tools import boundary
-from crawdad.tools.data_tasks import (
-    TASK_SCHEMA,
-    call_for,
-    extraction_scores,
-    gold_task,
-    implied_answer,
-    implied_value,
-)
+from crawdad.tools.data_tasks import call_for, gold_query, implied_answer, implied_value
+from crawdad.tools.llm4causal import TASK_SCHEMA, extraction_scores, gold_task, queries
 from crawdad.tools.registry import tools_for
 
 CLOSE = 1e-6  # two results of one quantity are the same result within this
 
 
 class TaskReply(BaseModel):
-    """Step 1's JSON, read leniently in its values (the scores say what is wrong)."""
+    """Step 1's JSON in LLM4Causal's keys, read leniently in its values (a name alone reads as a
+    list of one; the scores say what is wrong)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    task_type: str
-    treatment: str
-    outcome: str
-    conditions: dict[str, int] = Field(default_factory=dict)
-    mediators: list[str] = Field(default_factory=list)
+    causal_problem: list[str]
+    dataset: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)
+    treatment: list[str] = Field(default_factory=list)
+    response: list[str] = Field(default_factory=list)
+    mediator: list[str] = Field(default_factory=list)
+    condition: Any = Field(default_factory=list)
     edges: list[str] = Field(default_factory=list)
+
+    @field_validator(
+        "causal_problem",
+        "dataset",
+        "nodes",
+        "treatment",
+        "response",
+        "mediator",
+        "edges",
+        mode="before",
+    )
+    @classmethod
+    def _as_list(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        return [value] if isinstance(value, str | int | float) else value
 
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
@@ -103,9 +119,20 @@ def _names(item: Item) -> dict[str, str]:
     return dict(_meta(item).get("names") or {})
 
 
-async def run_tool(setup: DebateSetup, item: Item, task: dict[str, Any]) -> ToolCall:
-    """Step 2: the data tool for the task, over the item's table, through the boundary."""
-    name, arguments = call_for(task, _names(item))
+def _dataset(item: Item) -> str | None:
+    """The table's file as the question shows it (the task's `dataset`)."""
+    return getattr(getattr(item, "data", None), "table", None)
+
+
+async def run_tools(setup: DebateSetup, item: Item, task: dict[str, Any]) -> list[ToolCall]:
+    """Step 2: the data tool calls for the task, over the item's table, through the boundary."""
+    names = _names(item)
+    return [await run_tool(setup, item, query) for query in queries(task, names)]
+
+
+async def run_tool(setup: DebateSetup, item: Item, query: dict[str, Any]) -> ToolCall:
+    """One data tool call for a CLadder query, over the item's table, through the boundary."""
+    name, arguments = call_for(query, _names(item))
     tools = tools_for(["data"], table=tool_context(setup.task, item).get("table"))
     start = time.monotonic()
     outcome = await boundary.call(tools, name, arguments, setup.tool_limits)
@@ -122,11 +149,11 @@ async def run_tool(setup: DebateSetup, item: Item, task: dict[str, Any]) -> Tool
 
 
 def gold_result(setup: DebateSetup, item: Item) -> tuple[dict[str, Any], Any]:
-    """The question's own task and its tool's result (in process: exact counting is cheap);
+    """The question's own query and its tool's result (in process: exact counting is cheap);
     the result is None when the tool cannot answer it."""
     from crawdad.tools import data_tools
 
-    gold = gold_task(_meta(item))
+    gold = gold_query(_meta(item))
     table = tool_context(setup.task, item).get("table")
     if table is None:
         return gold, None
@@ -138,19 +165,30 @@ def gold_result(setup: DebateSetup, item: Item) -> tuple[dict[str, Any], Any]:
 
 
 def score_tool(
-    item: Item, gold: dict[str, Any], expected: Any, call: ToolCall | None
+    item: Item, gold: dict[str, Any], expected: Any, calls: list[ToolCall]
 ) -> bool | None:
-    """Whether the tool's result is the result of the question's own task."""
-    if call is None or call.result is None:
-        return False if call is not None else None
+    """Whether the tools' results hold the result of the question's own query (MA's two calls:
+    one of them)."""
+    if not calls:
+        return None
+    results = [c.result for c in calls if c.result is not None]
+    if not results:
+        return False
     if expected is None:
         return None
     meta, names = _meta(item), _names(item)
     want = implied_value(gold, expected, meta, names)
     if want is None:  # answered from the graph, not a number: the same result or not
-        return bool(call.result == expected)
-    got = implied_value(gold, call.result, meta, names)
-    return got is not None and abs(got - want) <= CLOSE
+        return any(r == expected for r in results)
+    got = [implied_value(gold, r, meta, names) for r in results]
+    return any(g is not None and abs(g - want) <= CLOSE for g in got)
+
+
+def _shown_calls(calls: list[ToolCall]) -> tuple[str, str]:
+    """The tool line and the result line the interpretation prompt shows."""
+    tool = "; ".join(f"{c.name} {_text(c.arguments or c.raw)}" for c in calls)
+    results = [_text(c.result) if c.error is None else f"error: {c.error}" for c in calls]
+    return tool, "; ".join(results)
 
 
 def _text(value: Any) -> str:
@@ -176,15 +214,17 @@ async def one_agent(setup: DebateSetup, item: Item, name: str) -> tuple[list[Tur
     )
     task, why = read_task(result.text)
     run = PipelineRun(agent=name, task=task, task_error=why)
-    gold, expected = gold_result(setup, item)
-    meta = _meta(item)
-    run.implied_answer = implied_answer(gold, expected, meta, _names(item))
+    query, expected = gold_result(setup, item)
+    meta, names = _meta(item), _names(item)
+    run.implied_answer = implied_answer(query, expected, meta, names)
     if task is not None:
-        run.extraction = extraction_scores(task, gold, _names(item))
-        run.call = await run_tool(setup, item, task)
-        run.tool_correct = score_tool(item, gold, expected, run.call)
-        tool = f"{run.call.name} {_text(run.call.arguments or run.call.raw)}"
-        outcome = _text(run.call.result) if run.call.error is None else f"error: {run.call.error}"
+        gold = gold_task(meta, _dataset(item))
+        run.extraction = extraction_scores(task, gold, names)
+        run.extraction_exact = extraction_scores(task, gold, names, soft=False)
+        calls = await run_tools(setup, item, task)
+        run.call, run.more_calls = calls[0], calls[1:]
+        run.tool_correct = score_tool(item, query, expected, calls)
+        tool, outcome = _shown_calls(calls)
     else:
         tool, outcome = "none", f"the task could not be read ({why}), so no tool was run"
     answer_template = setup.prompts["pipeline_answer"]

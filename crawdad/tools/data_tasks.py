@@ -1,13 +1,15 @@
-"""A question over a table as a structured task (LLM4Causal's step 1: the request turned into
-JSON), the data tool call that answers a task (its step 2, run by crawdad, no model), and the
-yes/no answer a tool's result implies under CLadder's rules.
+"""A question over a table as a CLadder query, the data tool call that answers one (LLM4Causal's
+step 2, run by crawdad, no model), and the yes/no answer a tool's result implies under CLadder's
+rules. The task the model writes is LLM4Causal's JSON (`crawdad.tools.llm4causal`), which reads
+into these queries.
 
-A task is {"task_type", "treatment", "outcome", "conditions", "mediators", "edges"}:
-`task_type` one of CLadder's query types, `conditions` the values a subgroup is fixed at (the
-treated group of an ETT question, the collider's value of an explaining-away question),
-`mediators` those of a natural effect, `edges` the graph the story states. Variables may be
-named by their column (X, V2, Y) or by their name in the story; `call_for` maps names to
-columns. `gold_task(meta)` is the task a question asks, read from its meta.
+A query is {"task_type", "treatment", "outcome", "conditions", "mediators", "edges"}:
+`task_type` one of CLadder's query types (or "cate", the effect within a stratum),
+`conditions` the values a subgroup is fixed at (the treated group of an ETT question, the
+collider's value of an explaining-away question), `mediators` those of a natural effect,
+`edges` the graph the story states. Variables may be named by their column (X, V2, Y) or by
+their name in the story; `call_for` maps names to columns. `gold_query(meta)` is the query a
+question asks, read from its meta.
 """
 
 from __future__ import annotations
@@ -32,30 +34,13 @@ TASK_TYPES = (
 )
 EFFECTS = ("ate", "ett", "nde", "nie")
 
-TASK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "task_type": {"type": "string", "enum": list(TASK_TYPES)},
-        "treatment": {"type": "string"},
-        "outcome": {"type": "string"},
-        "conditions": {
-            "type": "object",
-            "additionalProperties": {"type": "integer", "enum": [0, 1]},
-        },
-        "mediators": {"type": "array", "items": {"type": "string"}},
-        "edges": {"type": "array", "items": {"type": "string"}},
-    },
-    "required": ["task_type", "treatment", "outcome", "conditions", "mediators", "edges"],
-}
-FIELDS = ("task_type", "treatment", "outcome", "conditions", "mediators", "edges")
-
 
 def _flag(meta: Mapping[str, Any], key: str) -> int:
     return int(bool(meta.get(key, True)))
 
 
-def gold_task(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The task a question asks, from its meta (and its model's `structure`)."""
+def gold_query(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The query a question asks, from its meta (and its model's `structure`)."""
     qt = str(meta["query_type"])
     x, y = str(meta.get("treatment") or "X"), str(meta.get("outcome") or "Y")
     conditions: dict[str, int] = {}
@@ -113,24 +98,6 @@ def normalized(task: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, A
         "mediators": sorted({column(m, names) for m in task.get("mediators") or []}),
         "edges": sorted({_edge(e, names) for e in task.get("edges") or []}),
     }
-
-
-def extraction_scores(
-    task: Mapping[str, Any], gold: Mapping[str, Any], names: Mapping[str, str]
-) -> dict[str, bool]:
-    """Field by field, whether the extracted task is the question's (LLM4Causal's step 1
-    accuracy); `conditions` and `mediators` count only where the task type has them; `all`:
-    every field that counts."""
-    got, want = normalized(task, names), normalized(gold, names)
-    scores = {f: got[f] == want[f] for f in FIELDS}
-    if want["task_type"] not in ("ett", "exp_away"):
-        scores["conditions"] = True  # nothing to fix: not scored against
-    if want["task_type"] not in ("nde", "nie"):
-        scores["mediators"] = True
-    if want["task_type"] in ("correlation", "marginal", "exp_away"):
-        scores["edges"] = True  # answered from the table alone
-    scores["all"] = all(scores[f] for f in FIELDS)
-    return scores
 
 
 # --- the call ------------------------------------------------------------------------------------

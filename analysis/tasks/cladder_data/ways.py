@@ -3,7 +3,7 @@ answering a run stands for (stated numbers, data in context, data + tools for on
 debate, LLM4Causal's pipeline) scored against the exact label and against the perfect
 estimator's answer (what perfect reasoning from the sample gives), by rung, query type and
 alignment, with bootstrap CIs; paired differences between the ways; the gap to the perfect
-estimator; the pipeline's three steps; tool use and tool errors (parse failures apart from wrong
+estimator; LLM4Causal's pipeline under the paper's metrics (`pipeline_scores.py` beside this module); tool use and tool errors (parse failures apart from wrong
 calls, `analysis.tool_use`); tokens and GPU seconds per question. Pure functions over records,
 and the report's section.
 
@@ -15,7 +15,6 @@ question is known from the data-backed records.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pandas as pd
 from crawdad.analysis.load import Run
@@ -25,6 +24,7 @@ from crawdad.analysis.metrics._stats import (
     mcnemar_exact,
 )
 from crawdad.analysis.section import Block, Section, Table
+from crawdad.analysis.tasks.cladder_data.pipeline_scores import pipeline_blocks
 from crawdad.analysis.tool_use import calls_by_tool
 
 from crawdad.records import DebateRecord
@@ -166,52 +166,6 @@ def paired_table(ways: Ways, baseline: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _rate(k: int, n: int) -> tuple[float, float, float]:
-    lo, hi = bootstrap_proportion(k, n)
-    return (k / n if n else float("nan"), lo, hi)
-
-
-PIPELINE_FIELDS = ("task_type", "treatment", "outcome", "conditions", "mediators", "edges")
-
-
-def pipeline_table(ways: Ways) -> pd.DataFrame:
-    """LLM4Causal's three steps per run (and agent): the task read, its fields right
-    (extraction), the tool run and its result right, the answer read right where the result
-    was right (interpretation), and the final answer against the label."""
-    rows = []
-    for label, records in ways.items():
-        runs = [(r, p) for r in records for p in r.pipeline]
-        for agent in sorted({p.agent for _, p in runs}):
-            mine = [(r, p) for r, p in runs if p.agent == agent]
-            n = len(mine)
-            readable = [p for _, p in mine if p.task is not None]
-            ran = [p for p in readable if p.call is not None and p.call.error is None]
-            scored_tool = [p for p in readable if p.tool_correct is not None]
-            scored_interp = [p for _, p in mine if p.interpretation_correct is not None]
-            row: dict = {"run": label, "agent": agent, "n": n}
-            row["task_read"] = len(readable) / n if n else float("nan")
-            for f in (*PIPELINE_FIELDS, "all"):
-                row[f"extraction_{f}"] = (
-                    sum(bool(p.extraction.get(f)) for p in readable) / n if n else float("nan")
-                )
-            row["tool_ran"] = len(ran) / n if n else float("nan")
-            row["tool_malformed"] = sum(bool(p.call and p.call.malformed) for p in readable)
-            row["tool_errors"] = sum(
-                bool(p.call and p.call.error and not p.call.malformed) for p in readable
-            )
-            k = sum(bool(p.tool_correct) for p in scored_tool)
-            row["tool_correct"], row["tool_ci_lo"], row["tool_ci_hi"] = _rate(k, len(scored_tool))
-            row["n_interpreted"] = len(scored_interp)
-            k = sum(bool(p.interpretation_correct) for p in scored_interp)
-            row["interpretation"], row["interp_ci_lo"], row["interp_ci_hi"] = _rate(
-                k, len(scored_interp)
-            )
-            k = sum(p.answer == r.gold for r, p in mine)
-            row["answer_acc"], row["answer_ci_lo"], row["answer_ci_hi"] = _rate(k, n)
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def cost_table(ways: Ways) -> pd.DataFrame:
     """Tokens and GPU seconds per question (debaters and extractor; the server's generation
     time where it reports one, else crawdad's wall time) and tool calls per question."""
@@ -228,7 +182,7 @@ def cost_table(ways: Ways) -> pd.DataFrame:
                     x = t.extraction
                     tokens += (x.prompt_tokens or 0) + (x.completion_tokens or 0)
                     gpu += x.seconds
-            calls += sum(p.call is not None for p in r.pipeline)
+            calls += sum((p.call is not None) + len(p.more_calls) for p in r.pipeline)
         rows.append(
             {
                 "run": label,
@@ -344,58 +298,7 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
                 fold="never",
             )
         )
-    pipe = pipeline_table(ways)
-    if not pipe.empty:
-        shown = pd.DataFrame(
-            {
-                "run": pipe["run"],
-                "agent": pipe["agent"],
-                "n": pipe["n"],
-                "task read %": [_pct(x) for x in pipe["task_read"]],
-                **{
-                    f"{f} %": [_pct(x) for x in pipe[f"extraction_{f}"]]
-                    for f in (*PIPELINE_FIELDS, "all")
-                },
-                "tool ran %": [_pct(x) for x in pipe["tool_ran"]],
-                "tool result right % (CI)": [
-                    _with_ci(*v)
-                    for v in zip(
-                        pipe["tool_correct"], pipe["tool_ci_lo"], pipe["tool_ci_hi"], strict=True
-                    )
-                ],
-                "interpretation right % (CI)": [
-                    _with_ci(*v)
-                    for v in zip(
-                        pipe["interpretation"],
-                        pipe["interp_ci_lo"],
-                        pipe["interp_ci_hi"],
-                        strict=True,
-                    )
-                ],
-                "answer vs label % (CI)": [
-                    _with_ci(*v)
-                    for v in zip(
-                        pipe["answer_acc"], pipe["answer_ci_lo"], pipe["answer_ci_hi"], strict=True
-                    )
-                ],
-            }
-        )
-        md.append(
-            Table(
-                "data_pipeline",
-                pipe,
-                "The pipeline's three steps",
-                "LLM4Causal's evaluation. Step 1, extraction: the "
-                "task the model wrote, field by field against the question's (a field the query "
-                "type does not use counts as right; `all`: every field). Step 2, the tool crawdad "
-                "ran on that task: whether its result is the result of the question's own task. "
-                "Step 3, interpretation: where that result was right, whether the answer is the "
-                "one it implies under CLadder's rules (questions answered from the graph, such as "
-                "backadj, are not scored here).",
-                shown=shown,
-                fold="never",
-            )
-        )
+    md += pipeline_blocks(ways)
     tools = calls_by_tool(ways)
     if not tools.empty:
         md.append(
@@ -425,14 +328,3 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
         )
     )
     return [Section("Questions answered from data", md, folder="data")]
-
-
-def run_sections(runs: Sequence[Run]) -> list[Section]:
-    """The run report's sections: every run given joins (a run over CLadder's own questions
-    is the stated-numbers way of answering)."""
-    return data_section([(r.label, run_records(r)) for r in runs])
-
-
-def experiment_sections(variants: Sequence[Any], baseline: str | None) -> list[Section]:
-    """The experiment report's sections: every variant, with or without the counts."""
-    return data_section([(v.name, run_records(v.run)) for v in variants])
