@@ -205,7 +205,12 @@ class ProtocolConfig(Strict):
     # Discovery tasks: the run folder of another system whose graphs every prompt shows as prior
     # knowledge (MAC's hybrids: Coding-Debating, Debating-Coding); None: no prior.
     prior_from: str | None = None
-    stances: bool = False  # judge: assign sides (affirmative "yes", negative "no") to debaters
+    stances: bool = False  # judge: give the debaters sides, affirmative and negative (MAC)
+    # judge with stances: "mac": the first speaker is the affirmative side and opens with its own
+    # answer, and the others are negative, each told to argue against the affirmative's answer
+    # (MAC); "fixed": the affirmative argues "yes" and the negative "no", sides alternating in
+    # speaking order from a side drawn per question (Liang et al.'s MAD; crawdad before this).
+    stance_mode: Literal["mac", "fixed"] = "mac"
     # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
     # or fail the debate (recorded with error, retried on resume).
     on_runaway: Literal["unextracted", "error"] = "unextracted"
