@@ -313,6 +313,9 @@ class RunConfig(Strict):
     tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0  # every random choice derives from (seed, question id, round or sample)
+    # Sampling temperature of every debater and the judge, set once for all (MAC's configs: 0,
+    # greedy, as MAC ran); None: each its own (agents[].temperature, judge.temperature).
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
     # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
     schedule: Literal["fifo", "grouped"] = "fifo"
@@ -337,6 +340,24 @@ class RunConfig(Strict):
             object.__setattr__(self, "judge", JudgeConfig())
         elif kind != "judge" and self.judge is not None:
             object.__setattr__(self, "judge", None)  # only the judge protocol has one
+        return self
+
+    @model_validator(mode="after")
+    def _one_temperature(self) -> RunConfig:
+        """`temperature` sets every debater's and the judge's; one of them set otherwise as
+        well is a contradiction, named (not silently overridden)."""
+        if self.temperature is None:
+            return self
+        specs = [(f"agents[{i}]", a) for i, a in enumerate(self.agents)]
+        for where, spec in [*specs, *([("judge", self.judge)] if self.judge else [])]:
+            if "temperature" in spec.model_fields_set and spec.temperature != self.temperature:
+                raise ValueError(
+                    f"temperature = {self.temperature} sets every debater's and the judge's "
+                    f"temperature, but {where}.temperature is {spec.temperature}: change "
+                    f"temperature itself (--set temperature={spec.temperature}), or remove it "
+                    "to give each its own"
+                )
+            spec.temperature = self.temperature
         return self
 
     @property
