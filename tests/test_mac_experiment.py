@@ -260,3 +260,28 @@ def test_macs_configs_sample_at_temperature_0_and_one_setting_changes_it(
     }
     assert all(temps[v] == {0.0} for v in ("meta-agents", "single-agent-qwen3", "coding-agents"))
     assert temps["crawdad"] == temps["self-consistency-5"] == {0.6}  # crawdad's own: the paper's
+
+
+@pytest.mark.parametrize("algorithm", ["fci", "cdnod"])
+def test_discover_baseline_runs_fci_and_cdnod(cli, tmp_path: Path, algorithm: str) -> None:
+    data = cladder_with_tables(tmp_path / "cladder")
+    out = tmp_path / algorithm
+    code, printed, _ = cli(
+        "discover-baseline", str(data), "--algorithm", algorithm, "--rows", "500",
+        "--limit", "2", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0 and "2 graph(s) computed, 0 failed" in printed, printed
+    records = [json.loads(x) for x in (out / "debates.jsonl").read_text().splitlines()]
+    assert {r["item"]["algorithm"] for r in records} == {algorithm}
+    assert all(
+        r["end"] == "computed" and r["item"]["params"]["indep_test"] == "chisq" for r in records
+    )
+    assert all("partial" in r["item"] for r in records)  # FCI's o-> edges, listed
+    if algorithm == "cdnod":
+        assert {r["item"]["params"]["context"] for r in records} == {"row"}
+    code, printed, err = cli(
+        "discover-baseline", str(data), "--algorithm", algorithm, "--param", "context=zz",
+        "--limit", "1", "--out", str(tmp_path / "bad"),
+    )  # fmt: skip
+    expected = "context = 'zz'" if algorithm == "cdnod" else "fci has no parameter 'context'"
+    assert code == 1 and expected in printed + err
