@@ -202,6 +202,9 @@ class ProtocolConfig(Strict):
     rounds: int = Field(3, ge=1, le=32)  # judge: rounds at most; simultaneous: rounds after round 0
     samples: int = Field(1, ge=1, le=256)  # solo: independent answers per agent (k)
     rows: int = Field(1000, ge=10, le=1_000_000)  # coding: rows sampled from a CLadder model
+    # coding: a judge ([judge]) reads the debate and picks the final plan among the debaters'
+    # latest plans that ran (MAC); false: the last plan that ran is the final answer.
+    plan_judge: bool = True
     # Discovery tasks: the run folder of another system whose graphs every prompt shows as prior
     # knowledge (MAC's hybrids: Coding-Debating, Debating-Coding); None: no prior.
     prior_from: str | None = None
@@ -256,7 +259,8 @@ class RetryConfig(Strict):
 
 
 class JudgeConfig(ModelSpec):
-    """The judge of the judge protocol: reads the debaters' final texts, gives a verdict."""
+    """The judge of the judge protocol (reads the debaters' final texts, gives a verdict) and of
+    the coding protocol (picks the final plan)."""
 
     model: str = "qwen3:32b"
 
@@ -304,7 +308,7 @@ class RunConfig(Strict):
     task: str = "cladder"
     agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=1, max_length=16)
     extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
-    judge: JudgeConfig | None = None  # judge protocol only
+    judge: JudgeConfig | None = None  # the judge protocol's, and the coding protocol's plan judge
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     # A set under prompts/ ("paper", "no-confidence", "no-be-confident", "crawdad-v1") or a folder.
     prompt_set: str = "paper"
@@ -336,10 +340,11 @@ class RunConfig(Strict):
                 f"the pipeline protocol runs the data tool itself (step 2): give its agents no "
                 f"tools (agents {', '.join(with_tools)} have some)"
             )
-        if kind == "judge" and self.judge is None:
+        judged = kind == "judge" or (kind == "coding" and self.protocol.plan_judge)
+        if judged and self.judge is None:
             object.__setattr__(self, "judge", JudgeConfig())
-        elif kind != "judge" and self.judge is not None:
-            object.__setattr__(self, "judge", None)  # only the judge protocol has one
+        elif not judged and self.judge is not None:
+            object.__setattr__(self, "judge", None)  # only a judged protocol has one
         return self
 
     @model_validator(mode="after")

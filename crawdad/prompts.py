@@ -36,6 +36,7 @@ REQUIRED_VARS = {
     "judge_initial": {"question", "stance"},
     "judge_debate": {"question", "history", "stance"},
     "simultaneous": {"question", "history"},
+    "plan_judge": {"history", "plans"},
 }
 CORE_TEMPLATES = ("initial", "critique", "defence", "history_entry", "extractor")
 LABELS = ("own_initial", "own_later", "opponent", "other", "judge", "debater", "judge_own")

@@ -122,4 +122,8 @@ class FakeJudge(FakeModel):
         self.thinks = True
 
     def reply(self, request: FakeRequest) -> FakeReply:
+        from crawdad.fake.graphs import is_plan_judge_request, plan_judge_reply
+
+        if is_plan_judge_request(request):  # the coding protocol's judge
+            return plan_judge_reply(self.seed, request)
         return judge_reply(request, self.key, self.params, self.seed)
