@@ -277,7 +277,7 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
         tuple(label(n) for n in rec.agents),
         tuple(label(n) for n in rec.speaking_order),
         tuple((label(n), a) for n, a in rec.agent_answers.items()),
-        any(t.stance is not None for t in rec.turns),
+        any(t.stance is not None or t.side is not None for t in rec.turns),
     )
     return debate, turns
 

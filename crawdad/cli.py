@@ -939,7 +939,7 @@ def discover_baseline(
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (created or resumed).")],
     algorithm: Annotated[
-        str, typer.Option(help="pc, ges, direct-lingam, ica-lingam or exact.")
+        str, typer.Option(help="pc, ges, direct-lingam, ica-lingam, exact, fci or cdnod.")
     ] = "pc",
     params: Annotated[
         list[str],

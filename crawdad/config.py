@@ -202,10 +202,18 @@ class ProtocolConfig(Strict):
     rounds: int = Field(3, ge=1, le=32)  # judge: rounds at most; simultaneous: rounds after round 0
     samples: int = Field(1, ge=1, le=256)  # solo: independent answers per agent (k)
     rows: int = Field(1000, ge=10, le=1_000_000)  # coding: rows sampled from a CLadder model
+    # coding: a judge ([judge]) reads the debate and picks the final plan among the debaters'
+    # latest plans that ran (MAC); false: the last plan that ran is the final answer.
+    plan_judge: bool = True
     # Discovery tasks: the run folder of another system whose graphs every prompt shows as prior
     # knowledge (MAC's hybrids: Coding-Debating, Debating-Coding); None: no prior.
     prior_from: str | None = None
-    stances: bool = False  # judge: assign sides (affirmative "yes", negative "no") to debaters
+    stances: bool = False  # judge: give the debaters sides, affirmative and negative (MAC)
+    # judge with stances: "mac": the first speaker is the affirmative side and opens with its own
+    # answer, and the others are negative, each told to argue against the affirmative's answer
+    # (MAC); "fixed": the affirmative argues "yes" and the negative "no", sides alternating in
+    # speaking order from a side drawn per question (Liang et al.'s MAD; crawdad before this).
+    stance_mode: Literal["mac", "fixed"] = "mac"
     # What a runaway turn (loop, length, timeout) does: count as an unextracted answer and go on,
     # or fail the debate (recorded with error, retried on resume).
     on_runaway: Literal["unextracted", "error"] = "unextracted"
@@ -251,7 +259,8 @@ class RetryConfig(Strict):
 
 
 class JudgeConfig(ModelSpec):
-    """The judge of the judge protocol: reads the debaters' final texts, gives a verdict."""
+    """The judge of the judge protocol (reads the debaters' final texts, gives a verdict) and of
+    the coding protocol (picks the final plan)."""
 
     model: str = "qwen3:32b"
 
@@ -299,7 +308,7 @@ class RunConfig(Strict):
     task: str = "cladder"
     agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=1, max_length=16)
     extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
-    judge: JudgeConfig | None = None  # judge protocol only
+    judge: JudgeConfig | None = None  # the judge protocol's, and the coding protocol's plan judge
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     # A set under prompts/ ("paper", "no-confidence", "no-be-confident", "crawdad-v1") or a folder.
     prompt_set: str = "paper"
@@ -308,6 +317,9 @@ class RunConfig(Strict):
     tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0  # every random choice derives from (seed, question id, round or sample)
+    # Sampling temperature of every debater and the judge, set once for all (MAC's configs: 0,
+    # greedy, as MAC ran); None: each its own (agents[].temperature, judge.temperature).
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
     # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
     schedule: Literal["fifo", "grouped"] = "fifo"
@@ -328,10 +340,29 @@ class RunConfig(Strict):
                 f"the pipeline protocol runs the data tool itself (step 2): give its agents no "
                 f"tools (agents {', '.join(with_tools)} have some)"
             )
-        if kind == "judge" and self.judge is None:
+        judged = kind == "judge" or (kind == "coding" and self.protocol.plan_judge)
+        if judged and self.judge is None:
             object.__setattr__(self, "judge", JudgeConfig())
-        elif kind != "judge" and self.judge is not None:
-            object.__setattr__(self, "judge", None)  # only the judge protocol has one
+        elif not judged and self.judge is not None:
+            object.__setattr__(self, "judge", None)  # only a judged protocol has one
+        return self
+
+    @model_validator(mode="after")
+    def _one_temperature(self) -> RunConfig:
+        """`temperature` sets every debater's and the judge's; one of them set otherwise as
+        well is a contradiction, named (not silently overridden)."""
+        if self.temperature is None:
+            return self
+        specs = [(f"agents[{i}]", a) for i, a in enumerate(self.agents)]
+        for where, spec in [*specs, *([("judge", self.judge)] if self.judge else [])]:
+            if "temperature" in spec.model_fields_set and spec.temperature != self.temperature:
+                raise ValueError(
+                    f"temperature = {self.temperature} sets every debater's and the judge's "
+                    f"temperature, but {where}.temperature is {spec.temperature}: change "
+                    f"temperature itself (--set temperature={spec.temperature}), or remove it "
+                    "to give each its own"
+                )
+            spec.temperature = self.temperature
         return self
 
     @property

@@ -36,6 +36,7 @@ REQUIRED_VARS = {
     "judge_initial": {"question", "stance"},
     "judge_debate": {"question", "history", "stance"},
     "simultaneous": {"question", "history"},
+    "plan_judge": {"history", "plans"},
 }
 CORE_TEMPLATES = ("initial", "critique", "defence", "history_entry", "extractor")
 LABELS = ("own_initial", "own_later", "opponent", "other", "judge", "debater", "judge_own")
@@ -115,8 +116,12 @@ class PromptSet:
             "set": f"{self.name}@{digest}"
         }
 
-    def label(self, kind: str, round_: int = 0, n: int = 0) -> str:
-        return Template(self.labels[kind]).safe_substitute(round=round_, n=n)
+    def label(self, kind: str, round_: int = 0, n: int = 0, fallback: str | None = None) -> str:
+        """The label `kind`, or `fallback`'s where the set has no `kind` (an optional label)."""
+        text = self.labels.get(kind) if fallback else self.labels[kind]
+        if text is None:
+            return self.label(fallback or kind, round_, n)
+        return Template(text).safe_substitute(round=round_, n=n)
 
     def history(self, entries: list[tuple[str, str]]) -> str:
         """Render (label, text) pairs into the $history block."""

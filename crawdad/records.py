@@ -27,7 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    response, mediator, condition; crawdad's edges); `extraction` scores its keys the paper's
 #    way (soft match), `extraction_exact` by exact match; MA's second call in `more_calls`.
 #    Version 4 and 5 pipeline steps keep their CLadder keys (task_type, outcome, ...), scored
-#    exactly, with every unused field counted right.
+#    exactly, with every unused field counted right. And the judge protocol's sides
+#    (`Turn.side`: MAC's affirmative opens with its own answer, a negative's `stance` is the
+#    answer it argues for) and who a follow-up question is for (`Turn.followup_to`); older
+#    lines load with neither (every debater answered a question).
 # Version 1 to 5 lines still load: every field added since has a default that means what they did.
 SCHEMA_VERSION = 6
 
@@ -185,9 +188,15 @@ class Turn(Record):
     # Indices (into the record's turns) of the earlier turns whose final text this prompt showed;
     # None in schema 1 records, where every earlier turn was shown.
     seen: list[int] | None = None
-    stance: Answer | None = None  # the side this debater was told to argue (judge protocol)
+    stance: Answer | None = None  # the answer this debater was told to argue (judge protocol)
+    # The judge protocol's side: the affirmative opens with its own answer (no stance under MAC's
+    # sides); a negative argues against it. None: no sides, or a record before schema 6.
+    side: Literal["affirmative", "negative"] | None = None
     sample: int | None = None  # which independent sample of this agent (solo)
     followup: str | None = None  # the judge's follow-up question, when it asked one
+    # The debaters the follow-up question is for (they alone answer it), in speaking order;
+    # None with a question: every debater (records before schema 6).
+    followup_to: list[str] | None = None
     endpoint: str = ""  # base URL that served the request
     thinking: str = ""  # reasoning trace; stored, never shown to the opponent
     text: str = ""  # final text; the only part that enters the history

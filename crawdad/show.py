@@ -51,8 +51,12 @@ def _title(turn: Turn, protocol: str) -> str:
     if protocol == "solo":
         return f"— Sample {turn.sample} by {who} —"
     label = f"— Round {turn.round} by {who}"
+    if turn.side:
+        label += f", {turn.side}"
     if turn.stance:
         label += f", arguing {turn.stance}"
+    elif turn.side == "affirmative":
+        label += ", its own answer"
     return label + " —"
 
 
@@ -68,7 +72,8 @@ def format_turn(turn: Turn, protocol: str, thinking: bool = False) -> str:
     if thinking and turn.thinking:
         lines += ["", "Thinking:", "", textwrap.indent(turn.thinking.strip(), "  ")]
     if turn.role == "verdict":
-        lines += ["", "Follow-up question:" if turn.followup else "Verdict:", ""]
+        to = f" (to {', '.join(turn.followup_to)})" if turn.followup_to else ""
+        lines += ["", f"Follow-up question{to}:" if turn.followup else "Verdict:", ""]
         lines.append(turn.followup or turn.text.strip() or "(no final text)")
     else:
         lines += ["", "Reasoning:", "", turn.text.strip() or "(no final text)"]

@@ -18,6 +18,7 @@ from crawdad.tools.algorithms import (
     AlgorithmLimits,
     AlgorithmRun,
     endpoint_edges,
+    pag_edges,
     run_algorithm,
     weighted_edges,
 )
@@ -62,7 +63,7 @@ def test_pc_and_ges_match_causal_learn_on_sampled_cladder_data() -> None:
     assert run.params["indep_test"] == "chisq"  # discrete data: chisq by default
     direct = pc(data, 0.05, "chisq", show_progress=False).G.graph
     assert np.array_equal(np.array(run.raw), direct)
-    assert run.graph.edges == frozenset(endpoint_edges(direct, names)[0])
+    assert run.graph.edges == frozenset(endpoint_edges(direct, names).edges)
     assert {("X", "Y"), ("Z", "Y"), ("Y", "W")} <= run.graph.edges  # the collider, oriented
     assert set(run.graph.variables) == set(truth.variables)
     run = run_algorithm(table, "GES", {"score": "bdeu"})
@@ -101,7 +102,7 @@ def test_continuous_runs_match_causal_learn(algorithm: str, params: dict) -> Non
         direct = bic_exact_search(data, search_method="dp")[0]
     assert np.allclose(np.array(run.raw), direct)
     if run.algorithm in ("pc", "ges"):
-        expected = endpoint_edges(direct, names)[0]
+        expected = endpoint_edges(direct, names).edges
     elif run.algorithm == "exact":
         expected = [(names[i], names[j]) for i in range(4) for j in range(4) if direct[i, j]]
     else:
@@ -119,7 +120,13 @@ def test_lingam_recovers_a_linear_non_gaussian_chain() -> None:
 @pytest.mark.parametrize(
     ("algorithm", "params", "message"),
     [
-        ("fci", {}, "algorithm 'fci' is not offered; the algorithms are pc, ges"),
+        ("notears", {}, "algorithm 'notears' is not offered; the algorithms are pc, ges"),
+        ("fci", {"depth": -2}, "depth = -2 is out of range: give -1 <= depth"),
+        ("fci", {"stable": True}, "fci has no parameter 'stable'; its parameters are alpha"),
+        ("fci", {"indep_test": "gsq"}, "gsq needs discrete data"),
+        ("cdnod", {"context": "time"}, "context = 'time': give 'row' .* one of raf, mek, erk"),
+        ("cdnod", {"context": 3}, "context = 3: give 'row'"),
+        ("cdnod", {"max_depth": 2}, "cdnod has no parameter 'max_depth'"),
         ("pc", {"alpha": 0.7}, r"alpha = 0.7 is out of range: give 0.0 < alpha <= 0.5"),
         ("pc", {"alpha": 0}, "alpha = 0 is out of range"),
         ("pc", {"alpha": "0.05"}, "alpha must be a number, not '0.05'"),
@@ -173,18 +180,18 @@ def test_tables_it_cannot_take_are_refused_before_any_work() -> None:
 def test_an_undirected_edge_is_both_directions_and_costs_one_shd() -> None:
     # causal-learn marks: G[j,i]=1, G[i,j]=-1 is i->j; both -1 is undirected
     g = np.array([[0, -1, 0], [-1, 0, -1], [0, 1, 0]])
-    edges, undirected, bidirected, _ = endpoint_edges(g, ["a", "b", "c"])
-    assert sorted(edges) == [("a", "b"), ("b", "a"), ("b", "c")]
-    assert undirected == [("a", "b")] and bidirected == []
-    predicted = Graph.of(["a", "b", "c"], edges)
+    found = endpoint_edges(g, ["a", "b", "c"])
+    assert sorted(found.edges) == [("a", "b"), ("b", "a"), ("b", "c")]
+    assert found.undirected == [("a", "b")] and found.bidirected == []
+    predicted = Graph.of(["a", "b", "c"], found.edges)
     truth = Graph.of(["a", "b", "c"], [("a", "b"), ("b", "c")])
     score = score_graph(predicted, truth)
     assert score.shd == 1 and score.edge_f1 == 1.0 and score.orientation_precision == 2 / 3
     with pytest.raises(ValueError, match="not a CPDAG's"):
         endpoint_edges(np.array([[0, 2], [1, 0]]), ["a", "b"])
     # LiNGAM: x_i = sum_j B[i,j] x_j, so B[1,0] = 0.9 is a -> b; below the threshold, nothing
-    assert weighted_edges(np.array([[0, 0], [0.9, 0]]), ["a", "b"], 0.0)[0] == [("a", "b")]
-    assert weighted_edges(np.array([[0, 0], [0.9, 0]]), ["a", "b"], 1.0)[0] == []
+    assert weighted_edges(np.array([[0, 0], [0.9, 0]]), ["a", "b"], 0.0).edges == [("a", "b")]
+    assert weighted_edges(np.array([[0, 0], [0.9, 0]]), ["a", "b"], 1.0).edges == []
 
 
 def test_the_runner_and_its_result_pickle_for_a_worker_process() -> None:
@@ -194,3 +201,58 @@ def test_the_runner_and_its_result_pickle_for_a_worker_process() -> None:
     assert pickle.loads(pickle.dumps(run_algorithm)) is run_algorithm
     told = run.for_model()
     assert told["variables"] == ["raf", "mek", "erk", "pka"] and len(told["adjacency"]) == 4
+
+
+def test_fci_runs_as_causal_learn_and_its_pag_maps_onto_the_graph() -> None:
+    from causallearn.search.ConstraintBased.FCI import fci
+
+    table, truth = cladder_table(1000)
+    run = run_algorithm(table, "FCI", {"alpha": 0.01})
+    direct, _ = fci(table.to_numpy(dtype=float), "chisq", 0.01, show_progress=False)
+    assert np.array_equal(np.array(run.raw), direct.graph)
+    assert run.params == {"alpha": 0.01, "indep_test": "chisq", "depth": -1, "max_path_length": -1}
+    # The collider is found as X o-> Y <-o Z: kept as X -> Y and Z -> Y, marked partial.
+    assert {("X", "Y"), ("Z", "Y"), ("Y", "W")} == run.graph.edges == truth.edges
+    assert set(run.partial) == {("X", "Y"), ("Z", "Y")} and "X o-> Y" in run.edge_list()
+    # Each PAG mark pair (G[i,j]: the mark at i; tail -1, arrowhead 1, circle 2).
+    names = ["a", "b", "c", "d", "e"]
+    pag = np.zeros((5, 5), dtype=int)
+    for (i, j), (at_i, at_j) in {
+        (0, 1): (-1, 1),  # a -> b
+        (1, 2): (1, 2),  # b <-o c: c o-> b
+        (2, 3): (1, 1),  # c <-> d
+        (3, 4): (2, 2),  # d o-o e
+    }.items():
+        pag[i, j], pag[j, i] = at_i, at_j
+    found = pag_edges(pag, names)
+    assert sorted(found.edges) == [
+        ("a", "b"), ("c", "b"), ("c", "d"), ("d", "c"), ("d", "e"), ("e", "d"),
+    ]  # fmt: skip
+    assert found.partial == [("c", "b")] and found.bidirected == [("c", "d")]
+    assert found.undirected == [("d", "e")]
+    with pytest.raises(ValueError, match="not a PAG's"):
+        pag_edges(np.array([[0, 3], [1, 0]]), ["a", "b"])
+
+
+def test_cdnod_takes_the_row_or_a_domain_column_as_its_context() -> None:
+    from causallearn.search.ConstraintBased.CDNOD import cdnod
+
+    table = continuous()
+    run = run_algorithm(table, "cd-nod")
+    assert run.params["context"] == "row" and run.algorithm == "cdnod"
+    time_index = np.arange(len(table), dtype=float).reshape(-1, 1)
+    direct = cdnod(table.to_numpy(), time_index, 0.05, "fisherz", show_progress=False).G.graph
+    assert np.array_equal(np.array(run.raw), direct[:-1, :-1])  # the context node dropped
+    assert run.graph.variables == tuple(table.columns)
+    # A domain column: raf's mechanism shifts between two domains; the column stays a variable,
+    # its edges CD-NOD's context edges.
+    rng = np.random.default_rng(1)
+    domain = np.repeat([0.0, 1.0], 300)
+    raf = rng.normal(size=600) + 3 * domain
+    shifted = pd.DataFrame(
+        {"raf": raf, "mek": 1.5 * raf + rng.normal(size=600), "pka": rng.normal(size=600)}
+    ).assign(domain=domain)
+    run = run_algorithm(shifted, "cdnod", {"context": "domain"})
+    assert run.graph.variables == ("raf", "mek", "pka", "domain")
+    assert {("domain", "raf"), ("raf", "mek")} <= run.graph.edges
+    assert not any("pka" in e for e in run.graph.edges)

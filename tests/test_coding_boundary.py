@@ -143,3 +143,17 @@ def test_the_algorithm_tool_answers_like_the_runner() -> None:
     assert outcome.error is None, outcome.error
     assert outcome.value["edges"] == ["v0 -> v1", "v1 -> v2"]
     assert outcome.value["params"] == {"threshold": 0.5}
+
+
+def test_fci_and_cdnod_plans_run_in_the_boundary_and_are_checked_there() -> None:
+    tool = algorithm(wide_item(4).graph.table)  # type: ignore[arg-type]
+    tools, limits = {tool.name: tool}, ToolLimits()
+    for plan in ({"algorithm": "fci", "params": {"alpha": 0.01}}, {"algorithm": "CD-NOD"}):
+        outcome = asyncio.run(boundary.call(tools, tool.name, plan, limits))
+        assert outcome.error is None, outcome.error
+        assert outcome.value["variables"] == ["v0", "v1", "v2", "v3"]
+        assert "partial" in outcome.value and outcome.value["edges"]
+    assert outcome.value["params"]["context"] == "row"
+    bad = {"algorithm": "cdnod", "params": {"context": "__import__('os')"}}
+    outcome = asyncio.run(boundary.call(tools, tool.name, bad, limits))
+    assert outcome.value is None and "give 'row'" in (outcome.error or "")

@@ -274,16 +274,24 @@ def planner(plans: list[str]) -> FunctionModel:
 
 
 async def coding_debate(
-    tmp_path: Path, models: dict[str, FunctionModel], max_turns: int = 4
+    tmp_path: Path,
+    models: dict[str, FunctionModel],
+    max_turns: int = 4,
+    judge: FunctionModel | None = None,
+    plan_judge: bool = True,
 ) -> tuple[DebateRecord, list[dict]]:
     item = TASK.load(sachs_like(tmp_path / "sachs")).questions[0]
-    async with FakeServer("ollama", {**models, EXTRACTOR: FunctionModel(reads_graph)}) as server:
+    served = {**models, EXTRACTOR: FunctionModel(reads_graph)}
+    if judge is not None:
+        served[JUDGE] = judge
+    async with FakeServer("ollama", served) as server:
         config = RunConfig(
             task="discovery-graph",
             prompt_set="mac-coding",
             seed=1,
             agents=[AgentConfig(name=n, model=n) for n in models],
-            protocol={"kind": "coding", "max_turns": max_turns},
+            protocol={"kind": "coding", "max_turns": max_turns, "plan_judge": plan_judge},
+            judge={"model": JUDGE} if plan_judge else None,
         ).serve_all_from(server.url)
         setup, _ = build_setup(config)
         try:
@@ -328,6 +336,62 @@ async def test_a_response_without_a_plan_is_a_null_answer(tmp_path: Path) -> Non
     assert empty.answer is None and empty.tool_calls == []
     assert "gives no plan" in (empty.extraction.reason or "")  # type: ignore[union-attr]
     assert record.end == "cap" and record.final_answer is not None  # b's plan ran
+
+
+JUDGE = "judge-model"
+PC = '{"algorithm": "pc", "params": {"alpha": 0.05}}'
+LINGAM = '{"algorithm": "direct-lingam", "params": {"threshold": 0.5}}'
+
+
+def picks(reply: str, asked: list[FakeRequest]) -> FunctionModel:
+    def answer(request: FakeRequest) -> FakeReply:
+        asked.append(request)
+        return FakeReply(thinking="weighing the plans", text=reply)
+
+    return FunctionModel(answer)
+
+
+async def test_a_judge_picks_the_final_plan_between_the_debaters(tmp_path: Path) -> None:
+    """MAC's judge (the default): the debaters never agree, and the judge picks debater 1's plan,
+    not the last one that ran; it sees both plans and the debate, never an executed graph."""
+    asked: list[FakeRequest] = []
+    judge = picks('{"plan": "debater 1", "confidence": 0.85}', asked)
+    models = {"a": planner([PC]), "b": planner([LINGAM])}
+    record, requests = await coding_debate(tmp_path, models, max_turns=2, judge=judge)
+    first, second = record.speaking_order
+    debaters = [t for t in record.turns if t.agent != "judge"]
+    assert [t.agent for t in debaters] == [first, second] and record.end == "cap"
+    assert debaters[0].answer != debaters[1].answer  # two candidate graphs
+    (verdict,) = [t for t in record.turns if t.agent == "judge"]
+    assert verdict.role == "verdict" and verdict.seen == [0, 1] and record.judge == JUDGE
+    assert record.final_answer == debaters[0].answer == verdict.answer
+    assert record.final_confidence == 0.85
+    (request,) = asked
+    plan = {"a": PC, "b": LINGAM}
+    assert f"Debater 1's plan: {json.dumps(json.loads(plan[first]))}" in request.prompt
+    assert f"Debater 2's plan: {json.dumps(json.loads(plan[second]))}" in request.prompt
+    assert "Debater 1's response:" in request.prompt and '"adjacency"' not in request.prompt
+    schema = next(r for r in requests if r["model"] == JUDGE)["format"]
+    assert schema["properties"]["plan"]["enum"] == ["debater 1", "debater 2"]
+
+
+async def test_without_the_judge_the_last_plan_that_ran_is_final(tmp_path: Path) -> None:
+    models = {"a": planner([PC]), "b": planner([LINGAM])}
+    record, requests = await coding_debate(tmp_path, models, max_turns=2, plan_judge=False)
+    assert record.judge is None and all(t.agent != "judge" for t in record.turns)
+    assert record.final_answer == record.turns[-1].answer and len(requests) == 2
+    assert RunConfig(protocol={"kind": "coding", "plan_judge": False}).judge is None
+    assert RunConfig(protocol={"kind": "coding"}).judge is not None  # on by default
+
+
+async def test_an_unreadable_pick_falls_back_to_the_last_plan(tmp_path: Path) -> None:
+    judge = picks("Both plans have merit.", [])
+    models = {"a": planner([PC]), "b": planner([LINGAM])}
+    record, _ = await coding_debate(tmp_path, models, max_turns=2, judge=judge)
+    verdict = record.turns[-1]
+    assert verdict.agent == "judge" and verdict.answer is None
+    assert "the last plan that ran is the final answer" in (verdict.extraction.reason or "")  # type: ignore[union-attr]
+    assert record.final_answer == record.turns[-2].answer
 
 
 def test_the_coding_protocol_needs_the_graph_task() -> None:

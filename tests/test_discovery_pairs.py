@@ -105,6 +105,9 @@ def test_pairs_run_and_resume_under_the_protocols(cli, tmp_path: Path, protocol:
     assert len(records) == 12  # two 3-variable graphs, 6 ordered pairs each
     assert {r["task"] for r in records} == {"discovery-pairs"}
     assert all(r["error"] is None and r["final_answer"] in ("yes", "no") for r in records)
+    if "judge" in protocol:  # MAC's sides: the affirmative opens every debate
+        assert all(r["turns"][0]["side"] == "affirmative" for r in records)
+        assert all(t["side"] == "negative" for r in records for t in r["turns"][1:2])
     code, printed, _ = cli("demo", "--config", str(config), "--limit", "2", "--out", str(out))
     assert code == 0 and "0 this session" in printed
     assert len((out / "debates.jsonl").read_text().splitlines()) == 12  # nothing sent again

@@ -229,3 +229,59 @@ def test_macs_whole_set_runs_and_reports_on_a_sachs_format_set(
     debate = card[card["run"] == "meta-agents"]
     assert set(debate["paper_system"]) == {"Causal Agent Debate"} and len(debate) == 6
     assert debate["setup"].str.startswith("simulated").all()
+
+
+def test_macs_configs_sample_at_temperature_0_and_one_setting_changes_it(
+    cli, tmp_path: Path
+) -> None:
+    """MAC ran at temperature 0: its configs' debaters and judge do (the manifest shows it);
+    `--set temperature=0.6` changes all of them; a debater's own temperature beside it is named."""
+    out = tmp_path / "meta"
+    code, printed, _ = cli("demo", "--config", str(META), "--limit", "1", "--out", str(out))
+    assert code == 0, printed
+    config = json.loads((out / "manifest.json").read_text())["config"]
+    assert config["temperature"] == 0.0 and config["judge"]["temperature"] == 0.0
+    assert [a["temperature"] for a in config["agents"]] == [0.0, 0.0]
+    from crawdad.config import load_config
+
+    assert {a.temperature for a in load_config(CODING).agents} == {0.0}
+    warm = load_config(META, {"temperature": 0.6})
+    assert warm.judge is not None and warm.judge.temperature == 0.6
+    assert {a.temperature for a in warm.agents} == {0.6}
+    from crawdad.cli import build_config
+    from crawdad.errors import ConfigError
+
+    assert {a.temperature for a in build_config(META, ["temperature=0.6"]).agents} == {0.6}
+    with pytest.raises(ConfigError, match=r"change temperature itself \(--set temperature=0.6\)"):
+        build_config(META, ["agents.0.temperature=0.6"])
+    spec, _ = load_experiment(MAC)
+    temps = {
+        n: {a.temperature for a in c.agents} for n, c in variant_configs(spec, str(MAC)).items()
+    }
+    assert all(temps[v] == {0.0} for v in ("meta-agents", "single-agent-qwen3", "coding-agents"))
+    assert temps["crawdad"] == temps["self-consistency-5"] == {0.6}  # crawdad's own: the paper's
+
+
+@pytest.mark.parametrize("algorithm", ["fci", "cdnod"])
+def test_discover_baseline_runs_fci_and_cdnod(cli, tmp_path: Path, algorithm: str) -> None:
+    data = cladder_with_tables(tmp_path / "cladder")
+    out = tmp_path / algorithm
+    code, printed, _ = cli(
+        "discover-baseline", str(data), "--algorithm", algorithm, "--rows", "500",
+        "--limit", "2", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0 and "2 graph(s) computed, 0 failed" in printed, printed
+    records = [json.loads(x) for x in (out / "debates.jsonl").read_text().splitlines()]
+    assert {r["item"]["algorithm"] for r in records} == {algorithm}
+    assert all(
+        r["end"] == "computed" and r["item"]["params"]["indep_test"] == "chisq" for r in records
+    )
+    assert all("partial" in r["item"] for r in records)  # FCI's o-> edges, listed
+    if algorithm == "cdnod":
+        assert {r["item"]["params"]["context"] for r in records} == {"row"}
+    code, printed, err = cli(
+        "discover-baseline", str(data), "--algorithm", algorithm, "--param", "context=zz",
+        "--limit", "1", "--out", str(tmp_path / "bad"),
+    )  # fmt: skip
+    expected = "context = 'zz'" if algorithm == "cdnod" else "fci has no parameter 'context'"
+    assert code == 1 and expected in printed + err

@@ -258,24 +258,144 @@ async def test_a_judge_with_the_text_tool_protocol_records_the_prompt_it_sent(
     assert judge_turn.prompt_sha256 == hashlib.sha256(sent[0].encode()).hexdigest()
 
 
-async def test_assigned_stances_alternate_and_reach_the_prompts(question: Question) -> None:
+async def test_fixed_stances_alternate_and_reach_the_prompts(question: Question) -> None:
     decisions = [{"decision": "verdict", "answer": "yes", "confidence": 0.8, "question": ""}]
     models = {
         "model-a": debater("a", lambda k: "yes"),
         "model-b": debater("b", lambda k: "no"),
         JUDGE: judge_model(decisions, []),
     }
-    record, requests = await play("judge", models, question, TWO, rounds=1, stances=True)
+    record, requests = await play(
+        "judge", models, question, TWO, rounds=1, stances=True, stance_mode="fixed"
+    )
     first, second = record.turns[0], record.turns[1]
     assert {first.stance, second.stance} == {"yes", "no"}
     side = {"yes": "affirmative", "no": "negative"}
+    assert first.side == side[first.stance] and second.side == side[second.stance]
     assert f"you are on the {side[first.stance]} side" in prompt(requests[0])
     assert f"you are on the {side[second.stance]} side" in prompt(requests[1])
+    assert "argue that the answer to the question is" in prompt(requests[0])
     # Without stances the first debater's prompt is the paper's initial prompt, unchanged.
     record, requests = await play(
         "judge", models | {JUDGE: judge_model(decisions, [])}, question, TWO, rounds=1
     )
     assert "side" not in prompt(requests[0]) and record.turns[0].stance is None
+
+
+async def test_mac_sides_the_affirmative_opens_with_its_own_answer(question: Question) -> None:
+    """MAC's sides (the default): the first speaker is the affirmative and gives its own answer
+    (here "no"); the negative is told that answer and to argue against it."""
+    decisions = [{"decision": "verdict", "answer": "no", "confidence": 0.8, "question": ""}]
+    models = {
+        "model-a": debater("a", lambda k: "no"),
+        "model-b": debater("b", lambda k: "yes"),
+        JUDGE: judge_model(decisions, []),
+    }
+    record, requests = await play("judge", models, question, TWO, rounds=1, stances=True)
+    affirmative, negative = record.turns[0], record.turns[1]
+    assert affirmative.agent == record.speaking_order[0] and negative.agent != affirmative.agent
+    assert (affirmative.side, affirmative.stance, affirmative.role) == (
+        "affirmative",
+        None,
+        "initial",
+    )
+    own = {"a": "no", "b": "yes"}[affirmative.agent]
+    assert affirmative.answer == own  # its own answer, not an assigned "yes"
+    first, second = prompt(requests[0]), prompt(requests[1])
+    assert "you are on the affirmative side: you give your own answer" in first
+    assert "argue that the answer to the question is" not in first + second
+    # The negative sees the affirmative's response and is told its answer, to argue against it.
+    assert (negative.side, negative.stance) == ("negative", {"yes": "no", "no": "yes"}[own])
+    assert f"the affirmative side answered {own}. Always disagree" in second
+    assert shown_texts(second) == [affirmative.text] and negative.seen == [0]
+
+
+async def test_mac_sides_the_affirmative_opens_every_debate(tiny_cladder: Path) -> None:
+    """Over many questions (speaking orders drawn both ways), the affirmative speaks first."""
+    questions = load_cladder(tiny_cladder).questions
+    reply = {"decision": "verdict", "answer": "yes", "confidence": 0.8, "question": ""}
+    models = {
+        "model-a": debater("a", lambda k: "yes"),
+        "model-b": debater("b", lambda k: "no"),
+        JUDGE: FunctionModel(lambda r: FakeReply(text=json.dumps(reply))),
+        EXTRACTOR: FakeExtractor(),
+    }
+    async with FakeServer("ollama", models) as server:
+        cfg = config(server.url, "judge", TWO, rounds=1, stances=True)
+        setup, _ = build_setup(cfg)
+        try:
+            records = [await run_debate(setup, q) for q in questions]
+        finally:
+            for pool in pools_of(setup):
+                await pool.aclose()
+    assert len({r.first_speaker for r in records}) == 2  # both agents open some debates
+    assert all(r.turns[0].side == "affirmative" for r in records)
+    assert all(r.turns[1].side == "negative" for r in records)
+
+
+async def test_a_follow_up_to_one_side_is_answered_by_that_side_only(question: Question) -> None:
+    judged: list[FakeRequest] = []
+    decisions = [
+        {
+            "decision": "question",
+            "answer": "yes",
+            "confidence": 0.5,
+            "question": "Which mechanism?",
+            "to": "debater 2",
+        },
+        {"decision": "question", "answer": "yes", "confidence": 0.5, "question": "Both?"},
+        {"decision": "verdict", "answer": "no", "confidence": 0.9, "question": "", "to": "all"},
+    ]
+    models = {
+        "model-a": debater("a", lambda k: "yes"),
+        "model-b": debater("b", lambda k: "no"),
+        JUDGE: judge_model(decisions, judged),
+    }
+    record, requests = await play("judge", models, question, TWO, rounds=3, stances=True)
+    first, second = record.speaking_order
+    agents = [t.agent for t in record.turns]
+    # Debater 2 (the second speaker) alone answers the first question; a question without `to`
+    # is for every debater, in speaking order.
+    assert agents == [first, second, "judge", second, "judge", first, second, "judge"]
+    assert record.turns[2].followup_to == [second] and record.turns[4].followup_to == [
+        first,
+        second,
+    ]
+    assert record.turns[3].side == "negative" and record.final_answer == "no"
+    # The addressed side is told the question is for it; the judge, whom it asked.
+    debater_prompts = [prompt(b) for b in requests if b["model"] != JUDGE]
+    assert (
+        "The judge's follow-up question, to you:\n\n==========\n\nWhich mechanism?"
+        in (debater_prompts[2])
+    )
+    assert (
+        "to the other side (you need not answer it):\n\n==========\n\nWhich mechanism?"
+        in (debater_prompts[3])
+    )
+    assert "Your follow-up question, to Debater 2:" in judged[1].prompt
+    schema = next(b for b in requests if b["model"] == JUDGE)["format"]
+    assert schema["properties"]["to"]["enum"] == ["all", "debater 1", "debater 2"]
+    assert "to" in schema["required"]
+
+
+async def test_the_mac_judge_is_told_to_accept_an_answer_both_sides_reached(
+    question: Question,
+) -> None:
+    from crawdad.prompts import load_prompts
+
+    rule = "If both sides have reached a similar final answer, accept the answer of both sides"
+    assert rule in load_prompts("mac-pairs")["judge"].text
+    judged: list[FakeRequest] = []
+    decisions = [{"decision": "verdict", "answer": "no", "confidence": 0.9, "question": ""}]
+    models = {
+        "model-a": debater("a", lambda k: "no"),
+        "model-b": debater("b", lambda k: "no"),
+        JUDGE: judge_model(decisions, judged),
+    }
+    record, _ = await play("judge", models, question, TWO, rounds=2, stances=True)
+    # The judge accepts the agreed answer in round 0: the debate ends with it.
+    assert record.consensus and record.end == "verdict" and record.final_answer == "no"
+    assert len(judged) == 1
 
 
 # --- simultaneous ---------------------------------------------------------------------------
@@ -375,8 +495,8 @@ async def test_show_prints_every_protocol_s_transcript(question: Question) -> No
     record, _ = await play("judge", models, question, TWO, rounds=2, stances=True)
     text = format_debate(record)
     assert "Protocol judge" in text and f"judge: {JUDGE}" in text
-    assert "the JUDGE" in text and "Follow-up question:\n\nWhat is P(Y)?" in text
-    assert "arguing yes" in text and "arguing no" in text
+    assert "the JUDGE" in text and "Follow-up question (to " in text and "What is P(Y)?" in text
+    assert "affirmative, its own answer" in text and "negative, arguing " in text
     assert "shown turns [0, 1, 2]" in text  # what each agent saw, by index
     answers = iter(["yes", "no", "no"])
     solo = {"model-a": FunctionModel(lambda r: said("sample", next(answers)))}

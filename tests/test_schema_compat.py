@@ -116,3 +116,29 @@ def test_schema_5_pipeline_lines_load_under_schema_6() -> None:
     assert record.schema_version == 5 and SCHEMA_VERSION == 6
     assert step.extraction == {"task_type": True, "all": True}
     assert step.extraction_exact == {} and step.more_calls == []
+
+
+def test_schema_5_judge_lines_load_under_schema_6() -> None:
+    """Schema 6 added the judge protocol's sides and who a follow-up question is for: a schema 5
+    judge debate loads with neither, and its question was for every debater (the history a
+    resumed prompt shows labels it as before)."""
+    from crawdad.prompts import load_prompts
+    from crawdad.protocols.base import _followup_label
+    from crawdad.records import DebateRecord
+
+    turn = '"model": "m", "template": "t", "prompt_sha256": "0"'
+    line = (
+        '{"schema_version": 5, "task": "cladder", "question_id": 7, "gold": "yes", "rung": 1, '
+        '"query_type": "marginal", "alignment": "commonsense", "agents": {"a": "m", "b": "m"}, '
+        '"protocol": "judge", "speaking_order": ["a", "b"], "turns": ['
+        f'{{"round": 0, "agent": "a", "role": "initial", "stance": "yes", {turn}}}, '
+        f'{{"round": 1, "agent": "b", "role": "argument", "stance": "no", {turn}}}, '
+        f'{{"round": 0, "agent": "judge", "role": "verdict", "followup": "Why?", {turn}}}], '
+        '"end": "cap"}'
+    )
+    record = DebateRecord.model_validate_json(line)
+    assert record.schema_version == 5 and SCHEMA_VERSION >= 6
+    assert [t.side for t in record.turns] == [None, None, None]
+    assert record.turns[2].followup_to is None
+    label = _followup_label(load_prompts("paper"), record.turns[2], "a", ["a", "b"])
+    assert label == "The judge's follow-up question:"

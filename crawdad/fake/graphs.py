@@ -16,6 +16,10 @@ once per (seed, model, graph); at `BAD_PLAN_RATE` a plan the runner refuses (an 
 offered, a parameter out of range, a test for the wrong kind of data). In a debate it may take
 the opponent's plan, more readily when its own was a bad one, so debates reach one graph.
 
+A plan judge (a request whose schema asks for a "plan", the coding protocol's judge) picks, among
+the final plans the prompt lists, one that suits the data where there is one, drawn by the
+request's seed.
+
 `read_final_graph` is how the fake extractor (and a fake debater reading its opponent) reads an
 edge list back from a response.
 """
@@ -42,6 +46,7 @@ _FINAL = re.compile(r"final (?:causal )?graph\s*:?", re.IGNORECASE)
 _CONF = re.compile(r"confidence[^0-9\n]{0,15}?(\d+(?:\.\d+)?|\.\d+)\s*(%?)", re.IGNORECASE)
 _DATA_LINE = re.compile(r"^- (.+?): (discrete|continuous)\b", re.MULTILINE)
 _ROWS = re.compile(r"([\d,]+) rows, (\d+) columns\.")
+_FINAL_PLAN = re.compile(r"^Debater (\d+)'s plan: (.*)$", re.MULTILINE)
 PLAN_MARKER = '{"algorithm"'
 BAD_PLAN_RATE = 0.15
 ADOPT_CHANCE = 0.5  # taking the opponent's plan in a debate turn (its own was a good one)
@@ -279,3 +284,26 @@ def plan_reply(
         f"choose {plan['algorithm']}.\n```json\n{json.dumps(plan)}\n```"
     )
     return FakeReply(thinking=f"The columns look {kind}; {plan['algorithm']} should do.", text=text)
+
+
+# --- the plan judge ----------------------------------------------------------------------------
+
+
+def is_plan_judge_request(request: FakeRequest) -> bool:
+    props = (request.schema or {}).get("properties") or {}
+    return "plan" in props and "decision" not in props
+
+
+def plan_judge_reply(seed: int, request: FakeRequest) -> FakeReply:
+    """The coding protocol's judge: a plan that suits the data, else any, of those offered."""
+    prompt = request.prompt
+    offered = ((request.schema or {}).get("properties") or {}).get("plan", {}).get("enum", [])
+    kinds = _DATA_LINE.findall(prompt)
+    discrete = bool(kinds) and all(k == "discrete" for _, k in kinds)
+    good, _ = _plans(discrete, len(kinds))
+    plans = {f"debater {n}": _last_plan(text) for n, text in _FINAL_PLAN.findall(prompt)}
+    suited = [c for c in offered if plans.get(c) in good]
+    rng = seeded_rng(seed, "plan-judge", request.model, request.digest, request.seed)
+    pick = rng.choice(suited or offered or ["debater 1"])
+    reply = {"plan": pick, "confidence": round(rng.uniform(0.6, 1.0) * 20) / 20}
+    return FakeReply(thinking=f"{pick}'s plan fits these data best.", text=json.dumps(reply))

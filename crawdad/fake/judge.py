@@ -4,7 +4,8 @@ schema allows one.
 
 Its verdict is right with `accuracy` (by rung), sides with the last speaker with
 `last_speaker_bias` (a position bias the analysis should find), follows the debaters when they
-agree, and asks a follow-up question with `question_rate` when they disagree.
+agree, and asks a follow-up question with `question_rate` when they disagree, put to one debater
+with `address_one_rate` (else to all).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class JudgeParams(BaseModel):
     follow_agreement: float = Field(default=0.92, ge=0, le=1)
     last_speaker_bias: float = Field(default=0.2, ge=0, le=1)
     question_rate: float = Field(default=0.4, ge=0, le=1)
+    # A follow-up question is put to one debater (drawn) rather than to all, where the schema
+    # has a `to` key (MAC's judge asks "each or both side").
+    address_one_rate: float = Field(default=0.5, ge=0, le=1)
 
 
 def is_judge_request(request: FakeRequest) -> bool:
@@ -78,8 +82,23 @@ def judge_reply(
             else ""
         ),
     }
+    targets = _targets(request.schema or {})
+    if targets:  # drawn last, so that the draws before are those of a judge without `to`
+        reply["to"] = "all"
+        if ask and len(targets) > 1 and rng.random() < params.address_one_rate:
+            reply["to"] = targets[int(rng.random() * len(targets))]
+            reply["question"] = (
+                f"{reply['to'].capitalize()}, state the estimand you computed and the "
+                "probabilities you put into it, so that your arithmetic can be checked."
+            )
     thinking = f"The debaters answered {', '.join(a or '?' for a in said)}. I check the estimand."
     return FakeReply(thinking=thinking, text=json.dumps(reply))
+
+
+def _targets(schema: dict[str, Any]) -> list[str]:
+    """The single debaters the schema's `to` allows ([] when it has no `to`)."""
+    spec = (schema.get("properties") or {}).get("to") or {}
+    return [t for t in spec.get("enum", []) if t != "all"]
 
 
 def _decisions(schema: dict[str, Any]) -> list[str]:
@@ -103,4 +122,8 @@ class FakeJudge(FakeModel):
         self.thinks = True
 
     def reply(self, request: FakeRequest) -> FakeReply:
+        from crawdad.fake.graphs import is_plan_judge_request, plan_judge_reply
+
+        if is_plan_judge_request(request):  # the coding protocol's judge
+            return plan_judge_reply(self.seed, request)
         return judge_reply(request, self.key, self.params, self.seed)

@@ -19,7 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crawdad.fake.answer_key import AnswerKey, KeyEntry, prompt_key, question_line_span
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
-from crawdad.fake.graphs import graph_reply, is_plan_request, plan_reply
+from crawdad.fake.graphs import (
+    graph_reply,
+    is_plan_judge_request,
+    is_plan_request,
+    plan_judge_reply,
+    plan_reply,
+)
 from crawdad.fake.judge import JudgeParams, is_judge_request, judge_reply
 from crawdad.fake.parsing import Answer, opponent_stance
 from crawdad.fake.text import QuestionContext, Writer
@@ -271,6 +277,8 @@ class ProfileModel(FakeModel):
     def reply(self, request: FakeRequest) -> FakeReply:
         if is_judge_request(request):  # a debater model may judge, too
             return judge_reply(request, self.answer_key, JudgeParams(), self.seed)
+        if is_plan_judge_request(request):  # the coding protocol's judge
+            return plan_judge_reply(self.seed, request)
         prompt = request.prompt
         span = question_line_span(prompt)
         question_line = prompt[span[0] : span[1]] if span else ""

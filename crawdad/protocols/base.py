@@ -380,17 +380,37 @@ def history(
         if reader == "judge" and t.agent != "judge":
             label = prompts.label("debater", t.round, order.index(t.agent) + 1)
         elif reader == "judge":
-            label = prompts.label("judge_own", t.round)
+            label = _judge_own_label(prompts, t, order)
         elif t.agent == reader:
             label = prompts.label("own_initial" if t.round == 0 else "own_later", t.round)
         elif t.role == "verdict":
-            label = prompts.label("judge", t.round)
+            label = _followup_label(prompts, t, reader, order)
         elif len(others) == 1:
             label = prompts.label("opponent", t.round)
         else:
             label = prompts.label("other", t.round, others.index(t.agent) + 1)
         entries.append((label, t.followup if t.role == "verdict" else t.text))
     return prompts.history(entries), prompts["history_entry"].version
+
+
+def _addressed_some(turn: Turn, order: list[str]) -> bool:
+    """The judge's follow-up question was put to some debaters, not to all."""
+    return turn.followup_to is not None and set(turn.followup_to) != set(order)
+
+
+def _judge_own_label(prompts: PromptSet, turn: Turn, order: list[str]) -> str:
+    if _addressed_some(turn, order) and turn.followup_to and len(turn.followup_to) == 1:
+        n = order.index(turn.followup_to[0]) + 1
+        return prompts.label("judge_own_to", turn.round, n, fallback="judge_own")
+    return prompts.label("judge_own", turn.round)
+
+
+def _followup_label(prompts: PromptSet, turn: Turn, reader: str, order: list[str]) -> str:
+    """A debater reading the judge's question: whether it was put to it (or to others only)."""
+    if not _addressed_some(turn, order):
+        return prompts.label("judge", turn.round)
+    mine = reader in (turn.followup_to or [])
+    return prompts.label("judge_to_you" if mine else "judge_to_other", turn.round, fallback="judge")
 
 
 def agree(answers: Sequence[Answer | None]) -> bool:

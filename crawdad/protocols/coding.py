@@ -12,22 +12,33 @@ sees: the variables, a summary of the data and its first rows (MAC's "descriptio
 of the data"), the algorithms on offer, and the earlier debaters' texts. It never sees an
 executed graph: the executor's results enter only the record (as the turn's tool call).
 
-Differences from MAC, on purpose: no judge (the plans are compared by the graphs they give), and
-no code is written: the executor is `run_algorithm`'s allow-list, so a plan is parameters, not a
-program (MAC's executor wrote and debugged causal-learn code; its plan prompts offer the same
-library's algorithms). A plan that cannot be read or run (an unknown algorithm, a parameter
-off the allow-list, exact search past its variables, a run past its seconds, a crash) is that
-turn's null answer with the reason, recorded as the turn's tool error; the debate goes on, and
-the final answer falls back to the latest plan that did run.
+The judge (`protocol.plan_judge`, on by default, as MAC's judge "evaluates which plan and
+algorithm are superior", appendix A.2.2): once the debate has stopped, a judge model reads the
+debaters' final texts (never an executed graph, as MAC's judge decides before the executor runs)
+and each debater's latest plan that ran, and picks one through a JSON schema ({"plan": "debater
+N", "confidence"}); its graph is the final answer, and the judge's turn (role "verdict") records
+the pick. With one candidate graph (the debaters agree, or one plan alone ran) there is nothing
+to pick and no judge request. An unreadable pick falls back to the last plan that ran, with the
+reason. `plan_judge = false`: no judge, the last plan that ran is the final answer.
+
+Differences from MAC, on purpose: no code is written: the executor is `run_algorithm`'s
+allow-list, so a plan is parameters, not a program (MAC's executor wrote and debugged
+causal-learn code; its plan prompts offer the same library's algorithms); the judge asks no
+follow-up questions (one pick at the end). A plan that cannot be read or run (an unknown
+algorithm, a parameter off the allow-list, exact search past its variables, a run past its
+seconds, a crash) is that turn's null answer with the reason, recorded as the turn's tool error;
+the debate goes on, and such a plan is no candidate for the judge.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from string import Template
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad.causal.edge_text import format_edges
 from crawdad.config import ToolLimits
@@ -159,6 +170,92 @@ async def play(setup: DebateSetup, question: Item, record: DebateRecord) -> None
     ran = [t for t in record.turns if t.answer is not None]
     if ran:
         record.final_answer = ran[-1].answer
+    candidates = latest_plans(record, order)
+    if setup.judge is not None and protocol.plan_judge and len(set(candidates.values())) > 1:
+        record.judge = setup.judge.spec.model
+        verdict = await judge_plans(setup, question, record, values, candidates)
+        record.turns.append(verdict)
+        check_runaway(setup, verdict)
+        if verdict.answer is not None:
+            record.final_answer, record.final_confidence = verdict.answer, verdict.confidence
+
+
+def latest_plans(record: DebateRecord, order: list[str]) -> dict[int, str]:
+    """Debater number (1.., speaking order) -> the graph of its latest plan that ran."""
+    out = {}
+    for n, name in enumerate(order, start=1):
+        ran = [t for t in record.turns if t.agent == name and t.answer is not None]
+        if ran:
+            out[n] = ran[-1].answer
+    return out  # type: ignore[return-value]
+
+
+class PlanPick(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plan: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+def plan_schema(numbers: list[int]) -> dict[str, Any]:
+    schema = PlanPick.model_json_schema()
+    schema["properties"]["plan"] = {"enum": [f"debater {n}" for n in numbers], "type": "string"}
+    schema["required"] = ["plan", "confidence"]
+    return schema
+
+
+async def judge_plans(
+    setup: DebateSetup,
+    question: Item,
+    record: DebateRecord,
+    values: dict[str, str],
+    candidates: dict[int, str],
+) -> Turn:
+    """The judge's pick among the debaters' latest plans that ran (see the module doc)."""
+    assert setup.judge is not None
+    order = record.speaking_order
+    seen = [i for i, t in enumerate(record.turns) if t.agent != "judge"]
+    block, entry = history(setup, record.turns, seen, "judge", order)
+    label = setup.prompts.fragments.get("plan_label", "Debater $n's plan:")
+    plans = "\n".join(
+        f"{Template(label).safe_substitute(n=n)} {json.dumps(_plan_of(record, order[n - 1]))}"
+        for n in candidates
+    )
+    template = setup.prompts["plan_judge"]
+    turn, _ = await respond(
+        setup,
+        setup.judge,
+        agent="judge",
+        round_=len(record.turns),
+        role="verdict",
+        prompt=template.fill(**values, history=block, plans=plans),
+        version=f"{template.version}+{entry}",
+        seen=seen,
+        seed=seed_of(setup.seed, question.question_id, len(record.turns)),
+        json_schema=plan_schema(list(candidates)),
+        item=question,
+    )
+    model = setup.judge.spec.model
+    try:
+        pick = PlanPick.model_validate_json(turn.text.strip())
+        number = int(pick.plan.strip().lower().removeprefix("debater").strip())
+        turn.answer, turn.confidence = candidates[number], pick.confidence
+    except (ValidationError, ValueError, KeyError):
+        reason = (
+            f"the judge's reply is not a pick of {', '.join(f'debater {n}' for n in candidates)}"
+            "; the last plan that ran is the final answer"
+        )
+        turn.extraction = Extraction(method="none", model=model, raw=turn.text, reason=reason)
+        return turn
+    turn.extraction = Extraction(method="strict", model=model, raw=turn.text)
+    return turn
+
+
+def _plan_of(record: DebateRecord, name: str) -> dict[str, Any] | None:
+    """The plan (as read) of a debater's latest turn that ran."""
+    ran = [t for t in record.turns if t.agent == name and t.answer is not None]
+    calls = ran[-1].tool_calls if ran else []
+    return calls[-1].arguments if calls else None
 
 
 async def _execute_turn(turn: Turn, tool: Tool, limits: ToolLimits) -> None:

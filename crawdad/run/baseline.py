@@ -187,6 +187,7 @@ def baseline_record(
                 "rows": len(table),
                 "undirected": [list(p) for p in run.undirected] if run else [],
                 "bidirected": [list(p) for p in run.bidirected] if run else [],
+                "partial": [list(p) for p in run.partial] if run else [],  # FCI's a o-> b
                 "dropped_constant": constant,
                 "notes": list(run.notes) if run else [],
             }

@@ -33,6 +33,8 @@ LIBRARY_MODULES = (
     "causallearn.search.ScoreBased.GES",
     "causallearn.search.FCMBased.lingam",
     "causallearn.search.ScoreBased.ExactSearch",
+    "causallearn.search.ConstraintBased.FCI",
+    "causallearn.search.ConstraintBased.CDNOD",
 )
 for _module in LIBRARY_MODULES:
     importlib.import_module(_module)
@@ -84,11 +86,13 @@ def compute_plan(
     limits: ToolLimits,
 ) -> dict[str, Any]:
     """The plan run on `table`: what `AlgorithmRun.for_model` says, with the pairs left
-    undirected or bidirected, the library's warnings and the seconds it took."""
+    undirected or bidirected (FCI's partially directed), the library's warnings and the seconds
+    it took."""
     run = run_algorithm(table, plan[0], plan[1], algorithm_limits)
     return run.for_model() | {
         "undirected": [list(p) for p in run.undirected],
         "bidirected": [list(p) for p in run.bidirected],
+        "partial": [list(p) for p in run.partial],
         "notes": list(run.notes),
         "seconds": run.seconds,
     }

@@ -16,6 +16,8 @@ The algorithms (names are read case-insensitively, without "-", "_" or spaces):
 | `direct-lingam` | `search.FCMBased.lingam.DirectLiNGAM` | `threshold`: an edge where the coefficient's magnitude exceeds it (0) |
 | `ica-lingam` | `search.FCMBased.lingam.ICALiNGAM` | `random_state` (0); `max_iter` (1000); `threshold` (0) |
 | `exact` | `search.ScoreBased.ExactSearch.bic_exact_search` | `search_method` astar or dp (astar); `max_parents` (none); at most `limits.max_exact_variables` variables |
+| `fci` | `search.ConstraintBased.FCI.fci` | `alpha` (0.05); `indep_test` as pc's; `depth` of the adjacency search, -1 unlimited (-1); `max_path_length` of a discriminating path, -1 unlimited (-1) |
+| `cdnod` | `search.ConstraintBased.CDNOD.cdnod` | pc's `alpha`, `indep_test`, `stable`, `uc_rule`, `uc_priority`; `context` (row) |
 
 Left out on purpose: kernel tests and scores (kci, the generalized scores: cubic in the rows),
 and background knowledge (a later hybrid step can add it).
@@ -27,10 +29,28 @@ undirected or a bidirected edge is **both directions** (a->b and b->a), the stat
 reversed edge), it earns the skeleton's credit, and in orientation precision/recall it is one
 hit and one false positive. `AlgorithmRun.undirected` and `.bidirected` list those pairs, so a
 report may score them another way. LiNGAM and exact search return DAGs.
+
+**FCI** returns a PAG (endpoints: tail, arrowhead, circle), allowing latent confounders. Its
+edges map onto the `Graph` as the structure metrics need a directed graph: a directed edge a->b
+is a->b; a partially directed a o-> b (b is no ancestor of a; a causes b, or a latent confounds
+them) is a->b, listed in `AlgorithmRun.partial`; a bidirected a <-> b (a latent confounder) is
+both directions, in `.bidirected`; every other edge (a o-o b, a --- b, a --o b: no orientation)
+is both directions, in `.undirected`. So every adjacency FCI finds stays in the skeleton.
+
+**CD-NOD** needs a context index c (a time or domain index that captures the changing factors):
+`context = "row"` (the default) is the row's position, the data taken as a time series in the
+table's order (as a pooled table is, one condition after another: Sachs's cells); a column's
+name makes that column the domain index (a data set's own domain or condition column). CD-NOD
+adds c as a node: with "row" its edges are dropped (c is no variable), with a column they are
+that column's edges (c -> x: x's mechanism changes across the domains). crawdad's data sets
+have no domain column (CLadder's sampled rows are independent, so there c finds nothing and
+CD-NOD comes down to PC).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 import warnings
 from collections.abc import Callable
@@ -44,13 +64,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from crawdad.causal.structure import Graph
 from crawdad.tools.causal import ToolError
 
-ALGORITHMS = ("pc", "ges", "direct-lingam", "ica-lingam", "exact")
+ALGORITHMS = ("pc", "ges", "direct-lingam", "ica-lingam", "exact", "fci", "cdnod")
 _ALIASES = {a.replace("-", ""): a for a in ALGORITHMS} | {
     "directlingam": "direct-lingam",
     "icalingam": "ica-lingam",
     "lingam": "direct-lingam",
     "exactsearch": "exact",
+    "fastcausalinference": "fci",
 }
+ROW_CONTEXT = "row"
+TAIL, ARROW, CIRCLE = -1, 1, 2  # causal-learn's endpoint marks (G[i,j]: the mark at i)
 DISCRETE_TESTS = ("chisq", "gsq")
 INDEP_TESTS = ("fisherz", *DISCRETE_TESTS)
 SCORES = {"bic": "local_score_BIC", "bdeu": "local_score_BDeu"}
@@ -72,7 +95,15 @@ ALGORITHM_GUIDE = """\
 - ica-lingam: the ICA-based LiNGAM; the same assumptions. Parameters: random_state (0), max_iter
   (1000), threshold (0).
 - exact: exact score-based search (BIC, linear-Gaussian) for the best-scoring DAG; small graphs
-  only. Parameters: search_method "astar" or "dp" ("astar"); max_parents (none).\
+  only. Parameters: search_method "astar" or "dp" ("astar"); max_parents (none).
+- fci: Fast Causal Inference, constraint-based like pc but allowing latent confounders and
+  selection bias; returns a PAG (a o-> b is read as a -> b; edges it cannot orient count both
+  ways). Parameters: alpha (0.05); indep_test as pc's; depth, the adjacency search's depth, -1
+  unlimited (-1); max_path_length, of a discriminating path, -1 unlimited (-1).
+- cdnod: causal discovery from nonstationary or heterogeneous data (pc with a context index
+  whose changes help orient edges). Parameters: pc's alpha, indep_test, stable, uc_rule,
+  uc_priority; context: "row" (the row's position, the data as a time series; default) or the
+  name of a column that indexes the domain or condition.\
 """
 
 
@@ -100,6 +131,7 @@ class AlgorithmRun:
     graph: Graph  # an undirected or bidirected edge is both directions (see the module doc)
     undirected: tuple[tuple[str, str], ...] = ()
     bidirected: tuple[tuple[str, str], ...] = ()
+    partial: tuple[tuple[str, str], ...] = ()  # FCI's a o-> b, kept as a -> b
     # The library's own output over the variables in order: causal-learn's endpoint matrix
     # (pc, ges: G[j,i]=1 and G[i,j]=-1 mean i->j), the weighted matrix B of LiNGAM (B[i,j] != 0
     # means j->i) or exact search's 0/1 DAG (D[i,j]=1 means i->j).
@@ -109,9 +141,15 @@ class AlgorithmRun:
     notes: tuple[str, ...] = field(default=())  # the library's warnings, first few
 
     def edge_list(self) -> list[str]:
-        """Directed edges as "A -> B", undirected pairs once as "A -- B", bidirected "A <-> B"."""
+        """Directed edges as "A -> B" (FCI's partially directed "A o-> B"), undirected pairs once
+        as "A -- B", bidirected "A <-> B"."""
         both = {frozenset(p) for p in (*self.undirected, *self.bidirected)}
-        out = [f"{a} -> {b}" for a, b in sorted(self.graph.edges) if frozenset((a, b)) not in both]
+        partial = set(self.partial)
+        out = [
+            f"{a} o-> {b}" if (a, b) in partial else f"{a} -> {b}"
+            for a, b in sorted(self.graph.edges)
+            if frozenset((a, b)) not in both
+        ]
         out += [f"{a} -- {b}" for a, b in self.undirected]
         out += [f"{a} <-> {b}" for a, b in self.bidirected]
         return out
@@ -149,20 +187,27 @@ def run_algorithm(
     limits = limits or AlgorithmLimits()
     name, names, data, checked = _checked(table, algorithm, params, limits)
     start = time.monotonic()
-    with warnings.catch_warnings(record=True) as caught:
+    # FCI prints its orientations and CD-NOD its progress whatever it is told: kept out of the
+    # worker's (and the command line's) output.
+    quiet = io.StringIO()
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(quiet),
+        contextlib.redirect_stderr(quiet),
+    ):
         warnings.simplefilter("always")
         try:
             found = _RUN[name](data, names, checked)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as e:
             raise ToolError(f"{name} failed on this table: {type(e).__name__}: {e}") from None
-    graph_edges, undirected, bidirected, raw = found
     return AlgorithmRun(
         algorithm=name,
         params=checked,
-        graph=Graph.of(names, graph_edges, where=name),
-        undirected=tuple(undirected),
-        bidirected=tuple(bidirected),
-        raw=tuple(tuple(float(v) for v in row) for row in raw),
+        graph=Graph.of(names, found.edges, where=name),
+        undirected=tuple(found.undirected),
+        bidirected=tuple(found.bidirected),
+        partial=tuple(found.partial),
+        raw=tuple(tuple(float(v) for v in row) for row in found.raw),
         rows=len(data),
         seconds=time.monotonic() - start,
         notes=tuple(dict.fromkeys(str(w.message) for w in caught))[:5],
@@ -305,9 +350,7 @@ def _needs_discrete(what: str, discrete: bool, names: list[str], data: np.ndarra
 
 def _pc_params(raw, discrete, names, data, limits) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     _only(raw, "pc", ("alpha", "indep_test", "stable", "uc_rule", "uc_priority", "max_depth"))
-    test = _choice(raw, "indep_test", "chisq" if discrete else "fisherz", INDEP_TESTS)
-    if test in DISCRETE_TESTS:
-        _needs_discrete(f"indep_test {test}", discrete, names, data)
+    test = _test(raw, discrete, names, data)
     return {
         "alpha": _number(raw, "alpha", 0.05, 0.0, 0.5),
         "indep_test": test,
@@ -348,6 +391,45 @@ def _exact_params(raw, discrete, names, data, limits) -> dict[str, Any]:  # type
     }
 
 
+def _fci_params(raw, discrete, names, data, limits) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    _only(raw, "fci", ("alpha", "indep_test", "depth", "max_path_length"))
+    return {
+        "alpha": _number(raw, "alpha", 0.05, 0.0, 0.5),
+        "indep_test": _test(raw, discrete, names, data),
+        "depth": _int(raw, "depth", -1, -1, limits.max_variables),
+        "max_path_length": _int(raw, "max_path_length", -1, -1, limits.max_variables),
+    }
+
+
+def _cdnod_params(raw, discrete, names, data, limits) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    _only(raw, "cdnod", ("alpha", "indep_test", "stable", "uc_rule", "uc_priority", "context"))
+    context = raw.get("context", ROW_CONTEXT)
+    if not isinstance(context, str) or (context != ROW_CONTEXT and context not in names):
+        raise ToolError(
+            f"context = {context!r}: give {ROW_CONTEXT!r} (the row's position, the data as a "
+            f"time series) or the name of the column that indexes the domain, one of "
+            f"{', '.join(names)}"
+        )
+    if context != ROW_CONTEXT and len(names) < 3:
+        raise ToolError(f"context {context!r} leaves one variable: discovery needs 2 at least")
+    return {
+        "alpha": _number(raw, "alpha", 0.05, 0.0, 0.5),
+        "indep_test": _test(raw, discrete, names, data),
+        "stable": _flag(raw, "stable", True),
+        "uc_rule": _int(raw, "uc_rule", 0, 0, 2),
+        "uc_priority": _int(raw, "uc_priority", 2, -1, 4),
+        "context": context,
+    }
+
+
+def _test(raw: dict[str, Any], discrete: bool, names: list[str], data: np.ndarray) -> str:
+    """`indep_test` as pc takes it (fisherz for continuous data, chisq for discrete)."""
+    test = _choice(raw, "indep_test", "chisq" if discrete else "fisherz", INDEP_TESTS)
+    if test in DISCRETE_TESTS:
+        _needs_discrete(f"indep_test {test}", discrete, names, data)
+    return test
+
+
 def _threshold(raw: dict[str, Any]) -> float:
     value = raw.get("threshold", 0.0)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
@@ -361,12 +443,26 @@ _PARAMS: dict[str, Callable[..., dict[str, Any]]] = {
     "direct-lingam": _direct_params,
     "ica-lingam": _ica_params,
     "exact": _exact_params,
+    "fci": _fci_params,
+    "cdnod": _cdnod_params,
 }
 
 
 # --- running -------------------------------------------------------------------------------
 
-Found = tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]], np.ndarray]
+Pairs = list[tuple[str, str]]
+
+
+@dataclass
+class Found:
+    """An algorithm's graph as directed edges (an undirected or bidirected pair both ways), the
+    pairs of each kind, and the library's own matrix."""
+
+    edges: Pairs
+    undirected: Pairs
+    bidirected: Pairs
+    raw: np.ndarray
+    partial: Pairs = field(default_factory=list)
 
 
 def _run_pc(data: np.ndarray, names: list[str], p: dict[str, Any]) -> Found:
@@ -414,7 +510,50 @@ def _run_exact(data: np.ndarray, names: list[str], p: dict[str, Any]) -> Found:
     dag, _ = bic_exact_search(data, search_method=p["search_method"], max_parents=p["max_parents"])
     n = len(names)
     edges = [(names[i], names[j]) for i in range(n) for j in range(n) if dag[i, j]]
-    return edges, [], [], dag
+    return Found(edges, [], [], dag)
+
+
+def _run_fci(data: np.ndarray, names: list[str], p: dict[str, Any]) -> Found:
+    from causallearn.search.ConstraintBased.FCI import fci
+
+    graph, _ = fci(
+        data,
+        independence_test_method=p["indep_test"],
+        alpha=p["alpha"],
+        depth=p["depth"],
+        max_path_length=p["max_path_length"],
+        show_progress=False,
+    )
+    return pag_edges(graph.graph, names)
+
+
+def _run_cdnod(data: np.ndarray, names: list[str], p: dict[str, Any]) -> Found:
+    """CD-NOD with the context as its last node; see the module doc for the context."""
+    from causallearn.search.ConstraintBased.CDNOD import cdnod
+
+    if p["context"] == ROW_CONTEXT:
+        variables, c = names, np.arange(len(data), dtype=float)
+        x = data
+    else:
+        k = names.index(p["context"])
+        variables, c = [n for n in names if n != p["context"]], data[:, k]
+        x = np.delete(data, k, axis=1)
+    cg = cdnod(
+        x,
+        c.reshape(-1, 1),
+        alpha=p["alpha"],
+        indep_test=p["indep_test"],
+        stable=p["stable"],
+        uc_rule=p["uc_rule"],
+        uc_priority=p["uc_priority"],
+        show_progress=False,
+    )
+    matrix = cg.G.graph
+    if p["context"] == ROW_CONTEXT:
+        return endpoint_edges(matrix[:-1, :-1], names)
+    labels = [*variables, p["context"]]
+    order = [labels.index(n) for n in names]
+    return endpoint_edges(matrix[np.ix_(order, order)], names)
 
 
 _RUN: dict[str, Callable[[np.ndarray, list[str], dict[str, Any]], Found]] = {
@@ -423,6 +562,8 @@ _RUN: dict[str, Callable[[np.ndarray, list[str], dict[str, Any]], Found]] = {
     "direct-lingam": _run_direct,
     "ica-lingam": _run_ica,
     "exact": _run_exact,
+    "fci": _run_fci,
+    "cdnod": _run_cdnod,
 }
 
 
@@ -449,7 +590,38 @@ def endpoint_edges(matrix: np.ndarray, names: list[str]) -> Found:
                 edges += [pair, (names[j], names[i])]
             elif (a, b) != (0, 0):
                 raise ValueError(f"an edge mark ({a}, {b}) between {pair} that is not a CPDAG's")
-    return edges, undirected, bidirected, matrix
+    return Found(edges, undirected, bidirected, matrix)
+
+
+def pag_edges(matrix: np.ndarray, names: list[str]) -> Found:
+    """FCI's PAG (G[i,j]: the mark at i; tail -1, arrowhead 1, circle 2) -> the `Graph`'s
+    edges, as the module doc says: a->b and a o-> b are a->b; a <-> b and the edges without an
+    orientation (o-o, ---, --o) are both directions."""
+    found = Found([], [], [], matrix)
+    n = len(names)
+    for i in range(n):
+        for j in range(i + 1, n):
+            marks = (int(matrix[i, j]), int(matrix[j, i]))
+            if marks == (0, 0):
+                continue
+            pair, back = (names[i], names[j]), (names[j], names[i])
+            if marks in ((TAIL, ARROW), (CIRCLE, ARROW)):
+                found.edges.append(pair)
+                if marks[0] == CIRCLE:
+                    found.partial.append(pair)
+            elif marks in ((ARROW, TAIL), (ARROW, CIRCLE)):
+                found.edges.append(back)
+                if marks[1] == CIRCLE:
+                    found.partial.append(back)
+            elif marks == (ARROW, ARROW):
+                found.bidirected.append(pair)
+                found.edges += [pair, back]
+            elif set(marks) <= {TAIL, CIRCLE}:
+                found.undirected.append(pair)
+                found.edges += [pair, back]
+            else:
+                raise ValueError(f"an edge mark {marks} between {pair} that is not a PAG's")
+    return found
 
 
 def weighted_edges(b: np.ndarray, names: list[str], threshold: float) -> Found:
@@ -461,4 +633,4 @@ def weighted_edges(b: np.ndarray, names: list[str], threshold: float) -> Found:
         for j in range(n)
         if i != j and abs(b[i, j]) > threshold
     ]
-    return edges, [], [], b
+    return Found(edges, [], [], b)

@@ -53,8 +53,9 @@ graph's variables. A system's answers assemble into its predicted graph (yes = t
 scored against the true graph. The rows are the protocol's **final answers** (for the judge
 protocol with stances, MAC's meta-debate: affirmative and negative debaters and a judge), and
 **each agent's first answer** (solo: its first sample; the second speaker of a debate had seen
-the first speaker's text). Under stances a debater's opening argues its assigned side, so its
-"graph" would be the sides drawn, not a belief: such runs have no first-answer rows, and their
+the first speaker's text). Under stances a negative's opening argues against the affirmative
+(or, with fixed sides, each opening argues the side drawn), and the agents take turns at each side,
+so an agent's openings are no graph of its beliefs: such runs have no first-answer rows, and their
 single-agent comparison is a solo run (MAC's single-agent baseline). In MAC's Table 2 these are the cells of the *Causal Agent Debate*
 rows (final answers of the judge protocol with stances) and the *Single-agent* rows (a solo run's
 answers), SHD and NHD columns; MAC scores one graph per dataset (Auto MPG, DWD climate, Sachs),
@@ -207,7 +208,7 @@ def _agent_systems(rec: DebateRecord) -> list[tuple[str, str, Any, list[Turn]]]:
         name: [t for t in rec.turns if t.agent == name and t.role != "verdict"]
         for name in rec.agents
     }
-    stances = any(t.stance is not None for t in rec.turns)
+    stances = any(t.stance is not None or t.side is not None for t in rec.turns)
     # One agent's one sample is the final answer itself: no row of its own.
     alone = rec.protocol == "solo" and len(rec.agents) == 1 and len(rec.turns) <= 1
     for name, own in several.items():
@@ -215,7 +216,8 @@ def _agent_systems(rec: DebateRecord) -> list[tuple[str, str, Any, list[Turn]]]:
             continue
         label = agent_label(name, rec.agents.get(name))
         first = own[0] if own else None
-        # An opening under stances is the side drawn, not a belief.
+        # An opening under stances argues a side (fixed: the side drawn; MAC: the negative argues
+        # against the affirmative), and the agents take turns at each side: no first-answer graphs.
         if not stances and not alone:
             out.append((label, "first", first.answer if first else None, own[:1]))
         stage = {"solo": "majority", "simultaneous": "last"}.get(rec.protocol)

@@ -4,7 +4,8 @@ variables. The graph an agent (or a protocol) implies is assembled back from its
 by the analysis and scored against the true graph (`crawdad.causal.structure`).
 
 Every protocol runs on it unchanged: the answers are labels, so agreement, votes, the judge's
-verdict and the stances of a judge debate (affirmative: yes, negative: no) work as for CLadder.
+verdict and the sides of a judge debate (MAC's affirmative opens with its own answer, the negative
+argues against it) work as for CLadder.
 """
 
 from __future__ import annotations
