@@ -85,14 +85,18 @@ def ollama_host_url(value: str) -> str:
 ServerURL = Annotated[str, AfterValidator(check_url)]
 
 
-# The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names all four.
+# The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names the first
+# five. independence_test (the Causal Agent's Fisher-z test, crawdad/tools/independence.py) is
+# named on its own, as the data-agent config does.
 DATA_TOOLS = (
     "describe_data",
     "conditional_probability",
     "estimate_effect",
     "identify_effect",
     "learn_graph",
+    "independence_test",
 )
+DATA_SET = DATA_TOOLS[:5]
 ToolName = Literal[
     "causal",
     "data",
@@ -101,6 +105,7 @@ ToolName = Literal[
     "estimate_effect",
     "identify_effect",
     "learn_graph",
+    "independence_test",
 ]
 
 
@@ -132,7 +137,8 @@ class ModelSpec(Strict):
     stream: bool = True  # stream the response (lets crawdad stop a looping generation early)
     options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
     # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator;
-    # "data", the data tools over the question's table (task cladder-data), or some of them.
+    # "data", the data tools over the question's table (task cladder-data), or some of them by
+    # name; "independence_test", the Causal Agent's Fisher-z test, only by name.
     tools: list[ToolName] = Field(default_factory=list)
     # "native": the server's tool calling (Ollama `tools`, OpenAI `tools`); "text": the model
     # writes a JSON call in its answer and crawdad answers in a follow-up message; "auto":
