@@ -27,6 +27,7 @@ from crawdad.analysis.contamination import contamination_section
 from crawdad.analysis.data_questions import data_section, run_records
 from crawdad.analysis.experiment_folder import is_experiment
 from crawdad.analysis.formatting import details, fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.analysis.grading import grading_section
 from crawdad.analysis.load import Run, concat, load_runs
 from crawdad.analysis.report_discovery import discovery_section, is_discovery_run
 from crawdad.analysis.report_files import write_into
@@ -694,6 +695,9 @@ def _write(runs: list[Run], out: Path, workers: int) -> Path:
         md += _compare_section(tables, runs, out)
     md += contamination_section(debates, turns, out)  # runs over originals and fresh twins
     md += steps_section(turns, out)  # runs with [scoring] steps = true
+    graded = [r for r in runs if r.manifest is not None and r.manifest.config.get("grader")]
+    if graded:  # runs with a [grader]: its verdicts beside the exact scoring
+        md += grading_section([(r.label, run_records(r)) for r in graded], out)
     if any(_data_backed(r) for r in runs):  # questions answered from data (and their twins)
         md += data_section([(r.label, run_records(r)) for r in runs], out)
     jobs: list[_Job] = []

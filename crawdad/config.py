@@ -262,6 +262,22 @@ class JudgeConfig(ModelSpec):
     model: str = "qwen3:32b"
 
 
+class GraderConfig(ModelSpec):
+    """Grading by a grader model against the ideal answer (paper 004: another LLM compares the
+    final answer with the ideal one, OpenAI evals' closed_qa template). Off unless the section
+    is given; its verdicts are recorded beside the exact scoring, never instead of it."""
+
+    # The grader's prompt: a template of the prompt set (`<name>.txt`, with $input, $submission
+    # and $ideal); the paper set's grader.txt is paper 004's Listing 5.
+    template: str = Field("grader", pattern=r"^[A-Za-z0-9_-]+$")
+    tools: list[ToolName] = Field(default_factory=list, max_length=0)  # never
+    # A grader reads, it does not create: greedy, as paper 004's t = 1e-10.
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    # The template asks for written reasoning before the letter: no separate thinking (paper
+    # 004's grader was GPT-3.5, a model without it).
+    think: bool = False
+
+
 class ScoringConfig(Strict):
     """Extra scoring of the debaters' responses."""
 
@@ -306,6 +322,9 @@ class RunConfig(Strict):
     agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=1, max_length=16)
     extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
     judge: JudgeConfig | None = None  # judge protocol only
+    # A grader model that grades each debate's final response against the ideal answer (paper
+    # 004); None (the default): no grading, the exact scoring only.
+    grader: GraderConfig | None = None
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     # A set under prompts/ ("paper", "no-confidence", "no-be-confident", "crawdad-v1") or a folder.
     prompt_set: str = "paper"
@@ -357,10 +376,14 @@ class RunConfig(Strict):
     def agent(self, name: str) -> AgentConfig:
         return next(a for a in self.agents if a.name == name)
 
+    def readers(self) -> list[ModelSpec]:
+        """The judge and the grader, where the config has them."""
+        return [s for s in (self.judge, self.grader) if s is not None]
+
     def serve_all_from(self, url: str, backend: Backend = "ollama") -> RunConfig:
         """Point the agents, the judge and the extractor at one server (demos, tests, one-box
         setups)."""
-        for spec in [*self.agents, self.extractor, *([self.judge] if self.judge else [])]:
+        for spec in [*self.agents, self.extractor, *self.readers()]:
             spec.backend = backend
             spec.base_urls = [url]
         return self
@@ -388,7 +411,8 @@ OPERATIONAL = {
 def public_dump(config: RunConfig) -> dict[str, Any]:
     """The config as written to the manifest: JSON types, secrets removed."""
     data = config.model_dump(mode="json")
-    for spec in [*data["agents"], data["extractor"], *([data["judge"]] if data["judge"] else [])]:
+    readers = [data[k] for k in ("judge", "grader") if data.get(k)]
+    for spec in [*data["agents"], data["extractor"], *readers]:
         spec["api_key"] = "***" if spec.get("api_key") else None
     return data
 
@@ -417,6 +441,7 @@ def normalized_config(dumped: dict[str, Any], schema_version: int = 2) -> dict[s
         *(agents if isinstance(agents, list) else []),
         data.get("extractor"),
         data.get("judge"),
+        data.get("grader"),
     ]
     for spec in specs:
         # a manifest not written by RunConfig (a synthetic run's) may hold other shapes
@@ -560,7 +585,8 @@ def url_hints(config: RunConfig) -> list[str]:
     """URLs that are valid but probably wrong for their backend (warnings, not errors)."""
     hints = []
     specs = [(f"agents[{i}]", a) for i, a in enumerate(config.agents)]
-    for where, spec in [*specs, ("extractor", config.extractor)]:
+    grader = [("grader", config.grader)] if config.grader is not None else []
+    for where, spec in [*specs, ("extractor", config.extractor), *grader]:
         for j, url in enumerate(spec.base_urls):
             path = urlsplit(url).path.rstrip("/")
             name = f"{where}.base_urls[{j}] {url!r}"

@@ -7,7 +7,8 @@ association, identify_effect for an adjustment question), and with probability `
 the table cannot answer (an outcome that is not a column: a tool error, not a malformed call).
 Asked for a structured task (the pipeline protocol's step 1, a schema with `task_type`), it
 writes the question's task, with probability `task_errors` of the wrong task type. Otherwise
-it answers as the fake it wraps.
+it answers as the fake it wraps, and, where the prompt allows the answer "uncertain" (the
+causal-agent prompt set), with probability `uncertain` answers that instead.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from crawdad.fake.tools import Arguments, ToolCallingModel, without_instructions
 from crawdad.tools.data_tasks import TASK_TYPES, call_for, gold_task
 
 WRONG_OUTCOME = "Z9"  # no table has this column
+UNCERTAIN_ALLOWED = "or uncertain"  # in the answer instruction of a set that allows it
 
 
 class DataCalls:
@@ -61,6 +63,7 @@ class DataAgentModel(ToolCallingModel):
         per_turn: int = 1,
         malformed: float = 0.0,
         supports_tools: bool = True,
+        uncertain: float = 0.0,
     ) -> None:
         super().__init__(
             inner,
@@ -72,11 +75,21 @@ class DataAgentModel(ToolCallingModel):
         self.known = calls
         self.wrong = wrong
         self.task_errors = task_errors
+        self.uncertain = uncertain
 
     def reply(self, request: FakeRequest) -> FakeReply:
         if is_task_request(request):
             return self._task(request)
-        return super().reply(request)
+        reply = super().reply(request)
+        final = not reply.tool_calls and not reply.text.startswith("Let me use ")
+        draw = seeded_rng("fake-data-uncertain", request.digest).random()
+        if final and UNCERTAIN_ALLOWED in request.prompt and draw < self.uncertain:
+            return FakeReply(
+                thinking=reply.thinking,
+                text="The data and the tools leave this undecided.\n\n"
+                "Answer: uncertain (Confidence: 0.5)",
+            )
+        return reply
 
     def _data_call(self, request: FakeRequest) -> tuple[str, Arguments]:
         found = self.known.lookup(request.prompt)
