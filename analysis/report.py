@@ -23,6 +23,7 @@ from crawdad.analysis import report_protocols as RP
 from crawdad.analysis import scorecard as SC
 from crawdad.analysis.experiment_folder import is_experiment
 from crawdad.analysis.formatting import fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.analysis.grader_agreement import grading_section
 from crawdad.analysis.load import Run, concat, load_runs
 from crawdad.analysis.report_files import ReportWriter, write_into
 from crawdad.analysis.section import Block, Plot, Section, Table
@@ -327,11 +328,6 @@ def _tool_section(run: Run) -> list[Section]:
     )
     table = Table("tool_use", tool_use(run.records()), fold="never")
     return [Section(f"Tool use ({_tools_named(run)})", [intro, table])]
-
-
-def _data_backed(run: Run) -> bool:
-    config = run.manifest.config if run.manifest is not None else {}
-    return str(config.get("task", "")).startswith("cladder-data")
 
 
 def _table(name: str, t: dict[str, pd.DataFrame], lines: dict[str, str]) -> Table:
@@ -651,6 +647,8 @@ def report_sections(runs: list[Run], tables: dict[str, pd.DataFrame]) -> list[Se
     several = len(runs) > 1
     out = [_compare_section(tables, runs)] if several else []
     out += task_sections(runs)
+    graded = [r for r in runs if r.manifest is not None and r.manifest.config.get("grader")]
+    out += grading_section([(r.label, r.records()) for r in graded])  # runs with a [grader]
     if several:
         out.append(RP.compare_section(tables, [r.label for r in runs]))
     colors = _colors(debates, turns)

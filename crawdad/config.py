@@ -85,14 +85,18 @@ def ollama_host_url(value: str) -> str:
 ServerURL = Annotated[str, AfterValidator(check_url)]
 
 
-# The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names all four.
+# The data tools (crawdad/tools/data_tools.py) over a question's table; "data" names the first
+# five. independence_test (the Causal Agent's Fisher-z test, crawdad/tools/independence.py) is
+# named on its own, as the data-agent config does.
 DATA_TOOLS = (
     "describe_data",
     "conditional_probability",
     "estimate_effect",
     "identify_effect",
     "learn_graph",
+    "independence_test",
 )
+DATA_SET = DATA_TOOLS[:5]
 ToolName = Literal[
     "causal",
     "data",
@@ -101,6 +105,7 @@ ToolName = Literal[
     "estimate_effect",
     "identify_effect",
     "learn_graph",
+    "independence_test",
 ]
 
 
@@ -132,7 +137,8 @@ class ModelSpec(Strict):
     stream: bool = True  # stream the response (lets crawdad stop a looping generation early)
     options: dict[str, Any] = Field(default_factory=dict)  # passed through to the server
     # Tools the model may call in its turns (crawdad/tools): "causal", the causal calculator;
-    # "data", the data tools over the question's table (task cladder-data), or some of them.
+    # "data", the data tools over the question's table (task cladder-data), or some of them by
+    # name; "independence_test", the Causal Agent's Fisher-z test, only by name.
     tools: list[ToolName] = Field(default_factory=list)
     # "native": the server's tool calling (Ollama `tools`, OpenAI `tools`); "text": the model
     # writes a JSON call in its answer and crawdad answers in a follow-up message; "auto":
@@ -265,6 +271,22 @@ class JudgeConfig(ModelSpec):
     model: str = "qwen3:32b"
 
 
+class GraderConfig(ModelSpec):
+    """Grading by a grader model against the ideal answer (paper 004: another LLM compares the
+    final answer with the ideal one, OpenAI evals' closed_qa template). Off unless the section
+    is given; its verdicts are recorded beside the exact scoring, never instead of it."""
+
+    # The grader's prompt: a template of the prompt set (`<name>.txt`, with $input, $submission
+    # and $ideal); the paper set's grader.txt is paper 004's Listing 5.
+    template: str = Field("grader", pattern=r"^[A-Za-z0-9_-]+$")
+    tools: list[ToolName] = Field(default_factory=list, max_length=0)  # never
+    # A grader reads, it does not create: greedy, as paper 004's t = 1e-10.
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    # The template asks for written reasoning before the letter: no separate thinking (paper
+    # 004's grader was GPT-3.5, a model without it).
+    think: bool = False
+
+
 class ScoringConfig(Strict):
     """Extra scoring of the debaters' responses."""
 
@@ -309,6 +331,9 @@ class RunConfig(Strict):
     agents: list[AgentConfig] = Field(default_factory=_default_agents, min_length=1, max_length=16)
     extractor: ExtractorConfig = Field(default_factory=ExtractorConfig)
     judge: JudgeConfig | None = None  # the judge protocol's, and the coding protocol's plan judge
+    # A grader model that grades each debate's final response against the ideal answer (paper
+    # 004); None (the default): no grading, the exact scoring only.
+    grader: GraderConfig | None = None
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     # A set under prompts/ ("paper", "no-confidence", "no-be-confident", "crawdad-v1") or a folder.
     prompt_set: str = "paper"
@@ -382,10 +407,14 @@ class RunConfig(Strict):
     def agent(self, name: str) -> AgentConfig:
         return next(a for a in self.agents if a.name == name)
 
+    def readers(self) -> list[ModelSpec]:
+        """The judge and the grader, where the config has them."""
+        return [s for s in (self.judge, self.grader) if s is not None]
+
     def serve_all_from(self, url: str, backend: Backend = "ollama") -> RunConfig:
         """Point the agents, the judge and the extractor at one server (demos, tests, one-box
         setups)."""
-        for spec in [*self.agents, self.extractor, *([self.judge] if self.judge else [])]:
+        for spec in [*self.agents, self.extractor, *self.readers()]:
             spec.backend = backend
             spec.base_urls = [url]
         return self
@@ -413,7 +442,8 @@ OPERATIONAL = {
 def public_dump(config: RunConfig) -> dict[str, Any]:
     """The config as written to the manifest: JSON types, secrets removed."""
     data = config.model_dump(mode="json")
-    for spec in [*data["agents"], data["extractor"], *([data["judge"]] if data["judge"] else [])]:
+    readers = [data[k] for k in ("judge", "grader") if data.get(k)]
+    for spec in [*data["agents"], data["extractor"], *readers]:
         spec["api_key"] = "***" if spec.get("api_key") else None
     return data
 
@@ -442,6 +472,7 @@ def normalized_config(dumped: dict[str, Any], schema_version: int = 2) -> dict[s
         *(agents if isinstance(agents, list) else []),
         data.get("extractor"),
         data.get("judge"),
+        data.get("grader"),
     ]
     for spec in specs:
         # a manifest not written by RunConfig (a synthetic run's) may hold other shapes
@@ -585,7 +616,8 @@ def url_hints(config: RunConfig) -> list[str]:
     """URLs that are valid but probably wrong for their backend (warnings, not errors)."""
     hints = []
     specs = [(f"agents[{i}]", a) for i, a in enumerate(config.agents)]
-    for where, spec in [*specs, ("extractor", config.extractor)]:
+    grader = [("grader", config.grader)] if config.grader is not None else []
+    for where, spec in [*specs, ("extractor", config.extractor), *grader]:
         for j, url in enumerate(spec.base_urls):
             path = urlsplit(url).path.rstrip("/")
             name = f"{where}.base_urls[{j}] {url!r}"

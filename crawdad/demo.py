@@ -23,6 +23,7 @@ from crawdad.data.questions import load_cladder
 from crawdad.errors import CrawdadError
 from crawdad.fake import (
     AnswerKey,
+    FakeExtractor,
     FakeModel,
     FakeServer,
     FaultPlan,
@@ -183,6 +184,7 @@ def run_demo(
         tool_models=base.tool_model_names(),
         data_calls=data_calls(dataset.questions, task),
     )
+    models = with_graders(models, [base])
     with FakeServer("ollama", models, latency=demo_latency()) as server:
         print(f"simulated Ollama server at {server.url} ({', '.join(models)})")
         run_config = demo_config(server.url, concurrency, seed, base)
@@ -298,7 +300,18 @@ def served_models(
         models |= models_for(
             names, extractor, key, seed=seed, tool_models=calling, data_calls=calls
         )
-    return models, calling
+    return with_graders(models, configs), calling
+
+
+def with_graders(
+    models: dict[str, FakeModel], configs: Sequence[RunConfig]
+) -> dict[str, FakeModel]:
+    """`models` and the configs' grader models, each played by the fake extractor
+    (crawdad/fake/grader.py) unless already served."""
+    for c in configs:
+        if c.grader is not None and c.grader.model not in models:
+            models[c.grader.model] = FakeExtractor()
+    return models
 
 
 def serve_forever(

@@ -95,10 +95,13 @@ class DoctorReport:
 
 
 def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
-    judge = [("judge", config.judge)] if config.judge is not None else []
-    return (
-        [(f"agent {a.name}", a) for a in config.agents] + judge + [("extractor", config.extractor)]
-    )
+    specs: list[tuple[str, ModelSpec]] = [(f"agent {a.name}", a) for a in config.agents]
+    if config.judge is not None:
+        specs.append(("judge", config.judge))
+    specs.append(("extractor", config.extractor))
+    if config.grader is not None:
+        specs.append(("grader", config.grader))
+    return specs
 
 
 async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:

@@ -2,7 +2,8 @@
 
 A set is a folder of templates (`name.txt`, filled with `string.Template`) and a `set.toml` with
 the small parts: fragments shared by several templates (`$be_confident`, `$answer_instruction`),
-history labels, stance texts, and whether confidences are asked for. A set may `inherit` another
+history labels, stance texts, whether confidences are asked for, and whether "uncertain" is an
+answer (`uncertain = true`: the Causal Agent's yes / no / uncertain, paper 001). A set may `inherit` another
 and override only what it changes, as the ablation sets do.
 """
 
@@ -37,9 +38,18 @@ REQUIRED_VARS = {
     "judge_debate": {"question", "history", "stance"},
     "simultaneous": {"question", "history"},
     "plan_judge": {"history", "plans"},
+    "grader": {"input", "submission", "ideal"},
 }
+# Templates listed in a run's prompt versions only when the run uses them (the runner adds them):
+# a run folder made before the paper set had one still resumes.
+ON_REQUEST = ("grader",)
 CORE_TEMPLATES = ("initial", "critique", "defence", "history_entry", "extractor")
 LABELS = ("own_initial", "own_later", "opponent", "other", "judge", "debater", "judge_own")
+
+
+def placeholders(text: str) -> set[str]:
+    """The `$names` a template uses."""
+    return _placeholders(text)
 
 
 def _placeholders(text: str) -> set[str]:
@@ -91,6 +101,7 @@ class PromptSet:
     stances: dict[str, str]
     fragments: dict[str, str]
     confidence: bool = True
+    uncertain: bool = False  # "uncertain" is an answer (the extractor's schema has it)
     description: str = ""
     folder: Path | None = None
     task: str = "cladder"  # the task kind its prompts are written for (crawdad.tasks)
@@ -111,10 +122,11 @@ class PromptSet:
             "fragments": self.fragments,
             "confidence": self.confidence,
         }
+        if self.uncertain:  # only when set: every other set keeps the version it had
+            small["uncertain"] = True
         digest = hashlib.sha256(repr(sorted(small.items())).encode()).hexdigest()[:12]
-        return {name: t.version for name, t in self.templates.items()} | {
-            "set": f"{self.name}@{digest}"
-        }
+        listed = {n: t.version for n, t in self.templates.items() if n not in ON_REQUEST}
+        return listed | {"set": f"{self.name}@{digest}"}
 
     def label(self, kind: str, round_: int = 0, n: int = 0, fallback: str | None = None) -> str:
         """The label `kind`, or `fallback`'s where the set has no `kind` (an optional label)."""
@@ -202,6 +214,7 @@ def load_prompts(name_or_path: str | Path | None = None) -> PromptSet:
         stances={k: str(v) for k, v in settings.get("stances", {}).items()},
         fragments=fragments,
         confidence=bool(settings.get("confidence", True)),
+        uncertain=bool(settings.get("uncertain", False)),
         description=str(settings.get("description", "")),
         folder=folder,
         task=str(settings.get("task", "cladder")),

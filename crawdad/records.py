@@ -30,12 +30,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    exactly, with every unused field counted right. And the judge protocol's sides
 #    (`Turn.side`: MAC's affirmative opens with its own answer, a negative's `stance` is the
 #    answer it argues for) and who a follow-up question is for (`Turn.followup_to`); older
-#    lines load with neither (every debater answered a question).
+#    lines load with neither (every debater answered a question). And "uncertain" as an agent's answer to a CLadder question, where the prompt set allows it
+#    (`uncertain = true`: the Causal Agent's setting, paper 001); the label stays yes or no.
+#    `grading`: a grader model's verdict on the final response against the ideal answer
+#    (`[grader]`, paper 004), beside the exact scoring; None when no grader ran.
 # Version 1 to 5 lines still load: every field added since has a default that means what they did.
 SCHEMA_VERSION = 6
 
 Answer = Literal["yes", "no"]
 YES_NO = ("yes", "no")
+# An answer that is neither: the agent says the question cannot be decided (only where the prompt
+# set allows it). Scored as the Causal Agent scores it: against a yes/no label, wrong.
+UNCERTAIN = "uncertain"
 Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
 # initial: round 0 of a debate (or a simultaneous round 0); critique / defence: later turns of the
 # crawdad protocol; argument: a debater's later turn before a judge; verdict: the judge's turn;
@@ -80,6 +86,23 @@ class Extraction(Record):
     completion_tokens: int | None = None  # tokens generated
     seconds: float = 0.0  # wall time of the request
     shared: bool = False  # the extractor's reply came from an experiment's response store
+
+
+class Grading(Record):
+    """A grader model's verdict on a debate's final response against the ideal answer (paper
+    004's model-graded evaluation, `[grader]`): recorded beside the exact scoring."""
+
+    model: str  # the grader model
+    template: str  # "name@sha256[:12]" of the grader's prompt template
+    turn: int  # index (into the record's turns) of the response graded: the last one
+    ideal: str  # the ideal answer it was graded against (CLadder: the label)
+    raw: str = ""  # the grader's reply, verbatim
+    # True: "Y", the submission matches the ideal answer; False: "N"; None: no verdict read.
+    verdict: bool | None = None
+    reason: str | None = None  # why there is no verdict (unreadable reply, failed request)
+    prompt_tokens: int | None = None  # tokens of the prompt
+    completion_tokens: int | None = None  # tokens generated
+    seconds: float = 0.0  # wall time of the request
 
 
 class StepNumber(Record):
@@ -253,6 +276,8 @@ class DebateRecord(Record):
     agent_answers: dict[str, str | None] = Field(default_factory=dict)
     # crawdad: the last two turns agreed; other protocols: every agent's last answer agreed
     consensus: bool = False
+    # The grader model's verdict on the final response (`[grader]`); None: no grader ran.
+    grading: Grading | None = None
     # The pipeline protocol's steps, one per agent (other protocols: empty).
     pipeline: list[PipelineRun] = Field(default_factory=list)
     end: DebateEnd = "cap"  # why it ended: consensus, cap, verdict, ...
@@ -266,13 +291,19 @@ class DebateRecord(Record):
 
     @model_validator(mode="after")
     def _cladder_is_yes_or_no(self) -> DebateRecord:
-        """A CLadder record keeps schema 2's strictness: yes/no answers and every descriptor."""
+        """A CLadder record keeps schema 2's strictness: a yes/no label, yes/no answers (or
+        "uncertain", schema 6) and every descriptor."""
         if self.task != "cladder" and not self.task.startswith("cladder-"):
             return self  # cladder-data and its kin are CLadder questions too
         answers = [self.final_answer, *self.agent_answers.values(), *(t.answer for t in self.turns)]
-        wrong = [a for a in [self.gold, *answers] if a is not None and a not in YES_NO]
+        if self.gold not in YES_NO:
+            raise ValueError(f"a CLadder label is yes or no, not {self.gold!r}")
+        wrong = [a for a in answers if a is not None and a not in (*YES_NO, UNCERTAIN)]
         if wrong:
-            raise ValueError(f"a CLadder answer is yes or no, not {wrong[0]!r}")
+            raise ValueError(
+                f"a CLadder answer is yes or no (or {UNCERTAIN} where the prompt set allows "
+                f"it), not {wrong[0]!r}"
+            )
         missing = [k for k in ("rung", "query_type", "alignment") if getattr(self, k) is None]
         if missing:
             raise ValueError(f"a CLadder record needs {', '.join(missing)}")

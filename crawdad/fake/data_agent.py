@@ -7,7 +7,9 @@ association, identify_effect for an adjustment question), and with probability `
 the table cannot answer (an outcome that is not a column: a tool error, not a malformed call).
 Asked for a structured task (the pipeline protocol's step 1, a schema with `causal_problem`),
 it writes the question's task in LLM4Causal's keys, with probability `task_errors` of the
-wrong causal task. Otherwise it answers as the fake it wraps.
+wrong causal task. Otherwise it answers as the fake it wraps, and, where the prompt allows the
+answer "uncertain" (the causal-agent prompt set), with probability `uncertain` answers that
+instead.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from crawdad.tools.data_tasks import call_for, gold_query
 from crawdad.tools.llm4causal import ALL_KEYS, CATEGORIES, gold_task
 
 WRONG_OUTCOME = "Z9"  # no table has this column
+UNCERTAIN_ALLOWED = "or uncertain"  # in the answer instruction of a set that allows it
 
 
 class DataCalls:
@@ -69,6 +72,7 @@ class DataAgentModel(ToolCallingModel):
         per_turn: int = 1,
         malformed: float = 0.0,
         supports_tools: bool = True,
+        uncertain: float = 0.0,
     ) -> None:
         super().__init__(
             inner,
@@ -80,11 +84,21 @@ class DataAgentModel(ToolCallingModel):
         self.known = calls
         self.wrong = wrong
         self.task_errors = task_errors
+        self.uncertain = uncertain
 
     def reply(self, request: FakeRequest) -> FakeReply:
         if is_task_request(request):
             return self._task(request)
-        return super().reply(request)
+        reply = super().reply(request)
+        final = not reply.tool_calls and not reply.text.startswith("Let me use ")
+        draw = seeded_rng("fake-data-uncertain", request.digest).random()
+        if final and UNCERTAIN_ALLOWED in request.prompt and draw < self.uncertain:
+            return FakeReply(
+                thinking=reply.thinking,
+                text="The data and the tools leave this undecided.\n\n"
+                "Answer: uncertain (Confidence: 0.5)",
+            )
+        return reply
 
     def _data_call(self, request: FakeRequest) -> tuple[str, Arguments]:
         found = self.known.lookup(request.prompt)

@@ -1,7 +1,8 @@
 """A fake of the small extractor model (paper: Granite 3.3 2B).
 
 It finds the debater response inside its prompt, reads the last `Answer:` and `Confidence:`
-there, and replies with `{"answer": ..., "confidence": ...}`. At a configurable rate it replies
+there, and replies with `{"answer": ..., "confidence": ...}`. It also plays the grader model
+(crawdad/fake/grader.py) when asked with a grading prompt. At a configurable rate it replies
 the kinds of malformed output a 2B model produces, to test tolerant parsing.
 """
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crawdad.fake.behaviour import FakeModel, FakeReply, FakeRequest, seeded_rng
 from crawdad.fake.extractor_steps import STEPS_MARKER, read_steps
+from crawdad.fake.grader import grade, is_grading
 from crawdad.fake.graphs import read_final_graph
 from crawdad.fake.parsing import find_response, last_stance, strip_think
 
@@ -60,6 +62,8 @@ class ExtractorParams(BaseModel):
     unstructured_garbage_rate: float = Field(default=0.5, ge=0, le=1)
     unstructured_modes: list[GarbageMode] = Field(default_factory=lambda: list(_UNSTRUCTURED))
     seed: int = 0
+    # Playing the grader model: the rate of verdicts it gets wrong.
+    grader_flip_rate: float = Field(default=0.0, ge=0, le=1)
 
 
 class FakeExtractor(FakeModel):
@@ -74,8 +78,11 @@ class FakeExtractor(FakeModel):
         base = params or ExtractorParams()
         self.params = ExtractorParams.model_validate({**base.model_dump(), **overrides})
 
-    def extract(self, prompt: str) -> dict[str, Any]:
-        answer, confidence = last_stance(strip_think(find_response(prompt)))
+    def extract(self, prompt: str, uncertain: bool = False) -> dict[str, Any]:
+        """`uncertain`: the extractor may answer "uncertain" (else such a response has none)."""
+        answer, confidence = last_stance(strip_think(find_response(prompt)), uncertain=True)
+        if answer == "uncertain" and not uncertain:
+            answer = None
         return {"answer": answer, "confidence": confidence}
 
     def extract_graph(self, request: FakeRequest, rng: random.Random) -> str:
@@ -96,11 +103,13 @@ class FakeExtractor(FakeModel):
     def reply(self, request: FakeRequest) -> FakeReply:
         p = self.params
         rng = seeded_rng(p.seed, request.model, request.digest)
+        if is_grading(request.last_user_text()):  # playing the grader model ([grader])
+            return FakeReply(text=grade(request, p.grader_flip_rate))
         if STEPS_MARKER in request.last_user_text()[:200]:  # step scoring's second extraction
             return FakeReply(text=json.dumps(read_steps(request.last_user_text())))
         if is_graph_extraction(request):  # a whole-graph answer: its edge list
             return FakeReply(text=self.extract_graph(request, rng))
-        value = self.extract(request.last_user_text())
+        value = self.extract(request.last_user_text(), allows_uncertain(request))
         if value["answer"] is None:
             return FakeReply(text=json.dumps(rng.choice(_NOTHING)))
         modes, rate = p.garbage_modes, p.garbage_rate
@@ -109,6 +118,14 @@ class FakeExtractor(FakeModel):
         if modes and rng.random() < rate:
             return FakeReply(text=garble(value, rng.choice(modes), rng.random()))
         return FakeReply(text=json.dumps(value))
+
+
+def allows_uncertain(request: FakeRequest) -> bool:
+    """Whether "uncertain" is an answer here: in the schema asked for, or, without one, in
+    the extractor's instructions (a prompt set with `uncertain = true`)."""
+    if request.schema:
+        return "uncertain" in json.dumps(request.schema)
+    return '"uncertain"' in request.last_user_text().split("Response:", 1)[0]
 
 
 def is_graph_extraction(request: FakeRequest) -> bool:

@@ -8,7 +8,7 @@ and the fake extractor reads the debater response it is asked about.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, cast
 
 Answer = Literal["yes", "no"]
 
@@ -41,16 +41,20 @@ def to_confidence(number: str, percent: str = "") -> float | None:
     return value if 0.0 <= value <= 1.0 else None
 
 
-def last_stance(text: str) -> tuple[Answer | None, float | None]:
-    """The last answer in `text` and the confidence stated with it (or the last one at all)."""
-    answers = list(_ANSWER.finditer(text))
+_ANSWER_OR_UNCERTAIN = re.compile(r"answer[*_ ]*:[*_ ]*(yes|no|uncertain)\b", re.IGNORECASE)
+
+
+def last_stance(text: str, uncertain: bool = False) -> tuple[Answer | None, float | None]:
+    """The last answer in `text` and the confidence stated with it (or the last one at all);
+    `uncertain`: "Answer: uncertain" is an answer too (the extractor reads it, a debater not)."""
+    answers = list((_ANSWER_OR_UNCERTAIN if uncertain else _ANSWER).finditer(text))
     if not answers:
         confidences = list(_CONFIDENCE.finditer(text))
         if not confidences:
             return None, None
         return None, to_confidence(*confidences[-1].groups())
     last = answers[-1]
-    answer: Answer = "yes" if last.group(1).lower() == "yes" else "no"
+    answer = cast(Answer, last.group(1).lower())  # or "uncertain", when it was asked for
     near = _CONFIDENCE.search(text, last.end(), last.end() + 80)
     if near is None:
         confidences = list(_CONFIDENCE.finditer(text))

@@ -50,6 +50,10 @@ async def run_debate(setup: DebateSetup, question: Item) -> DebateRecord:
     progress = CURRENT_DEBATE.set(DebateProgress(run=id(setup)))  # a setup per run
     try:
         await play_of(setup.protocol.kind)(setup, question, record)
+        if setup.grader is not None:  # [grader]: beside the exact scoring (paper 004)
+            from crawdad.protocols.grading import grade
+
+            await grade(setup, question, record)
     except BackendError as e:
         record.error, record.error_kind = str(e), type(e).__name__
         record.end = "error"

@@ -140,6 +140,8 @@ class DebateSetup:
     seed: int = 0
     simulated: bool = False
     judge: Participant | None = None
+    grader: Participant | None = None  # grades the final response against the ideal answer
+    grader_template: str = "grader"  # the prompt set's template the grader is asked with
     steps: bool = False  # step scoring: a second extraction of each debater response
     tokens: list[int] = field(default_factory=lambda: [0])  # completion tokens served, for progress
     calculator: Calculator = field(default_factory=default_calculator)  # the tools' backend
@@ -174,8 +176,9 @@ def new_record(setup: DebateSetup, item: Item, **fields: Any) -> DebateRecord:
 
 async def extract(
     setup: DebateSetup, result: ChatResult
-) -> tuple[Extraction, Answer | None, float | None]:
-    """Ask the extractor for the answer in a response; null with a reason when there is none."""
+) -> tuple[Extraction, str | None, float | None]:
+    """Ask the extractor for the answer in a response; null with a reason when there is none
+    (yes or no; "uncertain" where the prompt set allows it)."""
     model = setup.extractor.spec.model
     if result.stop_reason in RUNAWAY:
         reason = f"the response was stopped early ({result.stop_reason}); not extracted"
@@ -186,10 +189,10 @@ async def extract(
             None,
             None,
         )
-    confidence = setup.prompts.confidence
+    confidence, uncertain = setup.prompts.confidence, setup.prompts.uncertain
     prompt = setup.prompts["extractor"].fill(response=result.text)
-    reply = await setup.extractor.ask(prompt, setup.task.extractor_schema(confidence))
-    parsed = setup.task.read(reply.text, confidence)
+    reply = await setup.extractor.ask(prompt, setup.task.extractor_schema(confidence, uncertain))
+    parsed = setup.task.read(reply.text, confidence, uncertain)
     extraction = Extraction(
         method=parsed.method,
         model=model,

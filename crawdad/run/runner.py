@@ -141,6 +141,8 @@ def _specs(config: RunConfig) -> dict[str, ModelSpec]:
     specs["extractor"] = config.extractor
     if config.judge is not None:
         specs["judge"] = config.judge
+    if config.grader is not None:
+        specs["grader"] = config.grader
     return specs
 
 
@@ -246,6 +248,8 @@ def build_setup(
         seed=config.seed,
         simulated=simulated,
         judge=participant(config.judge) if config.judge is not None else None,
+        grader=participant(config.grader) if config.grader is not None else None,
+        grader_template=config.grader.template if config.grader is not None else "grader",
         steps=config.scoring.steps,
         task=task,
         tool_limits=config.tool_limits,
@@ -254,6 +258,10 @@ def build_setup(
         from crawdad.protocols import pipeline
 
         pipeline.check(setup)
+    if config.grader is not None:  # a missing or wrong grader template: refused before a request
+        from crawdad.protocols.grading import grading_template
+
+        grading_template(setup.prompts, config.grader.template)
     return setup, gate
 
 
@@ -269,7 +277,12 @@ def manifest_for(
         crawdad_version=__version__,
         created_at=datetime.now(UTC),
         config=public_dump(config),
-        prompts=setup.prompts.versions(),
+        prompts=setup.prompts.versions()
+        | (
+            {config.grader.template: setup.prompts[config.grader.template].version}
+            if config.grader
+            else {}
+        ),
         dataset=dataset.info,
         servers=servers.versions() if servers else {},
         served=servers.served(config) if servers else {},
@@ -282,8 +295,7 @@ def pools_of(*setups: DebateSetup) -> list[ModelPool]:
     pools = []
     for setup in setups:
         pools += [p.pool for p in setup.agents.values()] + [setup.extractor.pool]
-        if setup.judge is not None:
-            pools.append(setup.judge.pool)
+        pools += [p.pool for p in (setup.judge, setup.grader) if p is not None]
     # A variant's view through the response store is its server's pool.
     unwrapped = [p.pool if isinstance(p, SharedPool) else p for p in pools]
     return list({id(p): p for p in unwrapped}.values())

@@ -58,6 +58,8 @@ class Watchdog:
             if setup.judge is not None:
                 roles["the judge"] = setup.judge.pool
             roles["the extractor"] = setup.extractor.pool
+            if setup.grader is not None:
+                roles["the grader"] = setup.grader.pool
         return cls(roles, setups[0].extractor.pool.retry)
 
     @property

@@ -1,5 +1,9 @@
 """One response -> its yes/no answer and confidence, and how they were got.
 
+A prompt set with `uncertain = true` (the Causal Agent's setting, paper 001) also lets a response
+answer "uncertain": the extractor's schema then has it, and it is read as an answer of its own,
+apart from a response that gives none (null, with the reason).
+
 The extractor model answers through the server's JSON-schema output; its reply is parsed strictly
 first, then tolerantly (JSON inside prose or code fences, "85%", "yes." ...). What cannot be read
 is recorded as null with the reason: never guessed.
@@ -14,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from crawdad.records import Answer, ExtractionMethod
+from crawdad.records import UNCERTAIN, YES_NO, ExtractionMethod
 
 
 class ExtractorReply(BaseModel):
@@ -34,12 +38,37 @@ class AnswerOnlyReply(BaseModel):
     answer: Literal["yes", "no", "none"]
 
 
+class UncertainReply(BaseModel):
+    """The schema where the prompt set allows "uncertain" (`uncertain = true`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Literal["yes", "no", "uncertain", "none"]
+    confidence: float | None = Field(ge=0.0, le=1.0)
+
+
+class UncertainOnlyReply(BaseModel):
+    """ "uncertain" allowed, no confidence asked for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Literal["yes", "no", "uncertain", "none"]
+
+
 EXTRACTOR_SCHEMA: dict[str, Any] = ExtractorReply.model_json_schema()
 ANSWER_ONLY_SCHEMA: dict[str, Any] = AnswerOnlyReply.model_json_schema()
+_MODELS: dict[tuple[bool, bool], type[BaseModel]] = {
+    (True, False): ExtractorReply,
+    (False, False): AnswerOnlyReply,
+    (True, True): UncertainReply,
+    (False, True): UncertainOnlyReply,
+}
 
 
-def extractor_schema(confidence: bool = True) -> dict[str, Any]:
-    return EXTRACTOR_SCHEMA if confidence else ANSWER_ONLY_SCHEMA
+def extractor_schema(confidence: bool = True, uncertain: bool = False) -> dict[str, Any]:
+    if not uncertain:
+        return EXTRACTOR_SCHEMA if confidence else ANSWER_ONLY_SCHEMA
+    return _MODELS[(confidence, uncertain)].model_json_schema()
 
 
 CONFIDENCE_WORDS = {
@@ -56,26 +85,26 @@ CONFIDENCE_WORDS = {
 
 @dataclass(frozen=True)
 class Parsed:
-    answer: Answer | None
+    answer: str | None  # yes or no; "uncertain" where the prompt set allows it
     confidence: float | None
     method: ExtractionMethod
     reason: str | None
 
 
-def parse_strict(raw: str, confidence: bool = True) -> Parsed | None:
+NO_ANSWER = "the response gives no final yes/no answer"
+
+
+def parse_strict(raw: str, confidence: bool = True, uncertain: bool = False) -> Parsed | None:
     try:
-        if not confidence:
-            only = AnswerOnlyReply.model_validate_json(raw.strip())
-            if only.answer == "none":
-                return Parsed(None, None, "strict", "the response gives no final yes/no answer")
-            return Parsed(only.answer, None, "strict", None)
-        reply = ExtractorReply.model_validate_json(raw.strip())
+        reply = _MODELS[(confidence, uncertain)].model_validate_json(raw.strip())
     except ValidationError:
         return None
-    if reply.answer == "none":
-        return Parsed(None, reply.confidence, "strict", "the response gives no final yes/no answer")
-    reason = None if reply.confidence is not None else "the response states no confidence"
-    return Parsed(reply.answer, reply.confidence, "strict", reason)
+    fields = reply.model_dump()
+    answer, value = fields["answer"], fields.get("confidence")
+    if answer == "none":
+        return Parsed(None, value, "strict", NO_ANSWER)
+    reason = None if value is not None or not confidence else "the response states no confidence"
+    return Parsed(answer, value, "strict", reason)
 
 
 def _json_object(raw: str) -> dict[str, Any] | None:
@@ -90,14 +119,14 @@ def _json_object(raw: str) -> dict[str, Any] | None:
     return None
 
 
-def normalize_answer(value: Any) -> tuple[Answer | None, str | None]:
+def normalize_answer(value: Any, uncertain: bool = False) -> tuple[str | None, str | None]:
     if value is None:
         return None, "no answer in the extractor's reply"
     text = str(value).strip().strip(".!\"'*").lower()
-    if text in ("yes", "no"):
-        return text, None  # type: ignore[return-value]
+    if text in YES_NO or (uncertain and text == UNCERTAIN):
+        return text, None
     if text in ("none", "null", "n/a", "unknown", ""):
-        return None, "the response gives no final yes/no answer"
+        return None, NO_ANSWER
     return None, f"answer {value!r} is not yes or no"
 
 
@@ -121,15 +150,16 @@ def normalize_confidence(value: Any) -> tuple[float | None, str | None]:
     return number, None
 
 
-def parse_tolerant(raw: str, confidence: bool = True) -> Parsed:
+def parse_tolerant(raw: str, confidence: bool = True, uncertain: bool = False) -> Parsed:
     obj = _json_object(raw)
     if obj is None:
-        answer_m = re.search(r"answer\W{0,5}(yes|no)\b", raw, flags=re.IGNORECASE)
+        words = "yes|no|uncertain" if uncertain else "yes|no"
+        answer_m = re.search(rf"answer\W{{0,5}}({words})\b", raw, flags=re.IGNORECASE)
         conf_m = re.search(r"confidence\W{0,5}([0-9.]+\s*%?)", raw, flags=re.IGNORECASE)
         if not answer_m:
             return Parsed(None, None, "none", f"the extractor's reply is not JSON: {raw[:80]!r}")
         obj = {"answer": answer_m.group(1), "confidence": conf_m.group(1) if conf_m else None}
-    answer, answer_reason = normalize_answer(obj.get("answer"))
+    answer, answer_reason = normalize_answer(obj.get("answer"), uncertain)
     value, conf_reason = normalize_confidence(obj.get("confidence"))
     if not confidence:  # none was asked for: none is read
         value, conf_reason = None, None
@@ -138,6 +168,7 @@ def parse_tolerant(raw: str, confidence: bool = True) -> Parsed:
     return Parsed(answer, value, "tolerant", conf_reason)
 
 
-def parse_reply(raw: str, confidence: bool = True) -> Parsed:
-    """`confidence=False`: the prompt set asked for none, so none is read (no-confidence)."""
-    return parse_strict(raw, confidence) or parse_tolerant(raw, confidence)
+def parse_reply(raw: str, confidence: bool = True, uncertain: bool = False) -> Parsed:
+    """`confidence=False`: the prompt set asked for none, so none is read (no-confidence);
+    `uncertain=True`: "uncertain" is an answer (the prompt set allows it)."""
+    return parse_strict(raw, confidence, uncertain) or parse_tolerant(raw, confidence, uncertain)

@@ -86,11 +86,12 @@ class Task(Protocol):
         """What a debate record keeps of its item: the gold answer and the item's descriptors."""
         ...
 
-    def extractor_schema(self, confidence: bool) -> dict[str, Any]:
-        """The JSON schema the extractor answers in."""
+    def extractor_schema(self, confidence: bool, uncertain: bool = False) -> dict[str, Any]:
+        """The JSON schema the extractor answers in (`uncertain`: the prompt set allows the
+        answer "uncertain"; a task whose answers are not yes/no ignores it)."""
         ...
 
-    def read(self, reply: str, confidence: bool) -> Reading:
+    def read(self, reply: str, confidence: bool, uncertain: bool = False) -> Reading:
         """The extractor's reply -> the answer (strictly, then tolerantly; null with a reason)."""
         ...
 

@@ -16,11 +16,11 @@ class YesNoAnswers:
 
     answers: tuple[str, ...] | None = YES_NO
 
-    def extractor_schema(self, confidence: bool) -> dict[str, Any]:
-        return extractor_schema(confidence)
+    def extractor_schema(self, confidence: bool, uncertain: bool = False) -> dict[str, Any]:
+        return extractor_schema(confidence, uncertain)
 
-    def read(self, reply: str, confidence: bool) -> Reading:
-        parsed = parse_reply(reply, confidence=confidence)
+    def read(self, reply: str, confidence: bool, uncertain: bool = False) -> Reading:
+        parsed = parse_reply(reply, confidence=confidence, uncertain=uncertain)
         return Reading(parsed.answer, parsed.confidence, parsed.method, parsed.reason)
 
     def agree(self, answers: Sequence[str | None]) -> bool:

@@ -218,13 +218,15 @@ class Call:
     method: str = "auto"
 
 
-def _object(args: Any, tool: str) -> dict[str, Any]:
+def _object(args: Any, tool: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The arguments as an object of `tool`'s schema (one of TOOLS unless `schema` is given)."""
     if not isinstance(args, dict):
         raise MalformedCall(f"the arguments of {tool} must be a JSON object")
-    known = TOOLS[tool][1]["properties"]
+    schema = schema or TOOLS[tool][1]
+    known = schema["properties"]
     if unknown := sorted(set(args) - set(known)):
         raise MalformedCall(f"unknown argument(s) {unknown}; {tool} takes: {', '.join(known)}")
-    if missing := [k for k in TOOLS[tool][1].get("required", []) if args.get(k) in (None, "")]:
+    if missing := [k for k in schema.get("required", []) if args.get(k) in (None, "")]:
         raise MalformedCall(f"missing argument(s) of {tool}: {', '.join(missing)}")
     return args
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from crawdad.config import DATA_TOOLS, ToolLimits
+from crawdad.config import DATA_SET, DATA_TOOLS, ToolLimits
 from crawdad.tools.boundary import Tool, ToolError
 from crawdad.tools.calculator import Calculator
 from crawdad.tools.causal import TOOL_NAME, CausalQuery, parse_arguments, tool_spec
@@ -153,8 +153,27 @@ def parse_learn_graph(arguments: dict[str, Any], limits: ToolLimits) -> Any:
     return parse_plan(arguments, limits)
 
 
+def compute_independence(table: Table | None, call: Any, limits: ToolLimits) -> Any:
+    """The Causal Agent's independence test over the item's table (causal-learn's Fisher-z)."""
+    from crawdad.tools import independence
+
+    if table is None:
+        raise ToolError(NO_TABLE)
+    return independence.compute(table, call, limits)
+
+
 def data_tool(name: str, table: Table | None = None) -> Tool:
     """One data tool over `table`."""
+    if name == "independence_test":
+        from crawdad.tools import independence
+
+        return Tool(
+            name=name,
+            spec=independence.tool_spec,
+            parse=independence.parse_call,
+            compute=partial(compute_independence, table),
+            label="the data tool independence_test",
+        )
     if name == "learn_graph":
         return Tool(
             name=name,
@@ -181,7 +200,7 @@ def _data(names: tuple[str, ...]) -> Callable[[ToolContext], list[Tool]]:
 # config name -> the tools it stands for, built over one item's context
 FACTORIES: dict[str, Callable[[ToolContext], list[Tool]]] = {
     "causal": lambda context: [causal(context.calculator)],
-    "data": _data(DATA_TOOLS),
+    "data": _data(DATA_SET),
     **{name: _data((name,)) for name in DATA_TOOLS},
 }
 

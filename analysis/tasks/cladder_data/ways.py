@@ -2,8 +2,11 @@
 answering a run stands for (stated numbers, data in context, data + tools for one agent or a
 debate, LLM4Causal's pipeline) scored against the exact label and against the perfect
 estimator's answer (what perfect reasoning from the sample gives), by rung, query type and
-alignment, with bootstrap CIs; paired differences between the ways; the gap to the perfect
-estimator; LLM4Causal's pipeline under the paper's metrics (`pipeline_scores.py` beside this module); tool use and tool errors (parse failures apart from wrong
+alignment, with bootstrap CIs; "uncertain" answers (the Causal Agent's, where the prompt set
+allows them) scored as paper 001 scores any answer that is not the label, wrong, and counted
+apart from unreadable ones (no answer extracted); paired differences between the ways; the gap
+to the perfect estimator; LLM4Causal's pipeline under the paper's metrics (`pipeline_scores.py`
+beside this module); tool use and tool errors (parse failures apart from wrong
 calls, `analysis.tool_use`); tokens and GPU seconds per question. Pure functions over records,
 and the report's section.
 
@@ -27,7 +30,7 @@ from crawdad.analysis.section import Block, Section, Table
 from crawdad.analysis.tasks.cladder_data.pipeline_scores import pipeline_blocks
 from crawdad.analysis.tool_use import calls_by_tool
 
-from crawdad.records import DebateRecord
+from crawdad.records import UNCERTAIN, DebateRecord
 
 Ways = Mapping[str, list[DebateRecord]]  # run label -> its records (errored ones included)
 
@@ -82,6 +85,8 @@ def _row(label: str, dim: str, group: str, rs: list[DebateRecord], perfect: Mapp
     ceiling = sum(perfect[str(r.question_id)] == r.gold for r in with_p)
     lo, hi = bootstrap_proportion(k, n)
     plo, phi = bootstrap_proportion(kp, len(with_p))
+    uncertain = sum(r.ok and r.final_answer == UNCERTAIN for r in rs)
+    unreadable = sum(r.ok and r.final_answer is None for r in rs)
     return {
         "run": label,
         "dimension": dim,
@@ -100,6 +105,12 @@ def _row(label: str, dim: str, group: str, rs: list[DebateRecord], perfect: Mapp
         # for answers from this sample; `gap` is how far the run is below it
         "perfect_acc": ceiling / len(with_p) if with_p else float("nan"),
         "gap": (k / n - ceiling / len(with_p)) if n and with_p else float("nan"),
+        # "uncertain" final answers (counted wrong above, as paper 001 counts them) and finished
+        # debates with no answer read, each over all n
+        "n_uncertain": uncertain,
+        "uncertain_rate": uncertain / n if n else float("nan"),
+        "n_unreadable": unreadable,
+        "unreadable_rate": unreadable / n if n else float("nan"),
     }
 
 
@@ -225,6 +236,8 @@ def _shown_accuracy(acc: pd.DataFrame) -> pd.DataFrame:
             ],
             "perfect vs label %": [_pct(x) for x in acc["perfect_acc"]],
             "gap (points)": ["-" if pd.isna(g) else f"{100 * g:+.1f}" for g in acc["gap"]],
+            "uncertain %": [_pct(x) for x in acc["uncertain_rate"]],
+            "no answer %": [_pct(x) for x in acc["unreadable_rate"]],
         }
     )
 
@@ -251,7 +264,10 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
         "exact label and against the perfect estimator's answer (the same query over the "
         "sample's plug-in model: what perfect reasoning from this sample answers); `perfect vs "
         "label` is that estimator's own accuracy, the ceiling of answers drawn from the sample, "
-        "and `gap` the run's distance to it. 95% bootstrap CIs.",
+        'and `gap` the run\'s distance to it. `uncertain`: final answers "uncertain" (where '
+        "the prompt set allows them, as the Causal Agent's do), counted wrong as paper 001 "
+        "counts any answer that is not the label; `no answer`: finished debates whose answer "
+        "could not be read (also wrong). 95% bootstrap CIs.",
         Table("data_ways", kinds, "Ways of answering", shown=kinds),
         Table(
             "data_accuracy",

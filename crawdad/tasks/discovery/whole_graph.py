@@ -146,10 +146,10 @@ class DiscoveryGraphTask:
             },
         }
 
-    def extractor_schema(self, confidence: bool) -> dict[str, Any]:
+    def extractor_schema(self, confidence: bool, uncertain: bool = False) -> dict[str, Any]:
         return (GraphReply if confidence else GraphOnlyReply).model_json_schema()
 
-    def read(self, reply: str, confidence: bool) -> Reading:
+    def read(self, reply: str, confidence: bool, uncertain: bool = False) -> Reading:
         return read_graph_reply(reply, confidence)
 
     def agree(self, answers: Sequence[str | None]) -> bool:
