@@ -189,10 +189,13 @@ async def extract(
             None,
             None,
         )
-    confidence, uncertain = setup.prompts.confidence, setup.prompts.uncertain
+    confidence = setup.prompts.confidence
+    # "uncertain" only where the prompt set allows it: a task of one's own written before it
+    # (extractor_schema(confidence), read(reply, confidence)) keeps working
+    more = {"uncertain": True} if setup.prompts.uncertain else {}
     prompt = setup.prompts["extractor"].fill(response=result.text)
-    reply = await setup.extractor.ask(prompt, setup.task.extractor_schema(confidence, uncertain))
-    parsed = setup.task.read(reply.text, confidence, uncertain)
+    reply = await setup.extractor.ask(prompt, setup.task.extractor_schema(confidence, **more))
+    parsed = setup.task.read(reply.text, confidence, **more)
     extraction = Extraction(
         method=parsed.method,
         model=model,

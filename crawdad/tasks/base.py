@@ -88,7 +88,7 @@ class Task(Protocol):
 
     def extractor_schema(self, confidence: bool, uncertain: bool = False) -> dict[str, Any]:
         """The JSON schema the extractor answers in (`uncertain`: the prompt set allows the
-        answer "uncertain"; a task whose answers are not yes/no ignores it)."""
+        answer "uncertain", passed only when it does: a task may leave the argument out)."""
         ...
 
     def read(self, reply: str, confidence: bool, uncertain: bool = False) -> Reading:
