@@ -177,6 +177,17 @@ def _variants_wide(acc: pd.DataFrame, cost: pd.DataFrame, names: list[str]) -> p
             c = cells.loc[v] if v in cells.index else None
             row[v] = _acc(c["acc"], c["ci_lo"], c["ci_hi"]) if c is not None and c["n"] > 0 else "-"
         rows.append(row)
+    return pd.concat([pd.DataFrame(rows), _cost_wide(cost, names)], ignore_index=True)
+
+
+def _clock_rows(cost: pd.DataFrame) -> pd.Series:
+    """The cost rows measured by the clock: two runs of one experiment differ there alone."""
+    return cost["metric"].str.contains("seconds")
+
+
+def _cost_wide(cost: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """One column per variant, one row per cost metric."""
+    rows = []
     for metric, g in cost.groupby("metric", sort=False):
         cells = g.set_index("variant")
         row = {"": metric, "n": ""}
@@ -196,7 +207,7 @@ def _variants_wide(acc: pd.DataFrame, cost: pd.DataFrame, names: list[str]) -> p
             else:
                 row[v] = f"{c['value']:.1f}"
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["", "n", *names])
 
 
 def _paired_shown(p: pd.DataFrame) -> pd.DataFrame:
@@ -450,17 +461,33 @@ def _write(whole: Experiment, out: Path) -> Path:
                     "Accuracy of the final answer and cost per question",
                     f"Over the {len(keep)} questions every variant finished ({left} left out"
                     f"{': ' + notes if notes else ''}).",
-                    shown=_variants_wide(acc, cost, names),
+                    shown=_variants_wide(acc, cost[~_clock_rows(cost)], names),
                     links=(("cost CSV", "cost.csv"),),
                     fold="never",
                 ),
-                Table("cost", cost, show=False),
+                Table("cost", cost[~_clock_rows(cost)], show=False),
             ],
         ),
         _paired_section(paired, base),
         _compute_section(_points(q, exp, acc, keep), cframe, match, paired, base),
         # each task's own sections over every variant (MAC's pair and graph variants together)
         *experiment_task_sections(whole.variants, base),
+        Section(
+            "Time taken: wall-clock figures",
+            [
+                "_Measured by the clock: two runs of one experiment differ here and only here._",
+                Table(
+                    "cost_seconds",
+                    cost[_clock_rows(cost)],
+                    "GPU seconds per question",
+                    "The server's generation time where it reports one, else crawdad's wall time "
+                    "(on a batching server that counts time shared with other requests), plus the "
+                    "extractor's wall time.",
+                    shown=_cost_wide(cost[_clock_rows(cost)], names),
+                    fold="never",
+                ),
+            ],
+        ),
         Section(
             "Each variant on its own",
             [

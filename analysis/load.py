@@ -153,13 +153,22 @@ class Run:
         """The run folders this run's records come from."""
         return self.shards or [self.path]
 
+    def manifests(self) -> list[RunManifest]:
+        """The manifest of every folder of the run (one per shard of a pooled run)."""
+        found = [_read_manifest(p) for p in self.shards] if self.shards else [self.manifest]
+        return [m for m in found if m is not None]
+
+    def n_selected(self) -> int | None:
+        """How many questions the run selected: over its shards, the sum of theirs."""
+        counts = [m.dataset.n_selected for m in self.manifests()]
+        return sum(counts) if counts else None
+
     def served(self) -> dict[str, list[ServedBy]]:
         """Role -> what served it (each server and model build once), over every folder of the
         run: a cluster's shards may have been answered by different servers."""
-        manifests = [_read_manifest(p) for p in self.shards] if self.shards else [self.manifest]
         out: dict[str, list[ServedBy]] = {}
-        for m in manifests:
-            out = merge_served(out, m.served if m else {})
+        for m in self.manifests():
+            out = merge_served(out, m.served)
         return out
 
     def records(self) -> list[DebateRecord]:

@@ -407,6 +407,8 @@ def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str,
                 if name == "table1" and not t[name].empty:
                     part += _scorecard(run, t[name])
         blocks.append(Section(heading, part))
+        if i == 1 and kind == "crawdad":
+            blocks += _paper_findings(run, t)
     assert not plots, f"figures not placed in a section: {sorted(plots)}"
     return Section(f"Run `{label}` ({kind} protocol)", blocks, folder=_slug(label))
 
@@ -426,6 +428,43 @@ def _scorecard(run: Run, table1: pd.DataFrame) -> list[Table]:
             fold="always",
         )
     ]
+
+
+def _paper_findings(run: Run, t: dict[str, pd.DataFrame]) -> list[Section]:
+    """CRAwDAD's other published results beside the run's: the figures its text states, and
+    the findings its figures 2 to 5 draw (no values printed: each checked as a claim)."""
+    stated = SC.text_scorecard(run, t)
+    claims = SC.claims_scorecard(run, t)
+    blocks: list[Block] = []
+    if not stated.empty:
+        inside = stated["inside_ci"].dropna()
+        blocks.append(
+            Table(
+                "published_text",
+                stated,
+                "Figures stated in the paper's text",
+                f"{int(inside.sum())} of {len(inside)} published values with a CI lie inside "
+                f"this run's 95% CI ({stated['setup'].iloc[0]}); medians have no CI.",
+                shown=SC.text_scorecard_frame(stated),
+                fold="never",
+            )
+        )
+    if not claims.empty:
+        told = claims["holds"].dropna()
+        blocks.append(
+            Table(
+                "published_claims",
+                claims,
+                "Findings the paper's figures draw",
+                f"Figures 2 to 5 print no values; their findings, checked on this run: "
+                f"{int(told.sum())} of {len(told)} hold ({claims['setup'].iloc[0]}).",
+                shown=SC.claims_frame(claims),
+                fold="never",
+            )
+        )
+    if not blocks:
+        return []
+    return [Section("Against the paper's other published results", blocks)]
 
 
 def _clock_note(run: Run) -> str:

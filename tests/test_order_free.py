@@ -12,6 +12,7 @@ from pathlib import Path
 from crawdad.analysis.report import WALL_CLOCK_SECTION, WALL_CLOCK_TABLES, write_report
 
 from crawdad.demo import run_demo
+from tests.test_data_task import data_folder  # noqa: F401  (the module's fixture)
 
 
 def _written(report_md: Path) -> dict[str, str]:
@@ -60,3 +61,29 @@ def test_two_identical_runs_differ_only_in_their_wall_clock_figures(tmp_path: Pa
     a, b = _without_the_clock(first), _without_the_clock(second)
     assert [k for k in a if a[k] != b[k]] == []
     assert first["report.md"] != second["report.md"]  # only inside the clock section
+
+
+def test_no_clock_figure_outside_the_wall_clock_tables(data_folder: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Every figure measured by the clock lives in a table named for it (the run report's
+    WALL_CLOCK_TABLES, a task's or the experiment's `*seconds*` tables): a discovery run and a
+    questions-from-data run, analysed together, hold seconds nowhere else."""
+    from crawdad.config import RunConfig, load_config
+
+    pairs = tmp_path / "pairs"
+    run_demo(pairs, limit=2, progress=False, config=load_config(Path("discovery/meta-agents")))
+    data = tmp_path / "data"
+    cfg = RunConfig(task="cladder-data")
+    cfg.agents[0].tools = ["data"]  # type: ignore[list-item]
+    run_demo(data, limit=4, progress=False, config=cfg, data=data_folder)
+    out = tmp_path / "report"
+    write_report([pairs, data], out, workers=1)
+    leaks = []
+    for csv in sorted(out.rglob("*.csv")):
+        if "seconds" in csv.stem or csv.stem in WALL_CLOCK_TABLES:
+            continue
+        text = csv.read_text()
+        if "seconds" in text or "gpu_s" in text:
+            leaks.append(csv.relative_to(out).as_posix())
+    assert leaks == []
+    assert (out / "discovery" / "tables" / "gpu_seconds.csv").is_file()
+    assert (out / "data" / "tables" / "data_cost_seconds.csv").is_file()

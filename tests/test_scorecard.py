@@ -85,3 +85,71 @@ def test_macs_sachs_figures_sit_beside_each_kind_of_system() -> None:
     assert len(debate) == 6 and set(debate["shd"]) == {30.0}  # the final graphs only
     assert debate["setup"].str.startswith("comparison, not a replication").all()
     assert "mine" not in set(card["run"])  # MAC published nothing on CLadder's graphs
+
+
+def test_the_papers_stated_figures_and_drawn_findings_beside_the_demo(demo: Path) -> None:
+    from crawdad.analysis.report import compute_tables
+
+    run = load_run(demo)
+    t = compute_tables(run.debates, run.turns)
+    stated = SC.text_scorecard(run, t)
+    sentiment = stated[stated["figure"].str.startswith("mean sentiment")]
+    assert dict(zip(sentiment["model"], sentiment["published"], strict=True)) == {
+        "qwen3:32b": -0.239,
+        "deepseek-r1:32b": 0.015,
+    }
+    short = stated[stated["figure"].str.contains("100 characters")].set_index("model")
+    assert short.loc["deepseek-r1:32b", "published"] == pytest.approx(0.226)
+    row = t["short_debate_turns"]
+    mine = row[row["agent"].str.endswith("(deepseek-r1:32b)")].iloc[0]
+    assert short.loc["deepseek-r1:32b", "run_value"] == mine["n_short"] / mine["n_with_text"]
+    assert (
+        short["ci_lo"].le(short["run_value"]).all() and short["ci_hi"].ge(short["run_value"]).all()
+    )
+    medians = stated[stated["figure"].str.startswith("median")]
+    assert len(medians) == 4 and medians["inside_ci"].isna().all()  # a median has no CI here
+    assert stated["source"].str.startswith("Section 4").all()
+    claims = SC.claims_scorecard(run, t)
+    assert len(claims) == 6 and claims["source"].str.startswith("Fig.").all()
+    assert claims["setup"].str.startswith("simulated").all()
+
+
+def _persuasion(rows: list[tuple[str, int, int]]) -> dict[str, pd.DataFrame]:
+    return {
+        "persuasion": pd.DataFrame(
+            [{"agent": a, "rung": "all", "I->C": ic, "C->I": ci} for a, ic, ci in rows]
+        )
+    }
+
+
+def test_a_finding_holds_only_when_it_holds_for_every_model() -> None:
+    check = SC._check
+    holds, evidence = check(
+        "persuasion_net_positive", None, _persuasion([("a (m1)", 5, 1), ("b (m2)", 2, 1)])
+    )
+    assert holds is True and "a (m1): I->C 5, C->I 1" in evidence
+    holds, _ = check(
+        "persuasion_net_positive", None, _persuasion([("a (m1)", 5, 1), ("b (m2)", 1, 1)])
+    )
+    assert holds is False
+    holds, evidence = check("persuasion_net_positive", None, _persuasion([("all", 3, 1)]))
+    assert holds is None and evidence == "no data in this run"  # the pooled row is no model
+    change = pd.DataFrame(
+        [
+            {"agent": "a (m1)", "outcome": "persuaded", "n_with_confidence": 4, "mean_delta": 0.1},
+            {"agent": "a (m1)", "outcome": "defended", "n_with_confidence": 3, "mean_delta": -0.05},
+        ]
+    )
+    assert check("persuaded_gain_confidence", None, {"confidence_change": change})[0] is True
+    assert check("defenders_keep_confidence", None, {"confidence_change": change})[0] is False
+
+
+def test_a_pooled_runs_questions_are_its_shards_together(tmp_path: Path) -> None:
+    from crawdad.analysis.synthetic_runs import write_synthetic_run
+
+    a, b = write_synthetic_run(tmp_path / "a", 6), write_synthetic_run(tmp_path / "b", 4)
+    run = load_run(a)
+    run.shards = [a, b]
+    assert run.n_selected() == 10
+    diffs = SC.setup_differences(run, {"questions": 10112})
+    assert "10 questions (the paper: 10,112)" in diffs

@@ -332,13 +332,24 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
             )
         )
     cost = cost_table(ways)
+    clock = ["gpu_seconds_per_q"]  # measured by the clock: two identical runs differ here alone
     md.append(
         Table(
             "data_cost",
-            cost,
+            cost.drop(columns=clock),
             "Cost per question",
-            "Tokens (prompt and completion, debaters and extractor) and GPU seconds (the "
-            "server's generation time where it reports one, else wall time).",
+            "Tokens (prompt and completion, debaters and extractor) and tool calls.",
+            hide=(),
+            fold="never",
+        )
+    )
+    md.append(
+        Table(
+            "data_cost_seconds",
+            cost[["run", *clock]],
+            "GPU seconds per question (wall-clock)",
+            "The server's generation time where it reports one, else wall time: measured by "
+            "the clock, so two runs of one command differ here.",
             hide=(),
             fold="never",
         )
