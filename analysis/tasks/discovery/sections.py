@@ -517,11 +517,11 @@ def _clock_table(sc: Scored) -> Table:
     o = sc.summary[sc.summary["dimension"] == "overall"]
     shown = pd.DataFrame(
         {
+            "run": o["run"],
             "system": [
                 system_label(str(r["run"]), str(r["who"]), str(r["stage"]), False)
                 for _, r in o.iterrows()
             ],
-            "run": o["run"],
             "GPU s / graph": [_num(x, 2) for x in o["gpu_seconds_per_graph"]],
         }
     )
