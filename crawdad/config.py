@@ -605,6 +605,11 @@ def load_config(
     ("--set protocol.max_turns=0"), so that an error names the flag rather than the file.
     """
     data = read_toml(path) if path else {}
+    if path is not None and {"variants", "axes"} & set(data):
+        raise ConfigError(
+            f"{path} is an experiment file (it has variants or axes), not a run config: "
+            f"run it with `crawdad experiment {path} --data DATA`"
+        )
     data = deep_merge(data, overrides or {})
     try:
         return RunConfig.model_validate(data)

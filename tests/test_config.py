@@ -211,3 +211,10 @@ def test_errors_are_grouped_by_where_the_value_came_from(tmp_path: Path) -> None
     agents = {"agents": [{"name": "a", "model": "x"}, {"name": "a", "model": "y"}]}
     with pytest.raises(ConfigError, match=r"with --set agents=\.\.\. do not make a valid"):
         load_config(write(tmp_path, ""), agents, {("agents",): "--set agents=..."})
+
+
+def test_an_experiment_file_given_as_a_run_config_is_named_as_such(tmp_path: Path) -> None:
+    exp = tmp_path / "exp.toml"
+    exp.write_text('baseline = "a"\n[base]\nseed = 1\n[[variants]]\nname = "a"\n')
+    with pytest.raises(ConfigError, match=r"is an experiment file .* `crawdad experiment "):
+        load_config(exp)

@@ -39,6 +39,7 @@ score and its CI bounds are NaN (shown as the value alone).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,7 +47,7 @@ from crawdad.analysis.metrics._stats import bootstrap_mean
 from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS
 
 from crawdad.causal.edge_text import graph_from_text
-from crawdad.causal.structure import Graph, score_graph
+from crawdad.causal.structure import Graph, GraphScore, score_graph
 
 __all__ = [
     "ANSWER_COLUMNS",
@@ -221,20 +222,28 @@ def graph_scores(pairs: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
             truth = Graph.of(names, [(c, e) for c, e, y in _edges(g, g["gold"]) if y])
             predicted = Graph.of(names, [(c, e) for c, e, y in _edges(g, said) if y])
             s = score_graph(predicted, truth)
-            row |= {
-                "pair_acc": float(correct.mean()),
-                "shd": float(s.shd),
-                "nhd": s.nhd,
-                "edge_precision": s.edge_precision,
-                "edge_recall": s.edge_recall,
-                "edge_f1": _f1(s.edge_f1, s.edge_recall),
-                "orientation_precision": s.orientation_precision,
-                "orientation_recall": s.orientation_recall,
-                "orientation_f1": _f1(s.orientation_f1, s.orientation_recall),
-                "true_edges": s.true_edges,
-                "predicted_edges": s.predicted_edges,
-            }
+            row |= {"pair_acc": float(correct.mean()), **_scored(s)}
+            row["predicted_edges"] = s.predicted_edges
         rows.append(row)
+    return _score_frame(rows)
+
+
+def _scored(s: GraphScore) -> dict[str, Any]:
+    """The structure scores of one graph, as the scores table names them."""
+    return {
+        "shd": float(s.shd),
+        "nhd": s.nhd,
+        "edge_precision": s.edge_precision,
+        "edge_recall": s.edge_recall,
+        "edge_f1": _f1(s.edge_f1, s.edge_recall),
+        "orientation_precision": s.orientation_precision,
+        "orientation_recall": s.orientation_recall,
+        "orientation_f1": _f1(s.orientation_f1, s.orientation_recall),
+        "true_edges": s.true_edges,
+    }
+
+
+def _score_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     out = pd.DataFrame(rows).reindex(columns=SCORE_COLUMNS)
     for c in ("edge_precision", "edge_recall", "orientation_precision", "orientation_recall"):
         out[c] = out[c].astype("float64")
@@ -291,21 +300,10 @@ def graph_answer_scores(graphs: pd.DataFrame) -> pd.DataFrame:
             row |= {
                 "n_correct": correct,
                 "pair_acc": correct / len(ordered) if ordered else float("nan"),
-                "shd": float(s.shd),
-                "nhd": s.nhd,
-                "edge_precision": s.edge_precision,
-                "edge_recall": s.edge_recall,
-                "edge_f1": _f1(s.edge_f1, s.edge_recall),
-                "orientation_precision": s.orientation_precision,
-                "orientation_recall": s.orientation_recall,
-                "orientation_f1": _f1(s.orientation_f1, s.orientation_recall),
-                "true_edges": s.true_edges,
+                **_scored(s),
             }
         rows.append(row)
-    out = pd.DataFrame(rows).reindex(columns=SCORE_COLUMNS)
-    for c in ("edge_precision", "edge_recall", "orientation_precision", "orientation_recall"):
-        out[c] = out[c].astype("float64")
-    return out
+    return _score_frame(rows)
 
 
 def _ci(values: pd.Series) -> tuple[float, float, float]:
