@@ -60,7 +60,13 @@ def test_pairwise_judge_debate_on_one_graph(llamacpp: RealServer, tmp_path: Path
         assert r.gold in ("yes", "no") and r.final_answer in ("yes", "no", None), detail
         debaters = [t for t in r.turns if t.agent != "judge"]
         verdicts = [t for t in r.turns if t.agent == "judge"]
-        assert {t.stance for t in debaters} == {"yes", "no"}, detail
+        # MAC's sides: the first speaker is affirmative and argues its own answer; the other
+        # argues against the affirmative's answer (none to argue against when it was unread).
+        assert [t.side for t in debaters[:2]] == ["affirmative", "negative"], detail
+        opening = debaters[0]
+        assert opening.stance is None, detail
+        expected = {"yes": "no", "no": "yes"}.get(opening.answer or "")
+        assert debaters[1].stance == expected, detail
         assert verdicts and verdicts[-1].role == "verdict", detail
         assert all(t.endpoint == llamacpp.base_url and t.text.strip() for t in debaters), detail
         # The record's answer is the last verdict's (null with its reason when it had none).

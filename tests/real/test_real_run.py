@@ -139,7 +139,14 @@ def test_judge_protocol_on_llamacpp(llamacpp: RealServer, tmp_path: Path) -> Non
         assert record.protocol == "judge" and record.error is None, detail
         roles = [t.role for t in record.turns]
         assert roles == ["initial", "argument", "verdict"], detail
-        assert {t.stance for t in record.turns[:2]} == {"yes", "no"}, detail
+        # MAC's sides: the opener argues its own answer, the other argues against it, and its
+        # prompt names the answer it argues against.
+        opening, reply = record.turns[:2]
+        assert (opening.side, reply.side, opening.stance) == ("affirmative", "negative", None)
+        assert reply.stance == {"yes": "no", "no": "yes"}.get(opening.answer or ""), detail
+        if opening.answer is not None:
+            told = f"the affirmative side answered {opening.answer}."
+            assert told in (reply.prompt or ""), detail
         verdict = record.turns[-1]
         assert verdict.agent == "judge" and verdict.seen == [0, 1], detail
         assert all(t.text.strip() in (verdict.prompt or "") for t in record.turns[:2]), detail
