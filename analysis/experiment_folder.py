@@ -254,7 +254,19 @@ def _agents(run: Run, records: list[DebateRecord]) -> dict[str, str]:
 
 
 def load_variant(folder: Path, name: str, overrides: dict[str, Any]) -> Variant:
-    run = load_run(folder, name)
+    loaded = load_run(folder, name)
+    run = loaded.scored()  # an experiment compares scores: only questions with an exact answer
+    if left := len(loaded.debates) - len(run.debates):
+        if not len(run.debates):
+            raise StoreError(
+                f"none of its {left} questions has an exact answer (a table of one's own), and an "
+                f"experiment compares scores: `crawdad analyze {folder}` shows the answers"
+            )
+        warnings.warn(
+            f"{left} debates over questions without an exact answer are left out (an experiment "
+            f"compares scores; `crawdad analyze {folder}` shows their answers)",
+            stacklevel=2,
+        )
     records = _kept_records(folder, set(run.debates["question_id"]))
     q, s = frames(records, name)
     config = run.manifest.config if run.manifest else {}

@@ -25,7 +25,7 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ DEBATE_COLUMNS = [
     "rung",
     "query_type",
     "alignment",
-    "gold",
+    "gold",  # None: the question has no exact answer (a table of one's own); never scored
     "first_agent",
     "second_agent",
     "n_turns",
@@ -181,6 +181,23 @@ class Run:
             for r in RunStore(folder).records()
             if str(r.question_id) in ids
         ]
+
+    def _kept(self, keep: pd.Series) -> Run:
+        if bool(keep.all()):
+            return self
+        ids = set(self.debates.loc[keep, "question_id"])
+        turns = self.turns[self.turns["question_id"].isin(ids)].reset_index(drop=True)
+        return replace(self, debates=self.debates[keep].reset_index(drop=True), turns=turns)
+
+    def scored(self) -> Run:
+        """The run's debates over questions with an exact answer (all of them, for CLadder's
+        own): what every score is computed over."""
+        return self._kept(self.debates["gold"].notna()) if len(self.debates) else self
+
+    def unscored(self) -> Run:
+        """The run's debates over questions without an exact answer (`gold` null: a table of
+        one's own, schema 7): answered, but nothing can score them."""
+        return self._kept(self.debates["gold"].isna()) if len(self.debates) else self
 
     @property
     def simulated(self) -> bool:

@@ -139,9 +139,21 @@ shown for which model."""
 
 
 def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Every table of the report, for all runs at once (each has a `run` column)."""
+    """Every table of the report, for all runs at once (each has a `run` column), over the
+    debates with an exact answer (those without one are scored nowhere: `analysis.unscored`)."""
+    debates, turns = scored_frames(debates, turns)
     tables = {name: RP.restricted(name, fn)(debates, turns) for name, (_, fn) in TABLES.items()}
     return tables | RP.protocol_tables(debates, turns)
+
+
+def scored_frames(debates: pd.DataFrame, turns: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The debates (and their turns) over questions with an exact answer."""
+    keep = debates["gold"].notna()
+    if bool(keep.all()):
+        return debates, turns
+    pairs = set(zip(debates.loc[keep, "run"], debates.loc[keep, "question_id"], strict=True))
+    mine = [(r, q) in pairs for r, q in zip(turns["run"], turns["question_id"], strict=True)]
+    return debates[keep].reset_index(drop=True), turns[mine].reset_index(drop=True)
 
 
 def _slug(label: str) -> str:
@@ -314,7 +326,7 @@ def _tools_named(run: Run) -> str:
     return " and ".join(names) or "tools"
 
 
-def _tool_section(run: Run) -> list[Section]:
+def _tool_section(run: Run, name: str = "tool_use") -> list[Section]:
     """Calls of the causal calculator per model and rung, malformed calls counted apart from
     accuracy (paper 004); only for runs whose agents had the tool."""
     if not _uses_tools(run):
@@ -326,7 +338,7 @@ def _tool_section(run: Run) -> list[Section]:
         "calls that could not be read (malformed: counted apart, never as answers) and calls "
         "the tool refused (missing or inconsistent numbers, a query it cannot answer)."
     )
-    table = Table("tool_use", tool_use(run.records()), fold="never")
+    table = Table(name, tool_use(run.records()), fold="never")
     return [Section(f"Tool use ({_tools_named(run)})", [intro, table])]
 
 
@@ -542,9 +554,8 @@ def _compare_section(all_tables: dict[str, pd.DataFrame], runs: list[Run]) -> Se
     )
 
 
-def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
+def _runs_table(runs: list[Run]) -> str:
     rows = []
-    summ = tables["summary"].set_index("run") if not tables["summary"].empty else None
     for r in runs:
         m = r.manifest
         agents = sorted({a for ags in r.debates["agents"] for a in ags})
@@ -555,9 +566,7 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
                 "folder": str(r.path),
                 "simulated": "**yes**" if r.simulated else "no",
                 "models": ", ".join(agents),
-                "debates": str(int(summ.loc[r.label, "debates"]))
-                if summ is not None and r.label in summ.index
-                else "0",
+                "debates": str(len(r.debates)),
                 "lines read": str(r.n_lines),
                 "superseded (retried)": str(r.n_superseded),
                 "skipped (unparseable)": str(r.n_invalid_lines),
@@ -566,7 +575,11 @@ def _runs_table(runs: list[Run], tables: dict[str, pd.DataFrame]) -> str:
                 "crawdad": m.crawdad_version if m else "-",
             }
         )
-    return to_markdown(pd.DataFrame(rows), formatted=True)
+    frame = pd.DataFrame(rows)
+    unscored = [int(r.debates["gold"].isna().sum()) for r in runs]
+    if any(unscored):  # questions of one's own: answered, never scored
+        frame.insert(6, "no exact answer", [str(n) for n in unscored])
+    return to_markdown(frame, formatted=True)
 
 
 def _served_lines(runs: list[Run]) -> list[str]:
@@ -645,7 +658,7 @@ def write_report(
     return write_into(out, lambda: _write(runs, out, workers))
 
 
-def _head(runs: list[Run], tables: dict[str, pd.DataFrame]) -> list[str]:
+def _head(runs: list[Run]) -> list[str]:
     """The report's top: warnings that change how everything below reads, the runs, their
     servers, the loader's warnings and the counting rules."""
     md = ["# crawdad analysis report", ""]
@@ -668,7 +681,7 @@ def _head(runs: list[Run], tables: dict[str, pd.DataFrame]) -> list[str]:
         # no clock time: the same records give the same report, byte for byte
         f"Written by crawdad {__version__} from {len(runs)} run(s).",
         "",
-        _runs_table(runs, tables),
+        _runs_table(runs),
         "",
         *_served_lines(runs),
     ]
@@ -694,7 +707,36 @@ def report_sections(runs: list[Run], tables: dict[str, pd.DataFrame]) -> list[Se
     return [*out, *(run_section(run, tables, colors) for run in runs)]
 
 
+def _add_unscored(sections: list[Section], runs: list[Run]) -> list[Section]:
+    """Each run's debates over questions without an exact answer, in a section of their own
+    at the end of the run's section (the run's only one when it has no other question)."""
+    from crawdad.analysis.unscored import HEADING, unscored_section
+
+    by_folder = {s.folder: s for s in sections if s.heading.startswith("Run `")}
+    for run in runs:
+        open_ = run.unscored()
+        if not (len(open_.debates) and open_.debates["gold"].isna().all()):
+            continue
+        part = unscored_section(open_)
+        part.blocks += _tool_section(open_, "unscored_tool_use")
+        mine = by_folder.get(_slug(run.label))
+        if mine is None:
+            sections.append(Section(f"Run `{run.label}`", [part], folder=_slug(run.label)))
+            continue
+        mine.blocks.insert(
+            0,
+            f"{len(open_.debates)} of this run's debates are over questions without an exact "
+            f"answer: no score below counts them (see *{HEADING}* at the end of this section).",
+        )
+        mine.blocks.append(part)
+    return sections
+
+
 def _write(runs: list[Run], out: Path, workers: int) -> Path:
-    debates, turns = concat(runs)
-    tables = compute_tables(debates, turns)
-    return ReportWriter(out).write(report_sections(runs, tables), workers, _head(runs, tables))
+    # Every score is over the debates with an exact answer; the others have a section of their
+    # own (a run of nothing but questions of one's own has only that).
+    scoring = [s for s in (r.scored() for r in runs) if len(s.debates)]
+    tables = compute_tables(*concat(scoring)) if scoring else {}
+    sections = report_sections(scoring, tables) if scoring else []
+    sections = _add_unscored(sections, runs)
+    return ReportWriter(out).write(sections, workers, _head(runs))

@@ -309,7 +309,7 @@ def run(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Run (or resume) the debates of the selected questions."""
-    from crawdad.tasks import task_named
+    from crawdad.tasks import load_items, task_named
 
     _check_out(out)
     cfg = build_config(
@@ -327,7 +327,8 @@ def run(
         questions_file=questions_file,
     )
     task = task_named(cfg.task)
-    dataset = task.select(task.load(data, cfg.selection.questions_file), cfg.selection, cfg.seed)
+    items = load_items(task, data, cfg.selection.questions_file, cfg.table_limits)
+    dataset = task.select(items, cfg.selection, cfg.seed)
     _run(cfg, dataset, out, force=force, progress=progress)
 
 
@@ -469,7 +470,7 @@ def bench(
     and the settings to use."""
     from crawdad.bench import report_lines, run_bench
     from crawdad.bench.measure import default_levels, default_out, parse_levels
-    from crawdad.tasks import task_named
+    from crawdad.tasks import load_items, task_named
 
     cfg = build_config(config, sets, questions_file=questions_file)
     levels = parse_levels(concurrency, "--concurrency") if concurrency else [cfg.concurrency]
@@ -478,7 +479,8 @@ def bench(
     n = min(2 * (questions or 4 * max(levels)), cfg.selection.limit or 1 << 30)
     task = task_named(cfg.task)
     selection = cfg.selection.model_copy(update={"limit": n})
-    dataset: Any = task.select(task.load(data, cfg.selection.questions_file), selection, cfg.seed)
+    items = load_items(task, data, cfg.selection.questions_file, cfg.table_limits)
+    dataset: Any = task.select(items, selection, cfg.seed)
     result = asyncio.run(
         run_bench(
             cfg,

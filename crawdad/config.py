@@ -318,6 +318,15 @@ class ToolLimits(Strict):
         return value
 
 
+class TableLimits(Strict):
+    """Bounds on a question's table file (crawdad/data/table_files.py), checked before anything
+    runs: a table past one is named with its size and refused."""
+
+    max_rows: int = Field(2_000_000, ge=1)  # rows of one table (its file is not read past it)
+    # Columns of one table; the data tools count 2^n combinations, so 16 at most.
+    max_columns: int = Field(16, ge=1, le=16)
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -340,6 +349,7 @@ class RunConfig(Strict):
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
+    table_limits: TableLimits = Field(default_factory=TableLimits)  # a question's table's size
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0  # every random choice derives from (seed, question id, round or sample)
     # Sampling temperature of every debater and the judge, set once for all (MAC's configs: 0,
@@ -436,6 +446,7 @@ OPERATIONAL = {
     "schedule",
     "prompts_dir",
     "workers",
+    "table_limits",
 }
 
 

@@ -34,7 +34,7 @@ from crawdad.fake import (
 from crawdad.fake.data_agent import DataAgentModel, DataCalls
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
-from crawdad.tasks import TASKS, Task, task_named
+from crawdad.tasks import TASKS, Task, load_items, task_named
 
 # Tasks with open answers the fakes answer: an edge list for a whole graph.
 GRAPH_TASKS = ("discovery-graph",)
@@ -169,7 +169,7 @@ def run_demo(
             f"the demo's simulated models answer yes/no items and whole graphs, and the "
             f"{task.name} task's answers are neither: run it on real models"
         )
-    dataset = task.load(data or EXAMPLES)
+    dataset = load_items(task, data or EXAMPLES, None, base.table_limits)
     if limit:
         dataset = task.select(dataset, SelectionConfig(limit=limit), seed)
     note = PAPER_PROFILE_NOTE

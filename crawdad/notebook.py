@@ -76,7 +76,7 @@ async def run_async(
     for the paper's setup. `data`: a CLadder folder, zip or file, or `"examples"`. `limit` takes
     the first N selected questions; `selection` replaces the config's selection."""
     from crawdad.run.runner import run
-    from crawdad.tasks import task_named
+    from crawdad.tasks import load_items, task_named
 
     cfg = _config(config).model_copy(deep=True)
     if selection is not None:
@@ -84,7 +84,7 @@ async def run_async(
     if limit is not None:
         cfg.selection.limit = limit
     task = task_named(cfg.task)
-    items = task.load(Path(data), cfg.selection.questions_file)
+    items = load_items(task, Path(data), cfg.selection.questions_file, cfg.table_limits)
     dataset = task.select(items, cfg.selection, cfg.seed)
     return await run(cfg, dataset, Path(out), progress=progress, simulated=simulated)
 
@@ -133,7 +133,8 @@ class Frames:
 
     - `debates`: one row per debate (question), the columns of
       `crawdad.analysis.load.DEBATE_COLUMNS`: `run` (the run's label), `question_id`, `rung`,
-      `query_type`, `alignment`, `gold`, `first_agent` and `second_agent` (agent labels),
+      `query_type`, `alignment`, `gold` (None: no exact answer, a table of one's own; the
+      report's tables leave such rows out), `first_agent` and `second_agent` (agent labels),
       `n_turns`, `initial_answer` and `initial_confidence` (the first speaker's round 0; 0-1),
       `final_answer`, `final_confidence` (0-1), `final_agent`, `consensus`, `end` (why it
       ended), `errored`, `error`, `seconds` (wall time of the debate), `simulated`, `protocol`,

@@ -34,8 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    (`uncertain = true`: the Causal Agent's setting, paper 001); the label stays yes or no.
 #    `grading`: a grader model's verdict on the final response against the ideal answer
 #    (`[grader]`, paper 004), beside the exact scoring; None when no grader ran.
-# Version 1 to 5 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 6
+# 7: a question without an exact answer (a table of the user's own, `crawdad data own`): `gold`
+#    is null, and scored nowhere; a data question's `alignment` may be null (a real table has no
+#    CLadder story alignment). Nothing else changed.
+# Version 1 to 6 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 7
 
 Answer = Literal["yes", "no"]
 YES_NO = ("yes", "no")
@@ -251,7 +254,9 @@ class DebateRecord(Record):
     task: str = "cladder"  # crawdad.tasks: what the item is and how answers are scored
     question_id: int | str  # the item's id, whatever the task
     desc_id: str | None = None  # CLadder's description id
-    gold: str  # the right answer, in the task's form (CLadder: "yes" / "no")
+    # The right answer, in the task's form (CLadder: "yes" / "no"); None: the question has no
+    # exact answer (schema 7: a table of the user's own), so nothing scores this record.
+    gold: str | None
     rung: int | None = None  # CLadder's descriptors: set for every CLadder question
     query_type: str | None = None  # CLadder's query type (ate, ett, nde, ...)
     alignment: Alignment | None = None  # commonsense, anticommonsense or nonsense
@@ -292,11 +297,12 @@ class DebateRecord(Record):
     @model_validator(mode="after")
     def _cladder_is_yes_or_no(self) -> DebateRecord:
         """A CLadder record keeps schema 2's strictness: a yes/no label, yes/no answers (or
-        "uncertain", schema 6) and every descriptor."""
+        "uncertain", schema 6) and every descriptor. A data question (cladder-data) may have no
+        label and no alignment (schema 7: a table of the user's own)."""
         if self.task != "cladder" and not self.task.startswith("cladder-"):
             return self  # cladder-data and its kin are CLadder questions too
         answers = [self.final_answer, *self.agent_answers.values(), *(t.answer for t in self.turns)]
-        if self.gold not in YES_NO:
+        if self.gold not in YES_NO and not (self.gold is None and self.task != "cladder"):
             raise ValueError(f"a CLadder label is yes or no, not {self.gold!r}")
         wrong = [a for a in answers if a is not None and a not in (*YES_NO, UNCERTAIN)]
         if wrong:
@@ -304,7 +310,12 @@ class DebateRecord(Record):
                 f"a CLadder answer is yes or no (or {UNCERTAIN} where the prompt set allows "
                 f"it), not {wrong[0]!r}"
             )
-        missing = [k for k in ("rung", "query_type", "alignment") if getattr(self, k) is None]
+        needed = (
+            ("rung", "query_type", "alignment")
+            if self.task == "cladder"
+            else ("rung", "query_type")
+        )
+        missing = [k for k in needed if getattr(self, k) is None]
         if missing:
             raise ValueError(f"a CLadder record needs {', '.join(missing)}")
         return self

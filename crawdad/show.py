@@ -21,7 +21,7 @@ def _header(record: DebateRecord) -> list[str]:
         final += " (consensus)"
     head = [
         f"Question {record.question_id} ({record.desc_id or '-'}): rung {record.rung}, "
-        f"{record.query_type}, {record.alignment}; gold answer: {record.gold}",
+        f"{record.query_type}, {record.alignment}; gold answer: {record.gold or 'none (no exact answer)'}",
         f"Protocol {record.protocol}, prompt set {record.prompt_set or 'crawdad-v1'}; agents: "
         + ", ".join(f"{name} ({model})" for name, model in record.agents.items())
         + (f"; judge: {record.judge}" if record.judge else ""),

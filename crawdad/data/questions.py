@@ -67,10 +67,10 @@ class Question(BaseModel):
     background: str
     given_info: str
     question: str
-    answer: Answer
+    answer: Answer | None  # None: no exact answer (a data question over a table of one's own)
     rung: int
     query_type: str
-    alignment: Alignment
+    alignment: Alignment | None  # None: a model that states none (a table of one's own)
     story_id: str | None
     graph_id: str | None
     model_id: int | str
@@ -209,7 +209,12 @@ def _read_sources(path: Path, wanted: str | None) -> tuple[str, bytes, str, byte
 # --- validating and joining --------------------------------------------------------------------
 
 
-def alignment_of(model: dict[str, Any]) -> Alignment:
+def alignment_of(model: dict[str, Any]) -> Alignment | None:
+    """CLadder's story alignment; a model may state it, or state none (`"alignment": null`, as
+    `crawdad data own` writes for a real table, which has no story alignment)."""
+    if "alignment" in model:
+        stated = model["alignment"]
+        return stated if stated in ("commonsense", "anticommonsense", "nonsense") else None
     if model.get("anticommonsense") is not None:
         return "anticommonsense"
     if str(model.get("story_id") or "").startswith("nonsense"):
@@ -239,7 +244,9 @@ class RawQuestion(BaseModel):
     desc_id: StrictStr | None = None
     given_info: StrictStr
     question: Text
-    answer: Literal["yes", "no"]
+    # None (or absent): no exact answer, which only a data question may lack (a table of the
+    # user's own); `load_cladder(require_answers=True)` refuses it for CLadder's own questions.
+    answer: Literal["yes", "no"] | None = None
     meta: RawMeta
 
 
@@ -385,8 +392,12 @@ def _question(
     )
 
 
-def load_cladder(path: Path, questions_file: str | None = None) -> Dataset:
-    """Load and validate CLadder questions joined with their causal models."""
+def load_cladder(
+    path: Path, questions_file: str | None = None, *, require_answers: bool = True
+) -> Dataset:
+    """Load and validate CLadder questions joined with their causal models. Every question
+    needs its answer unless `require_answers` is False (data questions over a table of one's
+    own may have none)."""
     q_name, q_raw, m_name, m_raw = _read_sources(Path(path), questions_file)
     items = _check_list(_parse_json(q_raw, q_name), q_name)
     model_list = _check_list(_parse_json(m_raw, m_name), m_name)
@@ -405,6 +416,15 @@ def load_cladder(path: Path, questions_file: str | None = None) -> Dataset:
         if key not in invalid_models:
             model = by_id[key][0] if key in by_id else None
             problems += _join_problems(q, model, q_file, m_file)
+    if require_answers:
+        problems += [
+            f"{q_file}, question {q.question_id}: answer is "
+            f'{"null" if "answer" in items[i] else "missing"}; it must be "yes" or "no" (a '
+            "question without an exact answer is a data question: write it with `crawdad data "
+            'own` and run it with task = "cladder-data")'
+            for i, q in rows.items()
+            if q.answer is None
+        ]
     if problems:
         _raise_problems(problems)
     if not items:
@@ -469,7 +489,7 @@ def stratified_sample(questions: list[Question], k: int, seed: int) -> list[Ques
         return list(questions)
     strata: dict[tuple[int, str], list[Question]] = defaultdict(list)
     for q in questions:
-        strata[(q.rung, q.alignment)].append(q)
+        strata[(q.rung, q.alignment or "")].append(q)
     rng = random.Random(f"sample:{seed}")
     quotas = {key: k * len(v) / len(questions) for key, v in strata.items()}
     counts = {key: int(q) for key, q in quotas.items()}
@@ -524,9 +544,9 @@ def summary(questions: Sequence[Question]) -> dict[str, dict[str, int]]:
     for q in questions:
         for key, value in (
             ("rung", str(q.rung)),
-            ("alignment", q.alignment),
+            ("alignment", q.alignment or "none stated"),
             ("query_type", q.query_type),
-            ("answer", q.answer),
+            ("answer", q.answer or "no exact answer"),
         ):
             out[key][value] = out[key].get(value, 0) + 1
     return out

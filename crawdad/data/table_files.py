@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from crawdad.causal.estimate import Counts
+from crawdad.config import TableLimits
 
-MAX_TABLE_ROWS = 2_000_000  # rows of one table (a bigger file is named, not read into memory)
-MAX_TABLE_COLUMNS = 16  # the data tools' limit: 2^16 combinations of binary columns
 DOMAIN = ("0", "1")  # CLadder's variables are binary
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 
@@ -35,12 +34,18 @@ class TableFile:
     problems: list[str] = field(default_factory=list)
 
 
-def read_tables(folder: Path, wanted: dict[str, Iterable[str]]) -> dict[str, TableFile]:
+def read_tables(
+    folder: Path, wanted: dict[str, Iterable[str]], limits: TableLimits | None = None
+) -> dict[str, TableFile]:
     """Each file of `wanted` (relative path -> the columns its questions use), read and checked."""
-    return {rel: read_table(folder, rel, set(columns)) for rel, columns in wanted.items()}
+    limits = limits or TableLimits()
+    return {rel: read_table(folder, rel, set(columns), limits) for rel, columns in wanted.items()}
 
 
-def read_table(folder: Path, rel: str, columns: set[str]) -> TableFile:
+def read_table(
+    folder: Path, rel: str, columns: set[str], limits: TableLimits | None = None
+) -> TableFile:
+    limits = limits or TableLimits()
     out = TableFile(rel)
     path = _inside(folder, rel, out)
     if path is None:
@@ -52,14 +57,17 @@ def read_table(folder: Path, rel: str, columns: set[str]) -> TableFile:
     if not lines or not lines[0].strip():
         out.problems.append("empty: a table needs a header row of column names, then its rows")
         return out
-    if len(lines) - 1 > MAX_TABLE_ROWS:
-        out.problems.append(f"{len(lines) - 1:,} rows; a table has at most {MAX_TABLE_ROWS:,}")
+    if len(lines) - 1 > limits.max_rows:
+        out.problems.append(
+            f"{len(lines) - 1:,} rows; a table has at most {limits.max_rows:,} "
+            "(table_limits.max_rows)"
+        )
         return out
     grid = _cells(text, out)
     if grid is None:
         return out
     header, body = grid[0], grid[1:]
-    if not _header_ok(header, columns, out):
+    if not _header_ok(header, columns, limits.max_columns, out):
         return out
     _values_ok(header, body, out)
     if not out.problems:
@@ -124,14 +132,16 @@ def _cells(text: str, out: TableFile) -> list[list[str]] | None:
     ]
 
 
-def _header_ok(header: list[str], columns: set[str], out: TableFile) -> bool:
+def _header_ok(header: list[str], columns: set[str], max_columns: int, out: TableFile) -> bool:
     if all(h in DOMAIN for h in header):
         out.problems.append(
             "line 1: no header (its cells are values); the first line names the columns"
         )
         return False
-    if len(header) > MAX_TABLE_COLUMNS:
-        out.problems.append(f"{len(header)} columns; a table has at most {MAX_TABLE_COLUMNS}")
+    if len(header) > max_columns:
+        out.problems.append(
+            f"{len(header)} columns; a table has at most {max_columns} (table_limits.max_columns)"
+        )
     if blank := [i + 1 for i, h in enumerate(header) if not h]:
         out.problems.append(f"line 1: column(s) {blank} have no name")
     if bad := [h for h in header if h and not _NAME.match(h)]:

@@ -75,14 +75,15 @@ class AnswerKey:
         self,
         context: str,
         question: str,
-        gold: Answer,
+        gold: Answer | None,
         *,
         rung: int | None = None,
         question_id: int | str | None = None,
         alignment: str | None = None,
     ) -> None:
-        """Add a question: `context` is the given info (or any text ending with it)."""
-        if gold not in ("yes", "no"):
+        """Add a question: `context` is the given info (or any text ending with it); a None
+        `gold` is a question without an exact answer (the fake answers it by its belief)."""
+        if gold not in ("yes", "no", None):
             raise ValueError(f"gold must be 'yes' or 'no', not {gold!r}")
         line = question if question.lstrip().startswith(_QUESTION) else _QUESTION + question
         key = (_normalise(_last_paragraph(context)), _normalise(line))
@@ -94,7 +95,7 @@ class AnswerKey:
             return
         self._entries[key] = KeyEntry(gold, rung, question_id, alignment)
 
-    def add_block(self, block: str, gold: Answer, **kwargs: int | str | None) -> None:
+    def add_block(self, block: str, gold: Answer | None, **kwargs: int | str | None) -> None:
         """Add a question from its whole question block (or a whole prompt containing it)."""
         key = prompt_key(block)
         if key is None:

@@ -33,8 +33,8 @@ async def grade(setup: DebateSetup, item: Item, record: DebateRecord) -> None:
     with a response only)."""
     grader = setup.grader
     shown = [i for i, t in enumerate(record.turns) if t.text.strip()]
-    if grader is None or not record.ok or not shown:
-        return
+    if grader is None or not record.ok or not shown or record.gold is None:
+        return  # nothing to grade, or no ideal answer to grade against
     template = grading_template(setup.prompts, setup.grader_template)
     index = shown[-1]
     grading = Grading(

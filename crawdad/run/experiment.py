@@ -254,7 +254,7 @@ def prepare(
     """What `crawdad experiment FILE --data DATA` runs: each variant's config (the command's
     `flags` applied to all), the experiment's manifest, and each variant's questions (variants of
     two tasks, as MAC's pairs and whole graphs, each get their task's items)."""
-    from crawdad.tasks import task_named
+    from crawdad.tasks import load_items, task_named
 
     spec, sha = load_experiment(file)
     configs = variant_configs(spec, str(file), flags)
@@ -263,7 +263,7 @@ def prepare(
     for cfg in configs.values():
         if cfg.task not in by_task:
             task = task_named(cfg.task)
-            loaded = task.load(data, first.selection.questions_file)
+            loaded = load_items(task, data, first.selection.questions_file, first.table_limits)
             by_task[cfg.task] = task.select(loaded, first.selection, first.seed)
     dataset = {name: by_task[cfg.task] for name, cfg in configs.items()}
     return configs, experiment_manifest(spec, str(file), sha, list(configs)), dataset

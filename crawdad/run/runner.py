@@ -46,6 +46,7 @@ class RunSummary:
     finished: int = 0  # this session
     errored: int = 0  # this session
     correct: int = 0  # over the selected questions whose debate is finished
+    unscored: int = 0  # of those, questions without an exact answer (a table of one's own)
     consensus: int = 0
     done_total: int = 0
     outside: int = 0  # questions with lines in the folder that are not in this selection
@@ -68,16 +69,7 @@ class RunSummary:
         out = [
             f"{done}/{self.selected} selected debates finished in {self.out} "
             f"({self.finished} this session in {self.seconds:.1f} s; {self.already_done} were already done)",
-            (
-                f"graphs exactly right (the same edges as the truth) over these {done}: "
-                f"{self.correct / done:.3f}, consensus rate {self.consensus / done:.3f}; pair"
-                " accuracy, SHD and NHD are in the report (crawdad analyze)"
-                if self.graphs
-                else f"final accuracy over these {done}: {self.correct / done:.3f}, "
-                f"consensus rate {self.consensus / done:.3f}"
-            )
-            if done
-            else "no debate of this selection is finished yet: no accuracy to report",
+            self._score_line(),
         ]
         out += self._outside_lines()
         if self.tool_agents and self.finished and not self.tool_calls:
@@ -96,6 +88,29 @@ class RunSummary:
         if self.interrupted or self.remaining:
             out.append(f"{self.remaining} questions left: run the same command again to resume.")
         return out
+
+    def _score_line(self) -> str:
+        done, scored = self.done_total, self.done_total - self.unscored
+        if not done:
+            return "no debate of this selection is finished yet: no accuracy to report"
+        consensus = f"consensus rate {self.consensus / done:.3f}"
+        if self.graphs:
+            return (
+                f"graphs exactly right (the same edges as the truth) over these {done}: "
+                f"{self.correct / done:.3f}, {consensus}; pair accuracy, SHD and NHD are in the "
+                "report (crawdad analyze)"
+            )
+        if not scored:
+            return (
+                f"no exact answers to score these {done} against (questions of one's own): "
+                f"{consensus}; the answers are in the report (crawdad analyze)"
+            )
+        if self.unscored:
+            return (
+                f"final accuracy over the {scored} of these {done} with an exact answer: "
+                f"{self.correct / scored:.3f}; {consensus} over all {done}"
+            )
+        return f"final accuracy over these {done}: {self.correct / done:.3f}, {consensus}"
 
     def _outside_lines(self) -> list[str]:
         """The folder's lines for other questions: outside this selection, or in no question
@@ -339,6 +354,7 @@ def make_job(
         already_done=len(done_here),
         done_total=len(done_here),
         correct=len(scan.correct_ids & selected_ids),
+        unscored=len(scan.unscored_ids & selected_ids),
         consensus=len(scan.consensus_ids & selected_ids),
         tool_agents=[n for n, p in _roles(setup).items() if p.spec.tools],
         outside=len(outside),
@@ -417,7 +433,9 @@ class Progress:
     @staticmethod
     def figures(s: RunSummary) -> str:
         done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
-        return f"acc={s.correct / done:.3f} cons={s.consensus / done:.2f} err={s.errored}"
+        scored = s.done_total - s.unscored
+        acc = f"acc={s.correct / scored:.3f}" if scored else "acc=-"
+        return f"{acc} cons={s.consensus / done:.2f} err={s.errored}"
 
     def postfix(self, now: float) -> str:
         """The single bar of a plain run: its figures and the servers."""
@@ -558,7 +576,8 @@ async def run_jobs(
         if record.ok:
             summary.finished += 1
             summary.done_total += 1
-            summary.correct += record.final_answer == record.gold
+            summary.correct += record.gold is not None and record.final_answer == record.gold
+            summary.unscored += record.gold is None
             summary.consensus += record.consensus
             summary.tool_calls += sum(len(t.tool_calls) for t in record.turns)
         else:

@@ -47,6 +47,7 @@ class Scan:
     # The same two figures by question id, so that a caller can count them over its selection.
     correct_ids: set[str] = field(default_factory=set)
     consensus_ids: set[str] = field(default_factory=set)
+    unscored_ids: set[str] = field(default_factory=set)  # finished, no exact answer to score
     bad_lines: list[int] = field(default_factory=list)  # unparseable lines kept in place (1-based)
     other_seed: dict[str, int] = field(default_factory=dict)  # question id -> seed of its line
 
@@ -298,9 +299,10 @@ class RunStore:
                 scan.other_seed.pop(str(record.question_id), None)
                 latest[str(record.question_id)] = (
                     record.ok,
-                    record.final_answer == record.gold,
+                    record.gold is not None and record.final_answer == record.gold,
                     record.consensus,
                     record.error,
+                    record.gold is None,
                 )
         if scan.bad_lines and scan.bad_lines[-1] == number and offset > good_end:
             self._set_aside_tail(good_end)
@@ -320,9 +322,11 @@ class RunStore:
                 ", ".join(str(x) for x in sorted(set(scan.other_seed.values()))),
                 seed,
             )
-        for qid, (ok, correct, consensus, error) in latest.items():
+        for qid, (ok, correct, consensus, error, unscored) in latest.items():
             if ok:
                 scan.finished.add(qid)
+                if unscored:
+                    scan.unscored_ids.add(qid)
                 scan.correct += correct
                 scan.consensus += consensus
                 if correct:

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, MutableMapping
 from importlib import import_module
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from crawdad.errors import ConfigError
 from crawdad.tasks.base import Task
+
+if TYPE_CHECKING:
+    from crawdad.config import TableLimits
 
 # name -> (module, class, arguments). A task's module is imported when a run uses it: the
 # discovery tasks read data with pandas, the data tasks estimate with numpy, and a CLadder run
@@ -69,4 +74,14 @@ def task_named(name: str) -> Task:
         raise ConfigError(f"task: no task {name!r}; the tasks are {', '.join(TASKS)}") from None
 
 
-__all__ = ["TASKS", "Task", "task_named"]
+def load_items(
+    task: Task, path: Path, questions_file: str | None, limits: TableLimits | None = None
+) -> Any:
+    """`task.load`, given the table limits where it takes them (a task of one's own written
+    before they existed takes no `limits` and is called as it was)."""
+    if "limits" in inspect.signature(task.load).parameters:
+        return task.load(path, questions_file, limits=limits)
+    return task.load(path, questions_file)
+
+
+__all__ = ["TASKS", "Task", "load_items", "task_named"]

@@ -17,7 +17,7 @@ from crawdad.backends.base import ChatResult
 from crawdad.records import ExtractionMethod
 
 if TYPE_CHECKING:
-    from crawdad.config import SelectionConfig
+    from crawdad.config import SelectionConfig, TableLimits
     from crawdad.records import DatasetInfo, Turn
 
 # A model asked one structured question (the extractor): prompt and JSON schema in, reply out.
@@ -70,8 +70,11 @@ class Task(Protocol):
     # The prompt set written for it (`prompts/<set>/`, whose set.toml names this task).
     prompt_set: str
 
-    def load(self, path: Path, questions_file: str | None = None) -> Items:
-        """A dataset file or folder -> validated items; a DataError naming what to fix."""
+    def load(
+        self, path: Path, questions_file: str | None = None, *, limits: TableLimits | None = None
+    ) -> Items:
+        """A dataset file or folder -> validated items; a DataError naming what to fix.
+        `limits`: the size bounds of the items' table files, for a task whose items have them."""
         ...
 
     def select(self, dataset: Items, selection: SelectionConfig, seed: int) -> Items:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from crawdad.backends.base import ChatResult
-from crawdad.config import SelectionConfig
+from crawdad.config import SelectionConfig, TableLimits
 from crawdad.data.questions import Dataset, Question, load_cladder, select
 from crawdad.records import Turn
 from crawdad.scoring.step_reading import extract_steps, score_call
@@ -25,7 +25,9 @@ class CladderTask(YesNoAnswers):
     prompt_set = "paper"
     report_sections: tuple[str, ...] = ("crawdad.analysis.tasks.cladder",)
 
-    def load(self, path: Path, questions_file: str | None = None) -> Dataset:
+    def load(
+        self, path: Path, questions_file: str | None = None, *, limits: TableLimits | None = None
+    ) -> Dataset:
         return load_cladder(path, questions_file)
 
     def select(self, dataset: Dataset, selection: SelectionConfig, seed: int) -> Dataset:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crawdad.backends.base import ChatResult
 from crawdad.causal.estimate import Counts
+from crawdad.config import TableLimits
 from crawdad.data.questions import Dataset, Question, load_cladder, read_raw
 from crawdad.data.table_files import TableFile, counts_over, first_difference, read_tables
 from crawdad.errors import DataError
@@ -133,10 +134,12 @@ def data_question(
     return DataQuestion(**fields, data=facts, meta=plain, table=tables[key])
 
 
-def load_data_questions(path: Path, questions_file: str | None = None) -> Dataset:
+def load_data_questions(
+    path: Path, questions_file: str | None = None, limits: TableLimits | None = None
+) -> Dataset:
     """A `crawdad data tables` folder -> DataQuestions (one Table per table, shared by its
     questions); a DataError naming `crawdad data tables` for a folder without tables."""
-    dataset = load_cladder(path, questions_file)
+    dataset = load_cladder(path, questions_file, require_answers=False)
     raw, raw_models, _ = read_raw(path, questions_file)
     models = {str(m.get("model_id")): m for m in raw_models if isinstance(m, dict)}
     metas = {str(q.get("question_id")): q.get("meta") or {} for q in raw if isinstance(q, dict)}
@@ -152,7 +155,8 @@ def load_data_questions(path: Path, questions_file: str | None = None) -> Datase
             "`crawdad data tables DATA --out DIR` writes; for CLadder's own questions use "
             'task = "cladder"'
         )
-    files = _checked_files(path, [metas[str(q.question_id)]["data"] for q in dataset.questions])
+    datas = [metas[str(q.question_id)]["data"] for q in dataset.questions]
+    files = _checked_files(path, datas, limits)
     try:
         items = [
             data_question(q, metas[str(q.question_id)], tables, files, models.get(str(q.model_id)))
@@ -163,7 +167,9 @@ def load_data_questions(path: Path, questions_file: str | None = None) -> Datase
     return Dataset(questions=items, info=dataset.info, universe=dataset.universe)  # type: ignore[arg-type]
 
 
-def _checked_files(folder: Path, datas: list[Any]) -> dict[str, TableFile]:
+def _checked_files(
+    folder: Path, datas: list[Any], limits: TableLimits | None = None
+) -> dict[str, TableFile]:
     """Every table the questions name, read from its file and checked; one DataError listing
     every problem of every file (nothing runs on a folder that is not clean)."""
     wanted: dict[str, set[str]] = {}
@@ -171,7 +177,7 @@ def _checked_files(folder: Path, datas: list[Any]) -> dict[str, TableFile]:
         if isinstance(data, dict) and isinstance(data.get("table"), str):
             columns = data.get("columns") if isinstance(data.get("columns"), list) else []
             wanted.setdefault(data["table"], set()).update(str(c) for c in columns)
-    files = read_tables(folder, wanted)
+    files = read_tables(folder, wanted, limits)
     bad = [f for f in files.values() if f.problems]
     if bad:
         lines = [f"  - {f.path}: {p}" for f in bad for p in f.problems]
@@ -194,8 +200,10 @@ class CladderDataTask(CladderTask):
         self.name = name
         self.counts = counts  # False: the counts are left out of the question text
 
-    def load(self, path: Path, questions_file: str | None = None) -> Dataset:
-        return load_data_questions(path, questions_file)
+    def load(
+        self, path: Path, questions_file: str | None = None, *, limits: TableLimits | None = None
+    ) -> Dataset:
+        return load_data_questions(path, questions_file, limits)
 
     def show(self, item: Question) -> str:
         if self.counts or COUNTS_MARK not in item.given_info:

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from crawdad.errors import CrawdadError
 from crawdad.show import _answer, _title, format_debate
-from crawdad.view.index import OUTCOMES, Entry, RunIndex, Source, open_sources
+from crawdad.view.index import PERSUASION, Entry, RunIndex, Source, open_sources
 from crawdad.view.query import SORTS, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
@@ -168,14 +168,14 @@ class Viewer:
         for run in self.runs.values():
             per: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
             for e in run.entries.values():
-                if e.responses >= 3 and not e.errored:
+                if e.responses >= 3 and e.outcome in PERSUASION:
                     per[e.first_speaker][str(e.rung)][e.outcome] += 1
                     per[e.first_speaker]["all"][e.outcome] += 1
             bars[run.label] = {
                 a: dict(sorted(r.items(), key=lambda kv: (kv[0] == "all", kv[0])))
                 for a, r in sorted(per.items())
             }
-        return self.render("outcomes.html", bars=bars, outcomes=OUTCOMES[:-1])
+        return self.render("outcomes.html", bars=bars, outcomes=PERSUASION)
 
     async def report(self, request: web.Request) -> web.Response:
         from crawdad.analysis.html import body_html

@@ -21,7 +21,9 @@ from crawdad.run.store import (
     require_run_folder,
 )
 
-OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error")
+# Persuasion outcomes, then the debates that have none: an error, or no exact answer to score.
+OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error", "unscored")
+PERSUASION = OUTCOMES[:-2]
 
 
 @dataclass(slots=True)
@@ -38,7 +40,7 @@ class Entry:
     alignment: str
     protocol: str
     first_speaker: str
-    gold: str
+    gold: str | None  # None: no exact answer (a table of one's own)
     final_answer: str | None
     outcome: str  # one of OUTCOMES
     consensus: bool
@@ -52,11 +54,14 @@ class Entry:
     started_at: str  # ISO text as written ("" if none)
 
 
-def outcome_of(first: str | None, final: str | None, gold: str, errored: bool) -> str:
+def outcome_of(first: str | None, final: str | None, gold: str | None, errored: bool) -> str:
     """First speaker's round-0 answer -> the final answer, as analysis.metrics.persuasion names
-    it (U: the first answer was not extracted; a final answer not extracted counts as wrong)."""
+    it (U: the first answer was not extracted; a final answer not extracted counts as wrong);
+    "unscored" for a question without an exact answer."""
     if errored:
         return "error"
+    if gold is None:
+        return "unscored"
     a = "U" if first is None else ("C" if first == gold else "I")
     return f"{a}->{'C' if final == gold else 'I'}"
 
@@ -65,7 +70,7 @@ def _entry(run: str, raw: dict[str, Any], offset: int, length: int, line_no: int
     turns = raw.get("turns") or []
     first = next((t for t in turns if t.get("round") == 0), None)
     errored = raw.get("error") is not None
-    gold = str(raw.get("gold"))
+    gold = None if raw.get("gold") is None else str(raw["gold"])
     final = raw.get("final_answer")
     return Entry(
         run=run,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from crawdad.backends.base import ChatResult
-from crawdad.config import SelectionConfig
+from crawdad.config import SelectionConfig, TableLimits
 from crawdad.data.discovery_public import load_graphs
 from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet
 from crawdad.errors import DataError
@@ -77,7 +77,9 @@ class DiscoveryPairsTask(YesNoAnswers):
     prompt_set = "mac-pairs"
     report_sections = ("crawdad.analysis.tasks.discovery",)
 
-    def load(self, path: Path, questions_file: str | None = None) -> PairDataset:
+    def load(
+        self, path: Path, questions_file: str | None = None, *, limits: TableLimits | None = None
+    ) -> PairDataset:
         found = load_graphs(path, questions_file)
         return _dataset(_with_truth(found), _info(found, questions_file))
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad.backends.base import ChatResult
 from crawdad.causal.edge_text import format_edges, parse_edges, same_edges
-from crawdad.config import SelectionConfig
+from crawdad.config import SelectionConfig, TableLimits
 from crawdad.data.discovery_public import load_graphs
 from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet
 from crawdad.data.questions import parse_ranges
@@ -112,7 +112,9 @@ class DiscoveryGraphTask:
     prompt_set = "mac-graph"
     report_sections = ("crawdad.analysis.tasks.discovery",)
 
-    def load(self, path: Path, questions_file: str | None = None) -> GraphDataset:
+    def load(
+        self, path: Path, questions_file: str | None = None, *, limits: TableLimits | None = None
+    ) -> GraphDataset:
         found = load_graphs(path, questions_file)
         return _dataset(found.graphs, _info(found, questions_file))
 
