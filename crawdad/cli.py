@@ -821,18 +821,20 @@ def data_info(
     """Load a dataset, check it, and print its counts."""
     from crawdad.data.questions import load_cladder, summary
 
-    dataset = load_cladder(data, questions_file)
+    tables = Path(data).is_dir() and (Path(data) / "tables").is_dir()  # answered from data
+    # A data question may have no exact answer (a table of one's own); CLadder's own may not.
+    dataset = load_cladder(data, questions_file, require_answers=not tables)
     typer.echo(
         f"{dataset.info.questions_file}: {dataset.info.n_total} questions (sha256 {dataset.info.sha256[:12]})"
     )
     for key, counts in summary(dataset.questions).items():
         typer.echo(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
-    if Path(data).is_dir() and (Path(data) / "tables").is_dir():  # questions answered from data
+    if tables:
         from crawdad.tasks.cladder_data import load_data_questions
 
         items = load_data_questions(data, questions_file).questions  # every table checked
-        tables = {q.data.table for q in items}  # type: ignore[attr-defined]
-        typer.echo(f"  tables: {len(tables)} read from their files and checked")
+        files = {q.data.table for q in items}  # type: ignore[attr-defined]
+        typer.echo(f"  tables: {len(files)} read from their files and checked")
 
 
 @data_app.command("audit")

@@ -129,3 +129,14 @@ def test_table_limits_are_the_configs(answered: Path) -> None:
     with pytest.raises(DataError, match=r"at most 2 \(table_limits.max_columns\)"):
         load_data_questions(answered, limits=TableLimits(max_columns=2))
     assert load_data_questions(answered, limits=TableLimits(max_rows=rows)).questions
+
+
+def test_data_info_checks_a_folder_of_ones_own(answered: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from crawdad.cli import app
+
+    own = _without_answers(answered, tmp_path / "own")
+    result = CliRunner().invoke(app, ["data", "info", str(own)])
+    assert result.exit_code == 0, result.output
+    assert "answer: no exact answer=" in result.output and "read from their files" in result.output
