@@ -7,7 +7,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from typer.core import TyperGroup
@@ -63,7 +63,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-data_app = typer.Typer(help="Get and inspect CLadder.", no_args_is_help=True)
+data_app = typer.Typer(
+    help="Get and inspect CLadder; write questions answered from data.", no_args_is_help=True
+)
 app.add_typer(data_app, name="data")
 
 ConfigOpt = Annotated[
@@ -934,6 +936,102 @@ def data_tables(
         f"{result.perfect_agrees}"
         + (f" ({left} questions left out: see TABLES.md)" if left else "")
     )
+
+
+def _pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
+    """COL=VALUE flags -> {COL: VALUE}; a UsageProblem for one without `=`."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageProblem(f"{flag} {item!r}: write COLUMN=VALUE, e.g. {flag} {example}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@data_app.command("own")
+def data_own(
+    table: Annotated[
+        Path,
+        typer.Argument(
+            help="Your CSV: a header, then one row per observation; each column two-valued."
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Folder for the questions (created, or added to)."),
+    ],
+    treatment: Annotated[str, typer.Option(help="The column whose effect the question asks.")],
+    outcome: Annotated[str, typer.Option(help="The column it has an effect on.")],
+    graph: Annotated[
+        str | None,
+        typer.Option(
+            help='The causal graph over the columns, e.g. "Z->X, Z->Y, X->Y" (without: none is'
+            " stated, and the agents choose their own adjustment)."
+        ),
+    ] = None,
+    question: Annotated[
+        str | None,
+        typer.Option(help="The question's wording (default: one made from the names)."),
+    ] = None,
+    answer: Annotated[
+        Literal["yes", "no"] | None,
+        typer.Option(
+            help="The right answer, if you know it (without: none; the report lists the answers"
+            " but cannot score accuracy)."
+        ),
+    ] = None,
+    codes: Annotated[
+        list[str],
+        typer.Option(
+            "--code",
+            help="COL=VALUE: the value of a column coded 1 (needed unless its values are 0/1,"
+            " yes/no, true/false or y/n; repeatable).",
+        ),
+    ] = [],  # noqa: B006
+    names: Annotated[
+        list[str],
+        typer.Option(
+            "--name", help="COL=NAME: the column's name in the story (default: its header)."
+        ),
+    ] = [],  # noqa: B006
+    context: Annotated[
+        str | None,
+        typer.Option(
+            help="The story before the data (the model's background; default: a sentence naming"
+            " the columns)."
+        ),
+    ] = None,
+    query_type: Annotated[
+        Literal["ate", "ett", "correlation"],
+        typer.Option(help="What it asks: ate (rung 2), ett (rung 3) or correlation (rung 1)."),
+    ] = "ate",
+    counts_in_text: Annotated[
+        bool, typer.Option(help="Show the counts per combination in the question's text.")
+    ] = False,
+    graph_in_text: Annotated[
+        bool, typer.Option(help="State --graph in the story, in CLadder's words.")
+    ] = True,
+) -> None:
+    """A question answered from your own table: writes (or adds to) a data-question folder."""
+    from crawdad.data.own_table import OwnSpec, add_own_question, summary
+
+    _check_out(out)
+    spec = OwnSpec(
+        treatment=treatment,
+        outcome=outcome,
+        query_type=query_type,
+        question=question,
+        answer=answer,
+        graph=graph,
+        codes=_pairs(codes, "--code", "treatment=open"),
+        names=_pairs(names, "--name", '"stone_size=stone size"'),
+        context=context,
+        counts_in_text=counts_in_text,
+        graph_in_text=graph_in_text,
+    )
+    for line in summary(add_own_question(table, out, spec)):
+        typer.echo(line)
 
 
 @app.command("discover-baseline")
