@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crawdad.data.table_files import MAX_TABLE_COLUMNS, MAX_TABLE_ROWS
+from crawdad.config import TableLimits
 from crawdad.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ MISSING = ("", "nan", "na", "n/a", "null")  # compared in lower case
 # The pairs coded without --code: (the value coded 1, the value coded 0), in lower case.
 BOOLEAN = (("1", "0"), ("yes", "no"), ("true", "false"), ("y", "n"))
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
+
+LIMITS = TableLimits()  # a table written here is checked again against the run's config
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -104,9 +106,9 @@ def read_own_table(path: Path, codes: Mapping[str, str]) -> OwnTable:
             f"{path}: line 1: the column name(s) {', '.join(dup)} appear twice (written as plain"
             " names, each non-word character as _); give each column its own name"
         )
-    if len(headers) > MAX_TABLE_COLUMNS:
+    if len(headers) > LIMITS.max_columns:
         raise DataError(
-            f"{path}: {len(headers)} columns; the data tools take at most {MAX_TABLE_COLUMNS}: "
+            f"{path}: {len(headers)} columns; the data tools take at most {LIMITS.max_columns}: "
             "keep the columns the question needs in a smaller CSV"
         )
     stem = re.sub(r"[^\w.-]", "_", path.stem)
@@ -139,7 +141,7 @@ def _read_frame(path: Path) -> pd.DataFrame:
             keep_default_na=False,
             skip_blank_lines=False,  # so that row i is line i + 1 of the file
             encoding="utf-8-sig",
-            nrows=MAX_TABLE_ROWS + 2,
+            nrows=LIMITS.max_rows + 2,
         )
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
@@ -159,8 +161,8 @@ def _read_frame(path: Path) -> pd.DataFrame:
     body.columns = header
     if body.empty:
         raise DataError(f"{path}: a header and no rows; a table needs observations")
-    if len(body) > MAX_TABLE_ROWS:
-        raise DataError(f"{path}: more than {MAX_TABLE_ROWS:,} rows; a table has at most that")
+    if len(body) > LIMITS.max_rows:
+        raise DataError(f"{path}: more than {LIMITS.max_rows:,} rows; a table has at most that")
     return body
 
 

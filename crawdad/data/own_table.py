@@ -152,6 +152,7 @@ def build_model(
         "model_id": model_id,
         "story_id": STORY,
         "graph_id": STORY,
+        "alignment": None,  # a real table has no CLadder story alignment
         "structure": ",".join(f"{a}->{b}" for a, b in edges or []),
         "background": background,
         "variable_mapping": mapping,
