@@ -8,6 +8,8 @@ import pandas as pd
 from crawdad.analysis.load import Run
 from crawdad.analysis.section import Block, Section, Table
 
+from crawdad.records import ToolCall
+
 HEADING = "Questions without an exact answer"
 
 # What the report computes only against an exact answer (each run's sections, the task's).
@@ -34,8 +36,26 @@ ANSWER_COLUMNS = [
     "end",
     "agent_answers",
     "tools_called",
+    "tool_values",
     "error",
 ]
+
+
+def _values(calls: list[ToolCall]) -> str:
+    """What the tools computed: each value a call returned, with how (an estimate's method and
+    adjustment set), in call order."""
+    out = []
+    for c in calls:
+        result = c.result if isinstance(c.result, dict) else {}
+        value = result.get("value")
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        how = [str(result["method"])] if result.get("method") else []
+        if result.get("adjustment"):
+            how.append("adjusting for " + ", ".join(map(str, result["adjustment"])))
+        label = str(result.get("effect") or c.name)
+        out.append(f"{label} = {value:.4g}" + (f" ({'; '.join(how)})" if how else ""))
+    return "; ".join(out)
 
 
 def _per_question(run: Run) -> pd.DataFrame:
@@ -44,7 +64,8 @@ def _per_question(run: Run) -> pd.DataFrame:
     rows = []
     for d in run.debates.itertuples(index=False):
         rec = records.get(str(d.question_id))
-        calls = [c.name for t in rec.turns for c in t.tool_calls] if rec is not None else []
+        made = [c for t in rec.turns for c in t.tool_calls] if rec is not None else []
+        calls = [c.name for c in made]
         rows.append(
             {
                 "question_id": d.question_id,
@@ -57,6 +78,7 @@ def _per_question(run: Run) -> pd.DataFrame:
                 "end": d.end,
                 "agent_answers": "; ".join(f"{a}: {x or '-'}" for a, x in d.agent_answers),
                 "tools_called": ", ".join(f"{n} x{calls.count(n)}" for n in sorted(set(calls))),
+                "tool_values": _values(made),
                 "error": d.error,
             }
         )
@@ -79,6 +101,7 @@ def unscored_section(run: Run) -> Section:
     d = run.debates
     ok = d[~d["errored"]]
     agreed = int(ok["consensus"].sum())
+    several = any(len(agents) > 1 for agents in d["agents"])
     intro = (
         f"{len(d)} debate{'s' if len(d) != 1 else ''} over questions that have no exact answer (`gold` is null: a table of "
         "one's own). They are answered, never scored: no table of this report that compares an "
@@ -91,7 +114,9 @@ def unscored_section(run: Run) -> Section:
             "unscored_answers",
             _answer_counts(d),
             "Final answers",
-            f"The agents agreed in {agreed} of {len(ok)} finished debates.",
+            f"The agents agreed in {agreed} of {len(ok)} finished debates."
+            if several
+            else f"{len(ok)} finished, one agent each.",
             fold="never",
         ),
         Table(
@@ -99,7 +124,8 @@ def unscored_section(run: Run) -> Section:
             _per_question(run),
             "Each question's answers",
             "Initial: the first speaker's first answer; final: the protocol's answer; agent "
-            "answers: each agent's last; tools: the calls made in the debate.",
+            "answers: each agent's last; tools: the calls made in the debate, and the values "
+            "they computed.",
         ),
     ]
     return Section(HEADING, blocks)

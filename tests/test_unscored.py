@@ -96,6 +96,16 @@ def test_a_run_over_a_table_of_ones_own_is_answered_and_reported_unscored(
     assert dict(zip(counts["final_answer"], counts["debates"], strict=True)) == finals.to_dict()
     each = pd.read_csv(folder / "unscored_debates.csv")
     assert sorted(each["question_id"].astype(str)) == sorted(str(r.question_id) for r in records)
+    values = [
+        c.result["value"]
+        for r in records
+        for t in r.turns
+        for c in t.tool_calls
+        if isinstance(c.result, dict) and "value" in c.result
+    ]
+    assert values  # the fake agents estimate from the tables: what they got is shown
+    shown = " ".join(each["tool_values"].fillna(""))
+    assert all(f"{v:.4g}" in shown for v in values)
 
 
 def test_scores_count_only_the_questions_with_an_exact_answer(
