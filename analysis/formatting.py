@@ -51,6 +51,13 @@ def fmt_pct(x: float, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}"
 
 
+def fmt_pct_ci(x: float, lo: float, hi: float) -> str:
+    """0.84, 0.80, 0.88 -> "84.0 (80.0–88.0)"; "-" without a value."""
+    if fmt_pct(x) == "-":
+        return "-"
+    return f"{fmt_pct(x)} ({fmt_pct(lo)}–{fmt_pct(hi)})"
+
+
 def fmt_p(p: float) -> str:
     """p-values: 3 significant digits, "<0.001" below that."""
     if p is None or (isinstance(p, float) and math.isnan(p)):

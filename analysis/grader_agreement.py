@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
+from crawdad.analysis.formatting import fmt_pct
 from crawdad.analysis.section import Section, Table
 
 from crawdad.records import DebateRecord
@@ -55,10 +56,6 @@ def grading_table(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def _pct(x: float) -> str:
-    return "-" if pd.isna(x) else f"{100 * x:.1f}"
-
-
 def grading_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[Section]:
     """The report's section (none when no run was graded)."""
     table = grading_table(named_runs)
@@ -69,9 +66,9 @@ def grading_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> lis
             "run": table["run"],
             "grader": table["grader"],
             "graded": table["n"],
-            "exact accuracy %": [_pct(x) for x in table["exact_acc"]],
-            "grader accuracy %": [_pct(x) for x in table["grader_acc"]],
-            "agreement %": [_pct(x) for x in table["agreement"]],
+            "exact accuracy %": [fmt_pct(x) for x in table["exact_acc"]],
+            "grader accuracy %": [fmt_pct(x) for x in table["grader_acc"]],
+            "agreement %": [fmt_pct(x) for x in table["agreement"]],
             "kappa": ["-" if pd.isna(k) else f"{k:.2f}" for k in table["kappa"]],
             "no verdict": table["no_verdict"],
         }

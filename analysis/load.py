@@ -42,6 +42,7 @@ __all__ = [
     "TURN_COLUMNS",
     "Run",
     "agent_label",
+    "by_gold",
     "concat",
     "load_run",
     "load_runs",
@@ -182,22 +183,17 @@ class Run:
             if str(r.question_id) in ids
         ]
 
-    def _kept(self, keep: pd.Series) -> Run:
-        if bool(keep.all()):
-            return self
-        ids = set(self.debates.loc[keep, "question_id"])
-        turns = self.turns[self.turns["question_id"].isin(ids)].reset_index(drop=True)
-        return replace(self, debates=self.debates[keep].reset_index(drop=True), turns=turns)
-
     def scored(self) -> Run:
         """The run's debates over questions with an exact answer (all of them, for CLadder's
         own): what every score is computed over."""
-        return self._kept(self.debates["gold"].notna()) if len(self.debates) else self
+        debates, turns = by_gold(self.debates, self.turns)
+        return replace(self, debates=debates, turns=turns)
 
     def unscored(self) -> Run:
         """The run's debates over questions without an exact answer (`gold` null: a table of
         one's own, schema 7): answered, but nothing can score them."""
-        return self._kept(self.debates["gold"].isna()) if len(self.debates) else self
+        debates, turns = by_gold(self.debates, self.turns, known=False)
+        return replace(self, debates=debates, turns=turns)
 
     @property
     def simulated(self) -> bool:
@@ -639,6 +635,17 @@ def load_runs(paths: Sequence[Path | str], *, workers: int | None = None) -> lis
     return [
         load_run(p, label, workers=workers) for p, label in zip(ps, _unique_labels(ps), strict=True)
     ]
+
+
+def by_gold(
+    debates: pd.DataFrame, turns: pd.DataFrame, known: bool = True
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The debates, and their turns, over questions with an exact answer (`known`) or without
+    one (a table of one's own: `gold` null, in both frames)."""
+    keep_d, keep_t = debates["gold"].notna() == known, turns["gold"].notna() == known
+    if bool(keep_d.all()) and bool(keep_t.all()):
+        return debates, turns
+    return debates[keep_d].reset_index(drop=True), turns[keep_t].reset_index(drop=True)
 
 
 def concat(runs: Sequence[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -24,7 +24,7 @@ from crawdad.analysis import scorecard as SC
 from crawdad.analysis.experiment_folder import is_experiment
 from crawdad.analysis.formatting import fmt_p, table1_latex, table1_wide, to_markdown
 from crawdad.analysis.grader_agreement import grading_section
-from crawdad.analysis.load import Run, concat, load_runs
+from crawdad.analysis.load import Run, by_gold, concat, load_runs
 from crawdad.analysis.report_files import ReportWriter, write_into
 from crawdad.analysis.section import Block, Plot, Section, Table
 from crawdad.analysis.shards import pool_shards
@@ -141,19 +141,9 @@ shown for which model."""
 def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Every table of the report, for all runs at once (each has a `run` column), over the
     debates with an exact answer (those without one are scored nowhere: `analysis.unscored`)."""
-    debates, turns = scored_frames(debates, turns)
+    debates, turns = by_gold(debates, turns)
     tables = {name: RP.restricted(name, fn)(debates, turns) for name, (_, fn) in TABLES.items()}
     return tables | RP.protocol_tables(debates, turns)
-
-
-def scored_frames(debates: pd.DataFrame, turns: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The debates (and their turns) over questions with an exact answer."""
-    keep = debates["gold"].notna()
-    if bool(keep.all()):
-        return debates, turns
-    pairs = set(zip(debates.loc[keep, "run"], debates.loc[keep, "question_id"], strict=True))
-    mine = [(r, q) in pairs for r, q in zip(turns["run"], turns["question_id"], strict=True)]
-    return debates[keep].reset_index(drop=True), turns[mine].reset_index(drop=True)
 
 
 def _slug(label: str) -> str:
@@ -715,7 +705,7 @@ def _add_unscored(sections: list[Section], runs: list[Run]) -> list[Section]:
     by_folder = {s.folder: s for s in sections if s.heading.startswith("Run `")}
     for run in runs:
         open_ = run.unscored()
-        if not (len(open_.debates) and open_.debates["gold"].isna().all()):
+        if open_.debates.empty:
             continue
         part = unscored_section(open_)
         part.blocks += _tool_section(open_, "unscored_tool_use")

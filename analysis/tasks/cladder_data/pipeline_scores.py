@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+from crawdad.analysis.formatting import fmt_pct, fmt_pct_ci
 from crawdad.analysis.metrics._stats import bootstrap_proportion
 from crawdad.analysis.section import Block, Table
 
@@ -187,14 +188,6 @@ def steps_table(ways: Ways) -> pd.DataFrame:
 # --- the report's part ---------------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
-    return "-" if pd.isna(x) else f"{100 * x:.1f}"
-
-
-def _with_ci(x: float, lo: float, hi: float) -> str:
-    return "-" if pd.isna(x) else f"{_pct(x)} ({_pct(lo)}–{_pct(hi)})"
-
-
 def _share(x: float) -> str:
     return "-" if pd.isna(x) else f"{x:.2f}"
 
@@ -223,7 +216,7 @@ def pipeline_blocks(ways: Ways) -> list[Block]:
             "n": e2e["n"],
             **{
                 f"{name} % (CI)": [
-                    _with_ci(*v)
+                    fmt_pct_ci(*v)
                     for v in zip(e2e[name], e2e[f"{name} lo"], e2e[f"{name} hi"], strict=True)
                 ]
                 for name in RATES
@@ -236,15 +229,15 @@ def pipeline_blocks(ways: Ways) -> list[Block]:
             "run": steps["run"],
             "agent": steps["agent"],
             "n": steps["n"],
-            "tool ran %": [_pct(x) for x in steps["tool_ran"]],
+            "tool ran %": [fmt_pct(x) for x in steps["tool_ran"]],
             "tool result right % (CI)": [
-                _with_ci(*v)
+                fmt_pct_ci(*v)
                 for v in zip(
                     steps["tool_correct"], steps["tool_ci_lo"], steps["tool_ci_hi"], strict=True
                 )
             ],
             "interpretation right % (CI)": [
-                _with_ci(*v)
+                fmt_pct_ci(*v)
                 for v in zip(
                     steps["interpretation"],
                     steps["interp_ci_lo"],
@@ -253,7 +246,7 @@ def pipeline_blocks(ways: Ways) -> list[Block]:
                 )
             ],
             "answer vs label % (CI)": [
-                _with_ci(*v)
+                fmt_pct_ci(*v)
                 for v in zip(
                     steps["answer_acc"], steps["answer_ci_lo"], steps["answer_ci_hi"], strict=True
                 )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
+from crawdad.analysis.formatting import fmt_p, fmt_pct, fmt_pct_ci
 from crawdad.analysis.load import Run
 from crawdad.analysis.metrics._stats import (
     bootstrap_paired_difference,
@@ -209,14 +210,6 @@ def cost_table(ways: Ways) -> pd.DataFrame:
 # --- the report's section -----------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
-    return "-" if pd.isna(x) else f"{100 * x:.1f}"
-
-
-def _with_ci(x: float, lo: float, hi: float) -> str:
-    return "-" if pd.isna(x) else f"{_pct(x)} ({_pct(lo)}–{_pct(hi)})"
-
-
 def _shown_accuracy(acc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -225,19 +218,19 @@ def _shown_accuracy(acc: pd.DataFrame) -> pd.DataFrame:
             "group": acc["group"],
             "n": acc["n"],
             "vs label % (CI)": [
-                _with_ci(a, lo, hi)
+                fmt_pct_ci(a, lo, hi)
                 for a, lo, hi in zip(acc["acc"], acc["ci_lo"], acc["ci_hi"], strict=True)
             ],
             "vs perfect % (CI)": [
-                _with_ci(a, lo, hi)
+                fmt_pct_ci(a, lo, hi)
                 for a, lo, hi in zip(
                     acc["acc_perfect"], acc["perfect_ci_lo"], acc["perfect_ci_hi"], strict=True
                 )
             ],
-            "perfect vs label %": [_pct(x) for x in acc["perfect_acc"]],
+            "perfect vs label %": [fmt_pct(x) for x in acc["perfect_acc"]],
             "gap (points)": ["-" if pd.isna(g) else f"{100 * g:+.1f}" for g in acc["gap"]],
-            "uncertain %": [_pct(x) for x in acc["uncertain_rate"]],
-            "no answer %": [_pct(x) for x in acc["unreadable_rate"]],
+            "uncertain %": [fmt_pct(x) for x in acc["uncertain_rate"]],
+            "no answer %": [fmt_pct(x) for x in acc["unreadable_rate"]],
         }
     )
 
@@ -247,8 +240,6 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
     ways = {label: records for label, records in named_runs}
     if not any(is_data_backed(r) for rs in ways.values() for r in rs):
         return []
-    from crawdad.analysis.formatting import fmt_p
-
     perfect = perfect_answers(ways)  # the questions with a table: a stated-numbers run keeps those
     ways = {k: [r for r in v if str(r.question_id) in perfect] for k, v in ways.items()}
     ways = {k: v for k, v in ways.items() if v}
@@ -292,8 +283,8 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
                 "run": paired["run"],
                 "against": paired["against"],
                 "n": paired["n"],
-                f"{baseline} %": [_pct(x) for x in paired["baseline_acc"]],
-                "run %": [_pct(x) for x in paired["run_acc"]],
+                f"{baseline} %": [fmt_pct(x) for x in paired["baseline_acc"]],
+                "run %": [fmt_pct(x) for x in paired["run_acc"]],
                 "diff (points, CI)": [
                     "-" if pd.isna(d) else f"{100 * d:+.1f} ({100 * lo:+.1f} to {100 * hi:+.1f})"
                     for d, lo, hi in zip(
