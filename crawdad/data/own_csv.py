@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crawdad.config import TableLimits
+from crawdad.data.table_files import PLAIN_NAME
 from crawdad.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ TABLES_DIR = "tables"
 MISSING = ("", "nan", "na", "n/a", "null")  # compared in lower case
 # The pairs coded without --code: (the value coded 1, the value coded 0), in lower case.
 BOOLEAN = (("1", "0"), ("yes", "no"), ("true", "false"), ("y", "n"))
-_NAME = re.compile(r"^[A-Za-z_]\w*$")
 
 LIMITS = TableLimits()  # a table written here is checked again against the run's config
 
@@ -93,7 +93,7 @@ class OwnTable:
 
 def plain_name(header: str) -> str:
     name = re.sub(r"\W", "_", header)
-    return name if _NAME.match(name) else f"_{name}"
+    return name if PLAIN_NAME.match(name) else f"_{name}"
 
 
 def read_own_table(path: Path, codes: Mapping[str, str]) -> OwnTable:

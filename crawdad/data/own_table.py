@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from crawdad.causal.edge_text import parse_edges
 from crawdad.data.own_csv import TABLES_DIR, Column, OwnTable, read_own_table
 from crawdad.errors import ConfigError, DataError
 
@@ -247,7 +248,7 @@ def add_own_question(csv: Path, out: Path, spec: OwnSpec) -> Added:
     old = next((m for m in models if (m.get("data") or {}).get("table") == table.file), None)
     _check_content(out, table)
     model = _model_for(table, spec, old, _next_id(models, "model_id"), out)
-    if edges := _edges(model["structure"]):
+    if edges := parse_edges(model["structure"]):
         in_graph = {v for e in edges for v in e}
         if missing := [c.name for c in (x, y) if c.name not in in_graph]:
             raise ConfigError(
@@ -297,7 +298,7 @@ def _model_for(
     if spec.graph is not None:
         edges: list[tuple[str, str]] | None = parse_graph(spec.graph, table)
     else:
-        edges = _edges(str((old or {}).get("structure") or "")) or None
+        edges = parse_edges(str((old or {}).get("structure") or "")) or None
     if old is None:
         background = background_of(spec, table, names, edges)
         return build_model(table, names, edges, background, model_id)
@@ -314,11 +315,6 @@ def _model_for(
             f"{' and '.join(differ)} out to keep the folder's, or write to another --out"
         )
     return old
-
-
-def _edges(structure: str) -> list[tuple[str, str]]:
-    pairs = [e.split("->", 1) for e in structure.split(",") if "->" in e]
-    return [(a.strip(), b.strip()) for a, b in pairs]
 
 
 def _next_id(items: list[dict[str, Any]], key: str) -> int:

@@ -22,7 +22,7 @@ from crawdad.causal.estimate import Counts
 from crawdad.config import TableLimits
 
 DOMAIN = ("0", "1")  # CLadder's variables are binary
-_NAME = re.compile(r"^[A-Za-z_]\w*$")
+PLAIN_NAME = re.compile(r"^[A-Za-z_]\w*$")  # a column name a table may have
 
 
 @dataclass
@@ -144,7 +144,7 @@ def _header_ok(header: list[str], columns: set[str], max_columns: int, out: Tabl
         )
     if blank := [i + 1 for i, h in enumerate(header) if not h]:
         out.problems.append(f"line 1: column(s) {blank} have no name")
-    if bad := [h for h in header if h and not _NAME.match(h)]:
+    if bad := [h for h in header if h and not PLAIN_NAME.match(h)]:
         out.problems.append(f"line 1: column names {bad} are not plain names like X or V2")
     if dup := sorted({h for h in header if h and header.count(h) > 1}):
         out.problems.append(f"line 1: duplicate column name(s) {', '.join(dup)}")
