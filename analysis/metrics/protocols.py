@@ -194,7 +194,7 @@ def cost_per_question(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFram
                 },
             )
         )
-        total = {
+        total: dict[str, object] = {
             k: sum(p[k] for _, p in parties)  # type: ignore[misc]
             for k in ("requests", "prompt_tokens", "completion_tokens", "gpu_seconds")
         }

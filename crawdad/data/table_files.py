@@ -12,7 +12,7 @@ before anything runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +35,7 @@ class TableFile:
 
 
 def read_tables(
-    folder: Path, wanted: dict[str, Iterable[str]], limits: TableLimits | None = None
+    folder: Path, wanted: Mapping[str, Iterable[str]], limits: TableLimits | None = None
 ) -> dict[str, TableFile]:
     """Each file of `wanted` (relative path -> the columns its questions use), read and checked."""
     limits = limits or TableLimits()

@@ -277,7 +277,7 @@ class RunStore:
         scan = Scan()
         if not self.debates_path.exists():
             return scan
-        latest: dict[str, tuple[bool, bool, bool, str | None]] = {}
+        latest: dict[str, tuple[bool, bool, bool, str | None, bool]] = {}
         good_end = offset = number = 0
         with self.debates_path.open("rb") as f:
             for number, line in enumerate(f, start=1):
