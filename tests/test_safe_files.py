@@ -171,12 +171,14 @@ def test_a_variant_that_is_not_a_plain_name_is_refused(name: str) -> None:
 
 
 def test_an_experiment_manifest_naming_a_path_as_variant_is_refused(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
     from crawdad.records import ExperimentManifest
 
     with pytest.raises(ValueError, match="not a plain folder name"):
         ExperimentManifest(
             crawdad_version="t",
-            created_at="2026-01-01T00:00:00Z",
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
             file="e.toml",
             file_sha256="0",
             variants={"..": {}},
