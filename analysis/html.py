@@ -16,6 +16,8 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from crawdad.safe_files import Folder
+
 __all__ = ["body_html", "write_html"]
 
 STYLE = """
@@ -62,6 +64,8 @@ def _data_uri(folder: Path) -> Callable[[str], str]:
         path = folder / rel
         if rel.startswith(("http:", "https:", "data:")) or not path.is_file():
             return rel
+        if not path.resolve().is_relative_to(folder.resolve()):  # only the report's own files
+            return rel
         kind = "image/png" if path.suffix.lower() == ".png" else "image/svg+xml"
         return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
@@ -82,5 +86,5 @@ def write_html(report_md: Path, out: Path | None = None) -> Path:
     report_md = Path(report_md)
     out = out or report_md.with_suffix(".html")
     body = body_html(report_md, _data_uri(report_md.parent))
-    out.write_text(page("crawdad analysis report", body), encoding="utf-8")
-    return out
+    with Folder(out.parent) as folder:  # never through a link (crawdad.safe_files)
+        return folder.write_text(out.name, page("crawdad analysis report", body))

@@ -13,9 +13,11 @@ from crawdad.analysis.section import Plot, Section, Table
 
 from crawdad.errors import StoreError
 from crawdad.run.store import make_writable_folder
+from crawdad.safe_files import Folder, refuse_link
 
 
 def _writable(out: Path) -> None:
+    refuse_link(out)  # a report folder that is a link (RUN/report to elsewhere) is refused
     try:
         make_writable_folder(out)
     except OSError as e:
@@ -40,20 +42,23 @@ def write_into(out: Path, write: Callable[[], Path]) -> Path:
 
 COLLAPSE_ROWS = 24  # longer tables are folded in report.md
 
-# A figure to draw: (its figures/ folder, the Plot). Drawn after the Markdown, several at once.
-_Job = tuple[Path, Plot]
+# A figure to draw: (the report folder, its figures/ folder in it, the Plot). Drawn after the
+# Markdown, several at once.
+_Job = tuple[Path, str, Plot]
 
 
 def _draw(job: _Job) -> list[Path]:
     from crawdad.analysis.figures import save
 
-    folder, plot = job
-    return save(plot.draw(*plot.args), folder, plot.name)
+    root, folder, plot = job
+    return save(plot.draw(*plot.args), root, folder, plot.name)
 
 
 class ReportWriter:
     """The one writer of a report folder: each section's tables and figures into its folder's
-    `tables/` and `figures/`, and the Markdown that shows and links them."""
+    `tables/` and `figures/`, and the Markdown that shows and links them. Every file is
+    written inside the report folder, never through a link in it, and replaced atomically
+    (crawdad.safe_files)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -83,17 +88,17 @@ class ReportWriter:
 
     def table(self, folder: str, t: Table) -> list[str]:
         tdir = self.root / folder / "tables"
-        tdir.mkdir(parents=True, exist_ok=True)
-        t.df.to_csv(tdir / f"{t.name}.csv", index=False)
         if isinstance(t.shown, str):
             body = t.shown
         elif t.shown is not None:
             body = to_markdown(t.shown, formatted=True)
         else:
             body = to_markdown(t.df.drop(columns=list(t.hide), errors="ignore"))
-        (tdir / f"{t.name}.md").write_text(body + "\n")
-        for _, name, text in t.files:
-            (tdir / name).write_text(text)
+        with Folder(self.root, *Path(folder).parts, "tables") as tables:
+            tables.write_text(f"{t.name}.csv", t.df.to_csv(index=False))
+            tables.write_text(f"{t.name}.md", body + "\n")
+            for _, name, text in t.files:
+                tables.write_text(name, text)
         if not t.show:
             return []
         links = [("CSV", f"{t.name}.csv"), *((label, name) for label, name, _ in t.files)]
@@ -106,7 +111,7 @@ class ReportWriter:
 
     def plot(self, folder: str, p: Plot) -> list[str]:
         fdir = self.root / folder / "figures"
-        self._jobs.append((fdir, p))
+        self._jobs.append((self.root, (Path(folder) / "figures").as_posix(), p))
         png, pdf = self.rel(fdir / f"{p.name}.png"), self.rel(fdir / f"{p.name}.pdf")
         return [f"![{p.caption}]({png})", "", f"[PDF]({pdf}) · {p.caption}", ""]
 
@@ -126,6 +131,5 @@ class ReportWriter:
         """report.md: `head` (Markdown lines), then the sections; every figure drawn."""
         md = [*head, *self.markdown(sections)]
         self.draw(workers)
-        path = self.root / "report.md"
-        path.write_text("\n".join(md))
-        return path
+        with Folder(self.root) as root:
+            return root.write_text("report.md", "\n".join(md))

@@ -853,14 +853,14 @@ def data_audit(
 ) -> None:
     """Recompute every question from its causal model and check the stored values and labels."""
     from crawdad.data.label_audit import audit_dataset, render_markdown
+    from crawdad.safe_files import write_file
 
     result = audit_dataset(data, questions_file)
     text = render_markdown(result)
     for path, content in ((out, text), (json_out, result.model_dump_json(indent=1))):
         if path is not None:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(content)
+                write_file(path.parent, path.name, content)
             except OSError as e:
                 raise DataError(
                     f"cannot write {path}: {e.strerror or e}; choose another path"

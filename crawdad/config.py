@@ -23,6 +23,7 @@ from pydantic import (
 
 from crawdad.errors import ConfigError
 from crawdad.resources import find_config
+from crawdad.safe_files import DEFAULT_MAX_FILE_MB, read_input, use_input_limit
 
 Backend = Literal["ollama", "openai"]
 Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
@@ -327,6 +328,15 @@ class TableLimits(Strict):
     max_columns: int = Field(16, ge=1, le=16)
 
 
+class InputLimits(Strict):
+    """Bounds on the files crawdad reads that a user names (datasets and their tables, CSVs,
+    prompt sets, audits): a file past one is refused, named with its size, before it is read,
+    and a FIFO, a device or a folder where a file is expected is refused before it is opened
+    (crawdad/safe_files.py). The config file itself is read under the default."""
+
+    max_file_mb: int = Field(DEFAULT_MAX_FILE_MB, ge=1)  # megabytes of one input file
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -350,6 +360,7 @@ class RunConfig(Strict):
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
     table_limits: TableLimits = Field(default_factory=TableLimits)  # a question's table's size
+    input_limits: InputLimits = Field(default_factory=InputLimits)  # any input file's size
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0  # every random choice derives from (seed, question id, round or sample)
     # Sampling temperature of every debater and the judge, set once for all (MAC's configs: 0,
@@ -447,6 +458,7 @@ OPERATIONAL = {
     "prompts_dir",
     "workers",
     "table_limits",
+    "input_limits",
 }
 
 
@@ -590,8 +602,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--config {path} is a folder, not a file: {fix}")
     path = find_config(path)
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(read_input(path, "config file").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}; {fix}") from None
     except PermissionError:
@@ -623,9 +634,11 @@ def load_config(
         )
     data = deep_merge(data, overrides or {})
     try:
-        return RunConfig.model_validate(data)
+        config = RunConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_describe(e, path, origins)) from None
+    use_input_limit(config.input_limits.max_file_mb)  # the inputs read from here on
+    return config
 
 
 def url_hints(config: RunConfig) -> list[str]:

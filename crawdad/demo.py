@@ -34,6 +34,7 @@ from crawdad.fake import (
 from crawdad.fake.data_agent import DataAgentModel, DataCalls
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
+from crawdad.safe_files import write_file
 from crawdad.tasks import TASKS, Task, load_items, task_named
 
 # Tasks with open answers the fakes answer: an edge list for a whole graph.
@@ -189,7 +190,7 @@ def run_demo(
         print(f"simulated Ollama server at {server.url} ({', '.join(models)})")
         run_config = demo_config(server.url, concurrency, seed, base)
         summary = asyncio.run(run(run_config, dataset, out, simulated=True, progress=progress))
-    (Path(out) / SIMULATION_NOTE).write_text(note + "\n")
+    write_file(out, SIMULATION_NOTE, note + "\n")
     for line in summary.lines():
         print(line)
     return summary

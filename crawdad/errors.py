@@ -27,6 +27,11 @@ class StoreWriteError(StoreError):
     """A write to the run folder failed (a full disk, an I/O error): the run cannot go on."""
 
 
+class UnsafePathError(StoreError):
+    """A path leaves its folder through a link, or is not the kind of file expected there (a
+    FIFO, a device, a folder), or an input file is larger than the config allows."""
+
+
 class BackendError(CrawdadError):
     """A model server failed to answer a request (after retries, where they apply)."""
 

@@ -433,3 +433,13 @@ class ExperimentManifest(Record):
     baseline: str | None = None  # the variant the others are compared with
     variants: dict[str, dict[str, Any]]  # name -> its overrides of the base config, in file order
     base: dict[str, Any] = Field(default_factory=dict)  # the base config as written in the file
+
+    @model_validator(mode="after")
+    def _plain_variant_names(self) -> ExperimentManifest:
+        """Each name is a folder inside the experiment folder: never `.`, `..` or a path."""
+        for name in self.variants:
+            if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+                raise ValueError(
+                    f"variant name {name!r} is not a plain folder name (empty, . or .., or a path)"
+                )
+        return self

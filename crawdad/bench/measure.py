@@ -39,6 +39,7 @@ from crawdad.run.runner import (
     run_jobs,
 )
 from crawdad.run.store import RunStore, make_writable_folder
+from crawdad.safe_files import write_file
 
 RESULT_FILE = "bench.json"
 TEXT_FILE = "bench.txt"
@@ -285,8 +286,8 @@ async def run_bench(
         advice=advise(config, ceiling, runs),
         out=str(out),
     )
-    (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=1, default=str))
-    (out / TEXT_FILE).write_text("\n".join(report_lines(result)) + "\n")
+    write_file(out, RESULT_FILE, json.dumps(result.to_json(), indent=1, default=str))
+    write_file(out, TEXT_FILE, "\n".join(report_lines(result)) + "\n")
     return result
 
 
