@@ -636,7 +636,8 @@ def view(
     viewer = Viewer.open(list(folders), audit)
     n = sum(len(r.entries) for r in viewer.runs.values())
     server = Server(viewer, port)
-    url = server.start()
+    server.start()
+    url = server.token_url  # the session's token: the viewer answers nobody without it
     typer.echo(
         f"{n} debates in {len(viewer.runs)} run(s), indexed in {time.perf_counter() - t0:.1f} s"
     )
