@@ -1,6 +1,11 @@
 """Writing a report folder: the one writer of every section's tables, figures and Markdown
 (`ReportWriter`), the folder probed before any work, and a failed write (a full disk) turned into
-a message that names the folder. Shared by the run report and the experiment report."""
+a message that names the folder. Shared by the run report and the experiment report.
+
+The writer is also the report's edge: whatever a section's text holds (a model name, an agent
+name, a question id from a record or a server), it writes no raw HTML (`formatting.no_html`) and
+no table cell that changes its table (`formatting.md_cell`, in `to_markdown`); the only HTML in
+report.md is the writer's own `<details>`."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from crawdad.analysis.formatting import details, link_list, to_markdown
+from crawdad.analysis.formatting import details, link_list, md_cell, no_html, to_markdown
 from crawdad.analysis.section import Plot, Section, Table
 
 from crawdad.errors import StoreError
@@ -74,7 +79,7 @@ class ReportWriter:
         for s in sections:
             where = s.folder if s.folder is not None else folder
             if s.heading:
-                out += [f"{'#' * level} {s.heading}", ""]
+                out += [f"{'#' * level} {no_html(' '.join(s.heading.splitlines()))}", ""]
             for b in s.blocks:
                 if isinstance(b, Section):
                     out += self.markdown([b], level + 1 if s.heading else level, where)
@@ -83,7 +88,7 @@ class ReportWriter:
                 elif isinstance(b, Plot):
                     out += self.plot(where, b)
                 else:
-                    out += [b, ""]
+                    out += [no_html(b), ""]
         return out
 
     def table(self, folder: str, t: Table) -> list[str]:
@@ -94,6 +99,7 @@ class ReportWriter:
             body = to_markdown(t.shown, formatted=True)
         else:
             body = to_markdown(t.df.drop(columns=list(t.hide), errors="ignore"))
+        body = no_html(body)
         with Folder(self.root, *Path(folder).parts, "tables") as tables:
             tables.write_text(f"{t.name}.csv", t.df.to_csv(index=False))
             tables.write_text(f"{t.name}.md", body + "\n")
@@ -105,15 +111,19 @@ class ReportWriter:
         links += list(t.links)
         linked = link_list([(label, self.rel(tdir / f)) for label, f in links])
         lead = " ".join(x for x in (f"**{t.title}.**" if t.title else "", t.line, linked) if x)
+        lead = no_html(lead)
         if t.fold == "always" or (t.fold == "long" and len(t.df) > COLLAPSE_ROWS):
-            body = details(f"{t.title or t.name}: {len(t.df)} rows", body)
+            summary = " ".join(f"{t.title or t.name}: {len(t.df)} rows".splitlines())
+            body = details(no_html(summary), body)
         return [lead, "", body, ""]
 
     def plot(self, folder: str, p: Plot) -> list[str]:
         fdir = self.root / folder / "figures"
         self._jobs.append((self.root, (Path(folder) / "figures").as_posix(), p))
         png, pdf = self.rel(fdir / f"{p.name}.png"), self.rel(fdir / f"{p.name}.pdf")
-        return [f"![{p.caption}]({png})", "", f"[PDF]({pdf}) · {p.caption}", ""]
+        caption = no_html(" ".join(p.caption.splitlines()))
+        alt = no_html(md_cell(p.caption))
+        return [f"![{alt}]({png})", "", f"[PDF]({pdf}) · {caption}", ""]
 
     def draw(self, workers: int = 1) -> None:
         """Draw and save every queued figure; in `workers` processes when there are several."""
@@ -129,7 +139,7 @@ class ReportWriter:
         self, sections: Iterable[Section], workers: int = 1, head: Iterable[str] = ()
     ) -> Path:
         """report.md: `head` (Markdown lines), then the sections; every figure drawn."""
-        md = [*head, *self.markdown(sections)]
+        md = [*map(no_html, head), *self.markdown(sections)]
         self.draw(workers)
         with Folder(self.root) as root:
             return root.write_text("report.md", "\n".join(md))
