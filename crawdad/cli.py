@@ -626,7 +626,8 @@ def view(
         typer.Option(help="Audit file (`crawdad data audit --json`): filter contradicted labels."),
     ] = None,
 ) -> None:
-    """Browse debates, outcomes and the report in a local web app (until Ctrl-C)."""
+    """Browse debates, outcomes and the report in a local web app (until Ctrl-C). It answers only
+    the loopback, and only with the session's token: open the URL it prints."""
     import time
     import webbrowser
 

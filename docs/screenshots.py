@@ -32,6 +32,7 @@ def main(runs: list[Path]) -> None:
     server = Server(Viewer.open(runs), 0)
     url = server.start()
     try:
+        driver.get(server.token_url)  # the session's cookie: the pages below need it
         driver.get(url + "?consensus=no&sort=length&dir=desc")
         driver.save_screenshot(DOCS / "viewer-table.png")
         driver.get(url + "?run=demo&rung=3&consensus=no&sort=length&dir=desc")
