@@ -220,6 +220,12 @@ async def test_nothing_is_served_through_a_report_link_that_leaves_the_run(
                 assert r.status == 404, path
         async with client.get("/report-files/0/ok.csv") as r:
             assert r.status == 200 and await r.text() == "a,b\n"
+        # a report.md that is a link out of the folder is not shown either
+        (tmp_path / "notes.md").write_text("# private notes\n")
+        (run / "report" / "report.md").symlink_to(tmp_path / "notes.md")
+        async with client.get("/report") as r:
+            page = await r.text()
+            assert "private notes" not in page and "has no report yet" in page
 
 
 async def test_a_run_reached_through_a_link_is_served(tmp_path: Path, run: Path) -> None:

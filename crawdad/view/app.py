@@ -196,11 +196,12 @@ class Viewer:
 
         reports = []
         for i, src in enumerate(self.sources):
-            md = src.path / "report" / "report.md"
-            body, refused = None, self.report_dir(i) is None
-            if not refused and md.is_file():
+            md, root = src.path / "report" / "report.md", self.report_dir(i)
+            body, refused = None, root is None
+            real = md.resolve()
+            if root is not None and real.is_relative_to(root) and real.is_file():
                 url = functools.partial(_report_url, i)
-                body = body_html(md, url, url)
+                body = body_html(real, url, url)
             reports.append((i, src, md, body, refused))
         return self.render("report.html", request, reports=reports)
 
