@@ -15,6 +15,7 @@ __all__ = [
     "format_table",
     "md_cell",
     "no_html",
+    "no_links",
     "table1_latex",
     "table1_wide",
     "to_markdown",
@@ -107,6 +108,7 @@ _OPENS_HTML = re.compile(r"<(?=[A-Za-z/!?])")
 # What lets a table cell's text change the table or become a link, an image or code: a "|", a
 # backslash, a backtick, and a "]" that would close a link's or an image's text.
 _CELL = re.compile(r"[\\`|]|\](?=[(\[:])")
+_LINK_END = re.compile(r"(\\*)\](?=[(\[:])")  # with the backslashes before it
 
 
 def no_html(markdown: str) -> str:
@@ -117,6 +119,17 @@ def no_html(markdown: str) -> str:
     a server (a model or agent name, a question id, a text) becomes markup in report.md or the
     HTML made from it; the writer's own `<details>` are added afterwards."""
     return _OPENS_HTML.sub("&lt;", markdown)
+
+
+def no_links(markdown: str) -> str:
+    """Markdown whose text makes no link, image or link definition: each "]" that would close a
+    link's text ("](", "][", "]:") is escaped, and renders as "]". The report's own links (to its
+    tables and figures) are added by `ReportWriter` afterwards; sections write none."""
+
+    def escape(m: re.Match[str]) -> str:  # an odd run of backslashes has escaped it already
+        return m[0] if len(m[1]) % 2 else m[1] + "\\]"
+
+    return _LINK_END.sub(escape, markdown)
 
 
 def md_cell(value: object) -> str:

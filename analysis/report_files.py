@@ -3,9 +3,10 @@
 a message that names the folder. Shared by the run report and the experiment report.
 
 The writer is also the report's edge: whatever a section's text holds (a model name, an agent
-name, a question id from a record or a server), it writes no raw HTML (`formatting.no_html`) and
-no table cell that changes its table (`formatting.md_cell`, in `to_markdown`); the only HTML in
-report.md is the writer's own `<details>`."""
+name, a question id from a record or a server), it writes no raw HTML (`formatting.no_html`), no
+link or image (`formatting.no_links`) and no table cell that changes its table
+(`formatting.md_cell`, in `to_markdown`); the only HTML in report.md is the writer's own
+`<details>`, the only links and images its own, to the report's files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from crawdad.analysis.formatting import details, link_list, md_cell, no_html, to_markdown
+from crawdad.analysis.formatting import (
+    details,
+    link_list,
+    md_cell,
+    no_html,
+    no_links,
+    to_markdown,
+)
 from crawdad.analysis.section import Plot, Section, Table
 
 from crawdad.errors import StoreError
@@ -43,6 +51,12 @@ def write_into(out: Path, write: Callable[[], Path]) -> Path:
             f"({getattr(e, 'filename', None) or 'a report file'}); free space or choose another "
             "--out folder"
         ) from None
+
+
+def _text(markdown: str) -> str:
+    """A section's Markdown as the writer writes it: no raw HTML, no link or image, one line
+    where it must be one (headings, summaries: see the callers)."""
+    return no_html(no_links(markdown))
 
 
 COLLAPSE_ROWS = 24  # longer tables are folded in report.md
@@ -79,7 +93,7 @@ class ReportWriter:
         for s in sections:
             where = s.folder if s.folder is not None else folder
             if s.heading:
-                out += [f"{'#' * level} {no_html(' '.join(s.heading.splitlines()))}", ""]
+                out += [f"{'#' * level} {_text(' '.join(s.heading.splitlines()))}", ""]
             for b in s.blocks:
                 if isinstance(b, Section):
                     out += self.markdown([b], level + 1 if s.heading else level, where)
@@ -88,7 +102,7 @@ class ReportWriter:
                 elif isinstance(b, Plot):
                     out += self.plot(where, b)
                 else:
-                    out += [no_html(b), ""]
+                    out += [_text(b), ""]
         return out
 
     def table(self, folder: str, t: Table) -> list[str]:
@@ -110,18 +124,18 @@ class ReportWriter:
         links = [("CSV", f"{t.name}.csv"), *((label, name) for label, name, _ in t.files)]
         links += list(t.links)
         linked = link_list([(label, self.rel(tdir / f)) for label, f in links])
-        lead = " ".join(x for x in (f"**{t.title}.**" if t.title else "", t.line, linked) if x)
-        lead = no_html(lead)
+        title = f"**{_text(t.title)}.**" if t.title else ""
+        lead = " ".join(x for x in (title, _text(t.line), no_html(linked)) if x)
         if t.fold == "always" or (t.fold == "long" and len(t.df) > COLLAPSE_ROWS):
             summary = " ".join(f"{t.title or t.name}: {len(t.df)} rows".splitlines())
-            body = details(no_html(summary), body)
+            body = details(_text(summary), body)
         return [lead, "", body, ""]
 
     def plot(self, folder: str, p: Plot) -> list[str]:
         fdir = self.root / folder / "figures"
         self._jobs.append((self.root, (Path(folder) / "figures").as_posix(), p))
         png, pdf = self.rel(fdir / f"{p.name}.png"), self.rel(fdir / f"{p.name}.pdf")
-        caption = no_html(" ".join(p.caption.splitlines()))
+        caption = _text(" ".join(p.caption.splitlines()))
         alt = no_html(md_cell(p.caption))
         return [f"![{alt}]({png})", "", f"[PDF]({pdf}) · {caption}", ""]
 
@@ -139,7 +153,7 @@ class ReportWriter:
         self, sections: Iterable[Section], workers: int = 1, head: Iterable[str] = ()
     ) -> Path:
         """report.md: `head` (Markdown lines), then the sections; every figure drawn."""
-        md = [*map(no_html, head), *self.markdown(sections)]
+        md = [*map(_text, head), *self.markdown(sections)]
         self.draw(workers)
         with Folder(self.root) as root:
             return root.write_text("report.md", "\n".join(md))

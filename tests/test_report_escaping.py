@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from crawdad.analysis.formatting import md_cell, no_html
+from crawdad.analysis.formatting import md_cell, no_html, no_links
 from crawdad.analysis.html import body_html, write_html
 from crawdad.analysis.report_files import ReportWriter
 from crawdad.analysis.synthetic_runs import write_synthetic_run
@@ -28,7 +28,7 @@ OWN_TAGS = re.compile(r"</?(?:details|summary)>")
 
 
 class Markup(HTMLParser):
-    """The elements of a page, and every script, handler or foreign image among them."""
+    """The elements of a page, and every script, handler, foreign image or link among them."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,7 +40,9 @@ class Markup(HTMLParser):
         if tag == "script" and dict(attrs).get("src") == "/static/viewer.js":
             return  # the viewer's own
         for k, v in attrs:
-            foreign = tag == "img" and k == "src" and re.match(r"[a-z]+:(?!image/)", v or "")
+            foreign = (tag, k) in (("img", "src"), ("a", "href")) and re.match(
+                r"[a-z]+:(?!image/)", v or ""
+            )
             if k.startswith("on") or foreign:
                 self.bad.append((tag, k, v or ""))
         if tag in ("script", "iframe", "object", "embed"):
@@ -144,4 +146,7 @@ def test_cells_and_text_escapes() -> None:
     )
     assert no_html("p <0.001, <b>x</b> <!-- c --> <http://x.y>") == (
         "p <0.001, &lt;b>x&lt;/b> &lt;!-- c --> &lt;http://x.y>"
+    )
+    assert no_links(r"[x](y) ![i](u) [r][d] [d]: u \](y) \\](y) [1, 2] **b** `c`") == (
+        r"[x\](y) ![i\](u) [r\][d] [d\]: u \](y) \\\](y) [1, 2] **b** `c`"
     )
