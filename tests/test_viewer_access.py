@@ -237,3 +237,23 @@ async def test_a_run_reached_through_a_link_is_served(tmp_path: Path, run: Path)
         await login(client)
         async with client.get("/report-files/0/ok.csv") as r:
             assert r.status == 200
+
+
+async def test_a_debate_it_cannot_show_gets_a_page_that_says_why(run: Path) -> None:
+    """Lines the index takes but the record model refuses: a page naming the line, not a 500."""
+    import json
+
+    lines = (run / "debates.jsonl").read_text().splitlines()
+    bad = json.loads(lines[0])
+    bad["question_id"], bad["turns"][0]["prompt_tokens"] = 9001, "many"
+    worse = dict(bad, question_id=9002, turns=[{"round": 0}, {"what": "not a turn"}])
+    with (run / "debates.jsonl").open("a") as f:
+        f.write(json.dumps(bad) + "\n" + json.dumps(worse) + "\n")
+    async with TestClient(TestServer(Viewer.open([run]).app(TOKEN))) as client:
+        await login(client)
+        for qid in ("9001", "9002"):
+            async with client.get(f"/debate/run/{qid}") as r:
+                page = await r.text()
+                assert r.status == 422, page
+                assert f"Question {qid} in run cannot be shown" in page and "debates.jsonl" in page
+                assert_headers(r.headers)

@@ -89,10 +89,12 @@ class Viewer:
     def entries(self) -> list[Entry]:
         return [e for r in self.runs.values() for e in r.entries.values()]
 
-    def render(self, name: str, request: web.Request | None = None, **kw: Any) -> web.Response:
+    def render(
+        self, name: str, request: web.Request | None = None, status: int = 200, **kw: Any
+    ) -> web.Response:
         nonce = request.get(NONCE, "") if request is not None else ""
         body = self.env.get_template(name).render(viewer=self, nonce=nonce, **kw)
-        return web.Response(text=body, content_type="text/html")
+        return web.Response(text=body, content_type="text/html", status=status)
 
     def report_dir(self, i: int) -> Path | None:
         """Source i's report folder, resolved; None when it leaves the source's real folder (a
@@ -129,7 +131,18 @@ class Viewer:
         run = self.runs.get(label)
         if run is None or qid not in run.entries:
             raise web.HTTPNotFound(text=f"no debate {qid} in run {label}")
-        record, tools = run.read(qid)
+        try:
+            record, tools = run.read(qid)
+        except (OSError, ValueError, TypeError, AttributeError) as e:  # a line it cannot show
+            why = " ".join(str(e).split())[:2000]
+            return self.render(
+                "problem.html",
+                request,
+                status=422,
+                heading=f"Question {qid} in {label} cannot be shown",
+                problem=f"its line in {run.debates_path} is not a debate record this crawdad "
+                f"reads ({e.__class__.__name__}: {why}); `crawdad analyze` leaves it out too",
+            )
         if request.query.get("format") == "text":
             return web.Response(text=format_debate(record, thinking=True))
         same = [
