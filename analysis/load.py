@@ -7,8 +7,10 @@ VADER score of the text with formatting stripped) and then dropped, so memory st
 Rules:
 - the LAST valid line per `question_id` wins (an errored debate is retried on resume and a new
   line appended);
-- a line that does not parse is skipped with a warning (a torn last line after a crash is the
-  expected case; one in the middle is reported too) and counted in `Run.n_invalid_lines`;
+- a line that does not parse, or fails the records' checks (a value out of its range: a
+  confidence outside 0-1, negative seconds, rung 99, a count that is not a count), is skipped
+  with a warning that names the file, the line number, the field and its value (a torn last
+  line after a crash is the expected case) and counted in `Run.n_invalid_lines`;
 - a debate the run did not ask for is left out and reported: one made with another seed or by
   other agents than the manifest's (records of another run in the same folder), or one for a
   question outside the run's selection (`selected-ids.txt`, when the manifest names it; run
@@ -34,7 +36,7 @@ from crawdad.analysis.response_text import SentimentScorer
 from pydantic import ValidationError
 
 from crawdad.errors import StoreError
-from crawdad.records import DebateRecord, RunManifest, ServedBy, merge_served
+from crawdad.records import DebateRecord, RunManifest, ServedBy, invalid_reason, merge_served
 from crawdad.run.store import RunStore, is_being_written, read_selected_ids, require_run_folder
 
 __all__ = [
@@ -405,9 +407,7 @@ def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
         try:
             rec = DebateRecord.model_validate_json(raw)
         except ValidationError as e:
-            first: dict[str, Any] = dict(e.errors()[0]) if e.errors() else {}
-            why = f"{first.get('type', 'invalid')} at {first.get('loc', ())}"
-            out.append(_Parsed(offset, problem=why, torn=torn))
+            out.append(_Parsed(offset, problem=invalid_reason(e), torn=torn))
             continue
         debate, turns = _debate_rows(rec, scorer)
         out.append(
@@ -415,6 +415,23 @@ def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
                 offset, qid=debate[0], seed=rec.seed, agents=rec.agents, debate=debate, turns=turns
             )
         )
+    return out
+
+
+def _line_numbers(path: Path, offsets: Iterable[int]) -> dict[int, int]:
+    """The 1-based line number of each line starting at these byte offsets (read only when
+    some line was skipped, to name it)."""
+    out: dict[int, int] = {}
+    pos = newlines = 0
+    with path.open("rb") as f:
+        for offset in sorted(set(offsets)):
+            while pos < offset:
+                block = f.read(min(1 << 20, offset - pos))
+                if not block:
+                    break
+                newlines += block.count(b"\n")
+                pos += len(block)
+            out[offset] = newlines + 1
     return out
 
 
@@ -555,13 +572,18 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
     parsed = _parse_file(dpath, workers if workers is not None else _default_workers())
     latest: dict[str, _Parsed] = {}
     n_invalid = n_superseded = 0
+    bad = [p.offset for p in parsed if p.problem is not None]
+    line_no = _line_numbers(dpath, bad) if bad else {}
     for p in parsed:  # in file order
         if p.problem is not None:
             n_invalid += 1
             where = "torn last line" if p.torn else "invalid line"
             if live and p.torn:
                 where = "last line, still being written,"
-            problems.append(f"{dpath}: skipped {where} at byte {p.offset} ({p.problem})")
+            problems.append(
+                f"{dpath} line {line_no[p.offset]}: skipped {where}, left out of the analysis "
+                f"({p.problem})"
+            )
             continue
         assert p.qid is not None
         if p.qid in latest:
@@ -649,7 +671,12 @@ def by_gold(
 
 
 def concat(runs: Sequence[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All runs' debates and turns in two frames (the `run` column tells them apart)."""
+    """All runs' debates and turns in two frames (the `run` column tells them apart, so no two
+    runs may share a label: that would merge them)."""
+    labels = [r.label for r in runs]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"runs must have unique labels; {', '.join(map(repr, twice))} is not")
     d = pd.concat([r.debates for r in runs], ignore_index=True)
     t = pd.concat([r.turns for r in runs], ignore_index=True)
     return d, t

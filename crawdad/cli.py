@@ -543,7 +543,19 @@ def show(
 
     require_run_folder(run_dir)
     store = RunStore(run_dir)
-    records = {str(r.question_id): r for r in store.records()}
+    valid, invalid = store.read_records()
+    records = {str(r.question_id): r for r in valid}
+    mine = [bad for bad in invalid if bad.qid == question_id]
+    if mine and question_id not in records:  # its only lines fail the checks: say why
+        raise CrawdadError(
+            f"{mine[-1].describe(store.debates_path)}; correct or remove the line to show it"
+        )
+    for bad in mine:  # an earlier valid line is shown; say what was left out
+        typer.secho(
+            f"warning: {bad.describe(store.debates_path)}; the line is left out",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     if question_id not in records:
         ids = list(records)
         listed = ", ".join(ids[:10]) + (f" ... ({len(ids)} in all)" if len(ids) > 10 else "")

@@ -173,7 +173,8 @@ def test_tool_calls_and_audit_appear_only_when_there_are_some(tmp_path: Path) ->
     ]
     rec = next(synthetic_records(1, seed=9, ids=[500], trace_chars=(10, 20)))
     raw = json.loads(rec.model_dump_json())
-    raw["turns"][0]["tool_calls"] = [{"name": "calculator", "arguments": {"x": "0.3*0.4"}}]
+    call = {"name": "calculator", "mode": "native", "arguments": {"x": "0.3*0.4"}}
+    raw["turns"][0]["tool_calls"] = [call]  # a valid record: every reader validates lines
     with (run / "debates.jsonl").open("a") as f:
         f.write(json.dumps(raw) + "\n")
     audit = tmp_path / "audit.json"

@@ -4,6 +4,10 @@ Every finished debate is one line of debates.jsonl, written and fsynced as it fi
 only ever appended to. A crash mid-write leaves at most a torn last line, which the next open
 moves to debates.torn.jsonl. A debate recorded with an error is retried on resume and its new
 line supersedes the old one (the last line for a question wins).
+
+A whole line that fails the records' checks (a value out of its range, a field of the wrong type)
+is never moved or rewritten: resume names it, keeps it in place and does not run its question
+again (a finished debate is never traded for a check); the readers leave it out.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from pydantic import ValidationError
 
 from crawdad.config import diff_settings, normalized_config, result_settings
 from crawdad.errors import CrawdadError, StoreError, StoreWriteError, UnsafePathError
-from crawdad.records import DebateRecord, ExperimentManifest, RunManifest, ServedBy, merge_served
+from crawdad.records import (
+    DebateRecord,
+    ExperimentManifest,
+    RunManifest,
+    ServedBy,
+    invalid_reason,
+    merge_served,
+)
 from crawdad.safe_files import Folder, plain_name_problem
 
 log = logging.getLogger("crawdad")
@@ -35,6 +46,45 @@ TORN = "debates.torn.jsonl"
 EXPERIMENT = "experiment.json"  # an experiment folder's manifest; its variants are run folders
 LOCK = ".lock"
 IDS = "selected-ids.txt"  # the run's selected question ids, one per line
+
+
+@dataclass(frozen=True)
+class InvalidLine:
+    """A line of debates.jsonl that is not a valid record: where, which question (when its
+    JSON tells), whether it records a failed debate, its seed, and why it fails."""
+
+    line_no: int  # 1-based
+    why: str
+    qid: str | None = None  # None: not a JSON object with a question id
+    errored: bool = False  # the line itself records an error
+    seed: int | None = None
+
+    def describe(self, path: Path) -> str:
+        which = f" (question {self.qid})" if self.qid is not None else ""
+        return f"{path} line {self.line_no}{which} fails the record checks: {self.why}"
+
+
+def read_line(line: bytes, line_no: int) -> DebateRecord | InvalidLine:
+    """One line of debates.jsonl as a record, or what is wrong with it."""
+    try:
+        return DebateRecord.model_validate_json(line)
+    except ValidationError as e:
+        why = invalid_reason(e)
+    try:
+        raw = json.loads(line)
+    except ValueError:  # not JSON (UnicodeDecodeError is one)
+        return InvalidLine(line_no, why)
+    qid = raw.get("question_id") if isinstance(raw, dict) else None
+    if not isinstance(qid, int | str) or isinstance(qid, bool):
+        return InvalidLine(line_no, why)
+    seed = raw.get("seed", 0)
+    return InvalidLine(
+        line_no,
+        why,
+        qid=str(qid),
+        errored=raw.get("error") is not None,
+        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+    )
 
 
 @dataclass
@@ -52,6 +102,9 @@ class Scan:
     unscored_ids: set[str] = field(default_factory=set)  # finished, no exact answer to score
     bad_lines: list[int] = field(default_factory=list)  # unparseable lines kept in place (1-based)
     other_seed: dict[str, int] = field(default_factory=dict)  # question id -> seed of its line
+    # Question id -> (line number, why) of a finished debate whose latest line fails the
+    # records' checks: kept in place, counted finished (not run again), left out of analysis.
+    held: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def questions(self) -> set[str]:
         """Every question id the folder has a (latest) line for, finished or failed."""
@@ -302,17 +355,32 @@ class RunStore:
         if not self.debates_path.exists():
             return scan
         latest: dict[str, tuple[bool, bool, bool, str | None, bool]] = {}
+        held: dict[str, InvalidLine] = {}  # question id -> its finished, invalid latest line
+        rerun: list[InvalidLine] = []  # invalid lines of failed debates or of another seed
         good_end = offset = number = 0
         with self._folder() as folder, folder.open_read(DEBATES) as f:
             for number, line in enumerate(f, start=1):
                 offset += len(line)
-                try:
-                    if not line.endswith(b"\n"):
-                        raise ValueError("no line end")
-                    record = DebateRecord.model_validate_json(line)
-                except (ValueError, ValidationError):
+                if not line.endswith(b"\n"):  # torn: set aside below
                     if line.strip():
                         scan.bad_lines.append(number)
+                    continue
+                record = read_line(line, number)
+                if isinstance(record, InvalidLine):
+                    if record.qid is None:  # not a record at all: skipped, left in place
+                        if line.strip():
+                            scan.bad_lines.append(number)
+                        continue
+                    # A whole record that fails the checks: never set aside, never rewritten.
+                    good_end = offset
+                    scan.lines += 1
+                    if record.errored or (seed is not None and record.seed != seed):
+                        rerun.append(record)  # a failed debate or another run's: not held
+                        held.pop(record.qid, None)
+                        continue
+                    held[record.qid] = record
+                    latest.pop(record.qid, None)
+                    scan.other_seed.pop(record.qid, None)
                     continue
                 good_end = offset
                 scan.lines += 1
@@ -321,6 +389,7 @@ class RunStore:
                     latest.pop(str(record.question_id), None)
                     continue
                 scan.other_seed.pop(str(record.question_id), None)
+                held.pop(str(record.question_id), None)
                 latest[str(record.question_id)] = (
                     record.ok,
                     record.gold is not None and record.final_answer == record.gold,
@@ -336,6 +405,21 @@ class RunStore:
                 "%s line %d cannot be parsed; it is skipped (left in place)",
                 self.debates_path,
                 line_no,
+            )
+        for bad in rerun:
+            log.warning(
+                "%s; it records a failed debate or another seed's: it is left in place and "
+                "left out (its question runs again unless another line finished it)",
+                bad.describe(self.debates_path),
+            )
+        for qid, bad in held.items():
+            scan.finished.add(qid)
+            scan.held[qid] = (bad.line_no, bad.why)
+            log.warning(
+                "%s; the debate is kept in place and not run again, but every reader leaves it "
+                "out (correct or remove the line to count it, or remove it to run the question "
+                "again)",
+                bad.describe(self.debates_path),
             )
         if scan.other_seed:
             log.warning(
@@ -379,17 +463,25 @@ class RunStore:
         )
 
     def records(self) -> list[DebateRecord]:
-        """All parseable lines, latest per question (for `crawdad show` and small runs)."""
+        """All valid lines, latest per question (for `crawdad show` and small runs); lines
+        that fail the records' checks are left out (`read_records` names them)."""
+        return self.read_records()[0]
+
+    def read_records(self) -> tuple[list[DebateRecord], list[InvalidLine]]:
+        """The valid lines, latest per question, and every other non-blank line, named."""
         out: dict[str, DebateRecord] = {}
+        invalid: list[InvalidLine] = []
         if self.debates_path.exists():
             with self._folder() as folder, folder.open_read(DEBATES) as f:
-                for line in f:
-                    try:
-                        record = DebateRecord.model_validate_json(line)
-                    except (ValueError, ValidationError):
+                for number, line in enumerate(f, start=1):
+                    if not line.strip():
                         continue
-                    out[str(record.question_id)] = record
-        return list(out.values())
+                    record = read_line(line, number)
+                    if isinstance(record, InvalidLine):
+                        invalid.append(record)
+                    else:
+                        out[str(record.question_id)] = record
+        return list(out.values()), invalid
 
     # --- writing ---------------------------------------------------------------------------
 

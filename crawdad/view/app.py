@@ -129,7 +129,18 @@ class Viewer:
         self.refresh()
         label, qid = request.match_info["run"], request.match_info["qid"]
         run = self.runs.get(label)
-        if run is None or qid not in run.entries:
+        if run is None:
+            raise web.HTTPNotFound(text=f"no run {label}")
+        if qid not in run.entries:
+            why = run.invalid.get(qid)
+            if why is not None:  # its line fails the records' checks: say so, as analyze does
+                return self.render(
+                    "problem.html",
+                    request,
+                    status=422,
+                    heading=f"Question {qid} in {label} cannot be shown",
+                    problem=f"{why}; `crawdad analyze` leaves it out too",
+                )
             raise web.HTTPNotFound(text=f"no debate {qid} in run {label}")
         try:
             record, tools = run.read(qid)

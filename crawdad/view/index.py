@@ -2,7 +2,9 @@
 debates.jsonl and the few small fields the filters and sorts need, never the texts.
 
 One streaming pass at start; `refresh` reads only the bytes appended since (a run still writing
-its folder), and starts over if the file shrank (the store set a torn tail aside).
+its folder), and starts over if the file shrank (the store set a torn tail aside). Every line is
+validated as a record, as every reader does: one that fails the checks never reaches the table,
+and its debate's page says why.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from crawdad.records import DebateRecord, ExperimentManifest
 from crawdad.run.store import (
     DEBATES,
     MANIFEST,
+    InvalidLine,
     is_being_written,
     read_experiment,
+    read_line,
     require_run_folder,
 )
 
@@ -108,6 +112,8 @@ class RunIndex:
     scanned: int = 0  # bytes of debates.jsonl read (up to the end of the last whole line)
     lines: int = 0
     bad_lines: int = 0
+    # Question id -> why its line was left out (file, line, field, value), for its page.
+    invalid: dict[str, str] = field(default_factory=dict)
 
     @property
     def debates_path(self) -> Path:
@@ -121,6 +127,7 @@ class RunIndex:
             size = 0
         if size < self.scanned:  # cut back (a torn tail set aside): start over
             self.entries.clear()
+            self.invalid.clear()
             self.scanned = self.lines = self.bad_lines = 0
         if size == self.scanned:
             return False
@@ -139,13 +146,18 @@ class RunIndex:
         if not line.strip():
             return
         self.lines += 1
+        record = read_line(line, self.lines)
+        if isinstance(record, InvalidLine):  # left out, as every reader leaves it out
+            self.bad_lines += 1
+            if record.qid is not None:
+                self.invalid[record.qid] = record.describe(self.debates_path)
+            return
         try:
-            raw = json.loads(line)
-            entry = _entry(self.label, raw, offset, len(line), self.lines)
+            entry = _entry(self.label, json.loads(line), offset, len(line), self.lines)
         except (ValueError, KeyError, TypeError, AttributeError):
             self.bad_lines += 1
             return
-        self.entries[entry.qid] = entry  # the last line for a question wins
+        self.entries[entry.qid] = entry  # the last valid line for a question wins
 
     def read(self, qid: str) -> tuple[DebateRecord, list[list[dict[str, Any]]]]:
         """The full record of a question (read from disk by offset) and each turn's tool calls."""
