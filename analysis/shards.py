@@ -15,7 +15,6 @@ compared side by side.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import pandas as pd
@@ -41,7 +40,9 @@ def _label(group: Sequence[Run]) -> str:
     common beginning (`seed0` of `seed0-a`, `seed0-b`), else the first name and the number of
     shards (`x+2 shards`)."""
     names = [r.label for r in group]
-    prefix = os.path.commonprefix(names).rstrip("-_.~+/ ")
+    low, high = min(names), max(names)  # the common start of all is theirs
+    n = next((i for i, (a, b) in enumerate(zip(low, high, strict=False)) if a != b), len(low))
+    prefix = low[:n].rstrip("-_.~+/ ")
     return prefix or f"{names[0]}+{len(names) - 1} shard{'s' if len(names) > 2 else ''}"
 
 
