@@ -63,7 +63,14 @@ def _says(d: Damaged, text: str) -> None:
         assert re.search(d.expect.says, text), f"{d.name}: {d.expect.says!r} not in {text!r}"
 
 
-def test_analyze(damaged: Damaged, cli: Callable[..., tuple[int, str, str]]) -> None:
+def test_analyze(
+    damaged: Damaged, cli: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawdad.analysis.report_files import ReportWriter
+
+    # Every table and section is computed and written; drawing the figures (most of the time,
+    # from the same tables) is left out to keep the corpus fast.
+    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1: None)
     code, out, err = cli("analyze", str(damaged.folder), "--out", str(damaged.folder.parent / "r"))
     _says(damaged, out + err)
     if damaged.expect.refused:
