@@ -32,9 +32,11 @@ RULES = """\
 finished: the variants side by side, the figure and the self-consistency comparison use the
 questions *every* variant finished; a paired comparison with the baseline uses the questions
 both finished. Errored and unfinished questions are left out and counted. A final answer the
-extractor could not read, or a tied vote, **counts as wrong**. Accuracy CIs are 95% percentile
-bootstraps (10,000 resamples of the questions, seeded); a paired difference resamples questions
-with both outcomes together; McNemar tests are exact (binomial test on the questions only one of
+extractor could not read, or a tied vote, **counts as wrong**. Accuracy CIs are 95% Wilson score
+intervals (never a point, even at 0% or 100% of a few questions); a paired difference with the
+baseline has Newcombe's score interval for paired proportions (method 10, 1998), which does not
+collapse when no question is discordant; self-consistency differences use the same
+square-and-add construction on the per-question shares; McNemar tests are exact (binomial test on the questions only one of
 the two got right). Costs are means per question and count every turn, including turns served
 from the experiment's response store (the cost of a variant is what it spends run alone):
 requests are generations plus extractor calls (retries not counted); tokens are completion

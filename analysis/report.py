@@ -41,14 +41,26 @@ __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
 # name -> (title, function of (debates, turns)); every one is written for every run.
 TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]]] = {
     "summary": ("Run summary", M.run_summary),
-    "table1": ("Table 1: accuracy before and after debate", lambda d, t: M.table1(d)),
-    "mcnemar": ("Initial vs final answers: exact McNemar test", lambda d, t: M.mcnemar(d)),
-    "accuracy_by_cap": ("Accuracy had the debate stopped after k responses", M.accuracy_by_cap),
+    "table1": (
+        "Table 1: accuracy before and after debate (95% Wilson CIs)",
+        lambda d, t: M.table1(d),
+    ),
+    "mcnemar": (
+        "Initial vs final answers: exact McNemar test (gain: Newcombe's paired 95% CI)",
+        lambda d, t: M.mcnemar(d),
+    ),
+    "accuracy_by_cap": (
+        "Accuracy had the debate stopped after k responses (95% Wilson CIs)",
+        M.accuracy_by_cap,
+    ),
     "accuracy_by_query_type": (
-        "Accuracy by query type",
+        "Accuracy by query type (95% Wilson CIs)",
         lambda d, t: M.accuracy_by(d, "query_type"),
     ),
-    "accuracy_by_gold": ("Accuracy by gold answer", lambda d, t: M.accuracy_by(d, "gold")),
+    "accuracy_by_gold": (
+        "Accuracy by gold answer (95% Wilson CIs)",
+        lambda d, t: M.accuracy_by(d, "gold"),
+    ),
     "persuasion": ("Persuasion outcomes (debates with 3+ responses)", lambda d, t: M.persuasion(d)),
     "sentiment": ("Sentiment (VADER compound)", lambda d, t: M.sentiment(t)),
     "confidence": (
@@ -60,7 +72,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
         lambda d, t: M.confidence_by_alignment(d),
     ),
     "answer_changes": (
-        "Answer changes vs the opponent's confidence",
+        "Answer changes vs the opponent's confidence (95% Wilson CIs)",
         lambda d, t: M.change_vs_opponent_confidence(M.challenged_turns(t)),
     ),
     "confidence_change": (
@@ -98,7 +110,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
 CLADDER_ONLY = {"accuracy_by_query_type"}
 
 FIGURES = {
-    "accuracy": "Accuracy before and after debate, by rung (95% bootstrap CIs)",
+    "accuracy": "Accuracy before and after debate, by rung (95% Wilson CIs)",
     "fig2_persuasion": (
         "Fig. 2: persuasion outcomes by first speaker and rung (first answers that could not be "
         "extracted hatched, as their own class)"
@@ -124,8 +136,9 @@ accuracy is over the questions it answered first (its round-0 answer); its *fina
 the debate's final answer on those same questions. An answer the extractor could not read, and
 every debate that errored, **count as wrong** in all accuracies; their numbers are given in each
 table (`n_unanswered`, `n_errored`) and in the summary. Persuasion, rounds and answer-change tables
-leave errored debates out. CIs are 95% percentile bootstraps (10,000 resamples of the questions,
-seeded). McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
+leave errored debates out. CIs on shares are 95% Wilson score intervals (they keep their coverage
+near 0% and 100% and for a handful of questions: 2 of 2 right is 34.2 to 100, never a point); a
+paired difference (debate's gain) uses Newcombe's score interval for paired proportions. McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
 equal-width confidence bins. Sentiment is VADER's compound score of the response text with
 Markdown and LaTeX stripped. A first answer that could not be extracted is its own persuasion class
 (U->C, U->I), not a wrong one. A debate turn that ran out of budget (stopped as loop, length or

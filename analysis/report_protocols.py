@@ -66,16 +66,22 @@ _WHY = {
 
 PROTOCOL_TABLES: dict[str, tuple[str, TableFn]] = {
     "protocol_accuracy": (
-        "Accuracy of the final answer and of each agent's first answer (every question)",
+        "Accuracy of the final answer and of each agent's first answer (every question; 95% Wilson CIs)",
         MP.protocol_accuracy,
     ),
     "cost": ("Cost per question: requests and tokens", MP.cost_counts),
     # shown in the report's wall-clock section, not the protocol's
     "cost_seconds": ("GPU seconds per question", MP.cost_seconds),
-    "judge_bias": ("How the judge's verdicts side (position and stance bias)", MP.judge_bias),
-    "answer_changes_by_round": ("Answer changes per round", MP.answer_changes),
-    "majority_by_round": ("The majority answer per round", MP.majority_by_round),
-    "self_consistency": ("Self-consistency: accuracy against k samples", MP.self_consistency),
+    "judge_bias": (
+        "How the judge's verdicts side (position and stance bias; 95% Wilson CIs)",
+        MP.judge_bias,
+    ),
+    "answer_changes_by_round": ("Answer changes per round (95% Wilson CIs)", MP.answer_changes),
+    "majority_by_round": ("The majority answer per round (95% Wilson CIs)", MP.majority_by_round),
+    "self_consistency": (
+        "Self-consistency: accuracy against k samples (95% Wilson CIs of the mean share)",
+        MP.self_consistency,
+    ),
 }
 PROTOCOL_FIGURES = {
     "protocol_accuracy": "Accuracy of the final answer and each agent's first answer, by rung (95% CIs)",
