@@ -335,8 +335,7 @@ def run(
 
 
 def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
-    from crawdad.run.runner import RunStopped, RunSummary
-    from crawdad.run.runner import run as run_debates
+    from crawdad.run.runner import RunStopped, RunSummary, run_debates
 
     summaries: list[RunSummary] = []
     try:

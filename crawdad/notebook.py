@@ -75,7 +75,7 @@ async def run_async(
     `config`: a `RunConfig`, a TOML file, a ready config by name (`"protocols/judge"`), or None
     for the paper's setup. `data`: a CLadder folder, zip or file, or `"examples"`. `limit` takes
     the first N selected questions; `selection` replaces the config's selection."""
-    from crawdad.run.runner import run
+    from crawdad.run.runner import run_debates
     from crawdad.tasks import load_items, task_named
 
     cfg = _config(config).model_copy(deep=True)
@@ -86,7 +86,7 @@ async def run_async(
     task = task_named(cfg.task)
     items = load_items(task, Path(data), cfg.selection.questions_file, cfg.table_limits)
     dataset = task.select(items, cfg.selection, cfg.seed)
-    return await run(cfg, dataset, Path(out), progress=progress, simulated=simulated)
+    return await run_debates(cfg, dataset, Path(out), progress=progress, simulated=simulated)
 
 
 def run_sync(

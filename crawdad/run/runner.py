@@ -513,7 +513,7 @@ async def _watch(dog: Watchdog, halt: Callable[[RunStopped], None], log_stalls: 
             log.warning("%s", note)
 
 
-async def run(
+async def run_debates(
     config: RunConfig,
     dataset: Dataset,
     out: Path,
@@ -524,7 +524,10 @@ async def run(
     check_servers: bool = True,
     on_summary: Callable[[RunSummary], None] | None = None,
 ) -> RunSummary:
-    """Run (or resume) every selected question's debate, appending records to `out`."""
+    """Run (or resume) every selected question's debate, appending records to `out`.
+
+    Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
+    subpackage `crawdad.run` takes over once any of its modules is imported)."""
     setup, gate = build_setup(config, simulated)
     servers: DoctorReport | None = None
     try:
@@ -548,6 +551,9 @@ async def run(
     finally:
         for pool in pools_of(setup):
             await pool.aclose()
+
+
+run = run_debates  # the name crawdad's own modules and tests import
 
 
 async def check_servers_of(config: RunConfig) -> DoctorReport:
