@@ -542,11 +542,23 @@ def _error_line(err: Any) -> str:
     return f"  - {loc}: {err['msg']} (got {got})"
 
 
-def _describe(error: ValidationError, path: Path | None, origins: Origins | None = None) -> str:
-    """One block per origin of the bad values: the file, a flag, or a --set item."""
+def _describe(
+    error: ValidationError,
+    path: Path | None,
+    origins: Origins | None = None,
+    alone: set[tuple[tuple[Any, ...], str]] | None = None,
+) -> str:
+    """One block per origin of the bad values: the file, a flag, or a --set item. `alone`: the
+    errors the settings make without the flags; a flag is named only where it changes the
+    outcome (a file that needs two agents is wrong with or without --limit)."""
     groups: dict[str, list[str]] = {}
     for err in error.errors():
-        origin = _origin(tuple(err["loc"]), path, origins or {})
+        loc = tuple(err["loc"])
+        owned = any(loc[: len(key)] == key for key in origins or {})
+        if not owned and (loc, err["msg"]) in (alone or set()):
+            origin = str(path or "the settings")
+        else:
+            origin = _origin(loc, path, origins or {})
         groups.setdefault(origin, []).append(_error_line(err))
     lines = []
     for origin, errs in groups.items():
@@ -621,11 +633,21 @@ def load_config(
             f"{path} is an experiment file (it has variants or axes), not a run config: "
             f"run it with `crawdad experiment {path} --data DATA`"
         )
-    data = deep_merge(data, overrides or {})
+    merged = deep_merge(data, overrides or {})
     try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(_describe(e, path, origins)) from None
+        alone = _errors_of(data) if overrides else None
+        raise ConfigError(_describe(e, path, origins, alone)) from None
+
+
+def _errors_of(data: dict[str, Any]) -> set[tuple[tuple[Any, ...], str]]:
+    """The (location, message) of each error the settings make on their own."""
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as e:
+        return {(tuple(err["loc"]), err["msg"]) for err in e.errors()}
+    return set()
 
 
 def url_hints(config: RunConfig) -> list[str]:
