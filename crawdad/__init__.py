@@ -39,6 +39,7 @@ _EXPORTS = {
     "load_frames": "crawdad.notebook",
     "report_tables": "crawdad.notebook",
     "report_figures": "crawdad.notebook",
+    "fake_server": "crawdad.notebook",
 }
 
 __all__ = ["__version__", *_EXPORTS]

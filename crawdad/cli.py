@@ -535,10 +535,17 @@ def show(
     run_dir: Annotated[Path, typer.Argument(help="Run folder.")],
     question_id: Annotated[str, typer.Argument(help="Question id.")],
     thinking: Annotated[bool, typer.Option(help="Print the reasoning traces too.")] = False,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="The data the run read, for the question's text (default: the run's own, "
+            "as its manifest names it, where it still is)."
+        ),
+    ] = None,
 ) -> None:
     """Print one debate the way the paper's appendix C does."""
     from crawdad.run.store import RunStore, require_run_folder
-    from crawdad.show import format_debate
+    from crawdad.show import format_debate, question_text
 
     require_run_folder(run_dir)
     store = RunStore(run_dir)
@@ -550,7 +557,8 @@ def show(
             f"question {question_id} is not in {store.debates_path}; "
             + (f"its question ids are: {listed}" if ids else "it holds no debates yet")
         )
-    typer.echo(format_debate(records[question_id], thinking=thinking))
+    text = question_text(store, question_id, data)
+    typer.echo(format_debate(records[question_id], thinking=thinking, question=text))
 
 
 @app.command()
@@ -769,12 +777,12 @@ def fake_server(
     ] = False,
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
-    from crawdad.demo import serve_forever
+    from crawdad.demo import serve_forever, served_configs
 
     if kind not in ("ollama", "openai"):
         raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
-    base = _served_configs(config) if config else None
+    base = served_configs(config) if config else None
     serve_forever(
         kind,
         port,
@@ -787,18 +795,6 @@ def fake_server(
         data=data,
         close_after_stream=close_after_stream,
     )
-
-
-def _served_configs(path: Path) -> list[RunConfig]:
-    """A run config, or every variant of an experiment file."""
-    from crawdad.config import read_toml
-
-    if not {"variants", "axes"} & set(read_toml(path)):
-        return [load_config(path)]
-    from crawdad.run.experiment import load_experiment, variant_configs
-
-    spec, _ = load_experiment(path)
-    return list(variant_configs(spec, str(path)).values())
 
 
 @data_app.command("fetch")

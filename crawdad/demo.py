@@ -261,6 +261,19 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def served_configs(path: Path) -> list[RunConfig]:
+    """What `--config` names for a fake server: a run config, or every variant of an
+    experiment file."""
+    from crawdad.config import load_config, read_toml
+
+    if not {"variants", "axes"} & set(read_toml(path)):
+        return [load_config(path)]
+    from crawdad.run.experiment import load_experiment, variant_configs
+
+    spec, _ = load_experiment(path)
+    return list(variant_configs(spec, str(path)).values())
+
+
 def served_models(
     seed: int = 0,
     tools: bool = False,

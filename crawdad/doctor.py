@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from crawdad.backends import make_backend
 from crawdad.backends.base import ServerInfo
 from crawdad.config import ModelSpec, RunConfig
-from crawdad.errors import BackendError, CrawdadError
+from crawdad.errors import BackendError, ServersNotReady
 from crawdad.records import ServedBy
 
 # Seconds a server has to list its models during a readiness check (`crawdad doctor`, the start
@@ -181,7 +181,7 @@ async def _tool_modes(
 
 def require_ready(report: DoctorReport) -> None:
     if not report.ok:
-        raise CrawdadError(
+        raise ServersNotReady(
             "the model servers are not ready:\n  - "
             + "\n  - ".join(report.problems)
             + "\nRun `crawdad doctor` after fixing, or `crawdad demo` to try crawdad on simulated servers."

@@ -107,6 +107,8 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
         assert "2/2 selected debates finished" in result.stdout
     shown = crawdad("show", str(out), "0")
     assert shown.returncode == 0
+    asked = next(q for q in questions if str(q.question_id) == "0").question.strip()
+    assert f"Question: {asked}" in shown.stdout and "None" not in shown.stdout.split("Round")[0]
     assert (
         "gold answer: yes" in shown.stdout
         and "— Round 0 by " in shown.stdout

@@ -45,3 +45,103 @@ def test_a_flag_that_makes_the_settings_invalid_is_named(tmp_path: Path) -> None
             {"protocol": {"kind": "crawdad"}},
             {("protocol", "kind"): "--set protocol.kind=crawdad"},
         )
+
+
+# --- 2: the notebook API names the servers and the overrides, as the command line does --------
+
+
+async def test_a_notebook_run_takes_overrides_and_a_server(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    import crawdad
+    from crawdad.data.demo_questions import EXAMPLES
+    from crawdad.data.questions import load_cladder
+    from crawdad.demo import answer_key
+    from crawdad.fake import FakeServer, paper_models
+
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    key = answer_key(load_cladder(EXAMPLES).questions)
+    async with FakeServer("ollama", paper_models(key)) as server:
+        summary = await crawdad.run_async(
+            "examples",
+            tmp_path / "r",
+            "paper-ollama",
+            limit=2,
+            overrides={"protocol.max_turns": 2, "agents.1.temperature": 0.5},
+            server=server.url,
+        )
+    assert summary.done_total == 2
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["config"]["protocol"]["max_turns"] == 2
+    assert manifest["config"]["agents"][1]["temperature"] == 0.5
+
+
+async def test_servers_that_do_not_answer_name_what_python_passes(
+    tmp_path: Path, unused_tcp_port: int
+) -> None:
+    import crawdad
+    from crawdad.errors import ServersNotReady
+
+    with pytest.raises(ServersNotReady, match=r"server=URL.*OLLAMA_HOST"):
+        await crawdad.run_async(
+            "examples", tmp_path / "r", limit=1, server=f"http://127.0.0.1:{unused_tcp_port}"
+        )
+
+
+def test_notebook_overrides_are_checked_like_set() -> None:
+    from crawdad.config import with_overrides
+
+    cfg = load_config(Path("paper-ollama"))
+    assert with_overrides(cfg, ["agents.0.model=qwen3:8b"]).agents[0].model == "qwen3:8b"
+    with pytest.raises(ConfigError, match=r"agents has 2 entries, numbered 0\.\.1"):
+        with_overrides(cfg, {"agents.2.model": "x"})
+    with pytest.raises(ConfigError, match="did you mean 'agents'"):
+        with_overrides(cfg, {"agnets.0.model": "x"})
+
+
+# --- 7: `crawdad show` prints the question, and no None --------------------------------------
+
+
+def test_show_of_a_question_of_ones_own_table_prints_no_none() -> None:
+    from crawdad.records import DebateRecord
+    from crawdad.show import format_debate
+
+    record = DebateRecord(
+        task="cladder-data",
+        question_id="q1",
+        gold=None,
+        rung=2,
+        query_type="ate",
+        alignment=None,
+        protocol="solo",
+        agents={"a": "m"},
+        consensus=True,
+        final_answer="no",
+    )
+    text = format_debate(record, question="Does smoking raise cancer?\n\nQuestion: Is it so?")
+    head = text.split("\n\n")[0]
+    assert "rung 2, ate;" in head and "None" not in text
+    assert "consensus" not in head  # one agent agrees with no one
+    assert "  Question: Is it so?" in text
+    assert "--data" in format_debate(record)  # no text at hand: says where to get it
+
+
+def test_the_tutorials_experiment_runs_on_a_public_fake_server(tmp_path: Path, monkeypatch) -> None:
+    import crawdad
+
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    fakes = crawdad.fake_server("experiments/paper-ablations")
+    try:
+        summaries = crawdad.experiment_sync(
+            "experiments/paper-ablations",
+            "examples",
+            tmp_path / "abl",
+            limit=2,
+            server=fakes.url,
+            overrides={"selection.rungs": [1]},
+        )
+    finally:
+        fakes.stop()
+    assert summaries and all(s.done_total == 2 and s.errored == 0 for s in summaries)
+    frames = crawdad.load_frames(tmp_path / "abl")
+    assert set(frames.debates["rung"]) == {1}  # the selection override chose the questions
