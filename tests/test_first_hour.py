@@ -145,3 +145,28 @@ def test_the_tutorials_experiment_runs_on_a_public_fake_server(tmp_path: Path, m
     assert summaries and all(s.done_total == 2 and s.errored == 0 for s in summaries)
     frames = crawdad.load_frames(tmp_path / "abl")
     assert set(frames.debates["rung"]) == {1}  # the selection override chose the questions
+
+
+# --- 4: one agent reports no consensus --------------------------------------------------------
+
+
+async def test_a_one_agent_run_reports_no_consensus(tmp_path: Path) -> None:
+    import crawdad
+    from crawdad.run.runner import Progress
+
+    fakes = crawdad.fake_server("protocols/solo")
+    try:
+        summary = await crawdad.run_async(  # as the solo variants of paper-ablations
+            "examples",
+            tmp_path / "solo",
+            "protocols/solo",
+            limit=2,
+            server=fakes.url,
+            overrides={"agents": [{"name": "qwen3", "model": "qwen3:32b"}]},
+        )
+    finally:
+        fakes.stop()
+    text = "\n".join(summary.lines())
+    assert summary.agents == 1 and "consensus rate" not in text
+    assert "consensus n/a (one agent)" in text
+    assert "cons=" not in Progress.figures(summary)

@@ -59,6 +59,7 @@ class RunSummary:
     interrupted: bool = False
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
+    agents: int = 2  # debaters: with one, there is no consensus to report
 
     @property
     def remaining(self) -> int:
@@ -93,7 +94,11 @@ class RunSummary:
         done, scored = self.done_total, self.done_total - self.unscored
         if not done:
             return "no debate of this selection is finished yet: no accuracy to report"
-        consensus = f"consensus rate {self.consensus / done:.3f}"
+        consensus = (
+            f"consensus rate {self.consensus / done:.3f}"
+            if self.agents > 1
+            else "consensus n/a (one agent)"
+        )
         if self.graphs:
             return (
                 f"graphs exactly right (the same edges as the truth) over these {done}: "
@@ -361,6 +366,7 @@ def make_job(
         outside_ids=sorted(outside, key=_id_order),
         unknown_ids=sorted(outside - known, key=_id_order) if known is not None else [],
         graphs=setup.task.answers is None,
+        agents=len(setup.agents),
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name)
@@ -435,7 +441,8 @@ class Progress:
         done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
         scored = s.done_total - s.unscored
         acc = f"acc={s.correct / scored:.3f}" if scored else "acc=-"
-        return f"{acc} cons={s.consensus / done:.2f} err={s.errored}"
+        cons = f" cons={s.consensus / done:.2f}" if s.agents > 1 else ""
+        return f"{acc}{cons} err={s.errored}"
 
     def postfix(self, now: float) -> str:
         """The single bar of a plain run: its figures and the servers."""
