@@ -170,3 +170,57 @@ async def test_a_one_agent_run_reports_no_consensus(tmp_path: Path) -> None:
     assert summary.agents == 1 and "consensus rate" not in text
     assert "consensus n/a (one agent)" in text
     assert "cons=" not in Progress.figures(summary)
+
+
+# --- 5: the report's sentences and the experiment figure ---------------------------------------
+
+
+def test_an_accuracy_that_does_not_change_is_said_so() -> None:
+    import pandas as pd
+    from crawdad.analysis.metrics.accuracy import ALL
+    from crawdad.analysis.narrative import accuracy_lines
+
+    row = dict(n=10, gain=0.0, initial_acc=0.5, final_acc=0.5, gain_ci_lo=-0.1, gain_ci_hi=0.1)
+    row |= dict(p_value=1.0, i_to_c=1, c_to_i=1)
+    mcnemar = pd.DataFrame([{"agent": "deepseek-r1", **row}, {"agent": ALL, **row}])
+    lines = accuracy_lines(mcnemar, pd.DataFrame(columns=["dimension", "agent"]))
+    assert lines[0].startswith("**deepseek-r1** does not change after debate (50")
+    assert lines[1].startswith("All first speakers together do not change after debate")
+    assert not any("bys" in line or "change by" in line for line in lines)
+    gained = accuracy_lines(mcnemar.assign(gain=0.1), pd.DataFrame(columns=["dimension", "agent"]))
+    assert gained[0].startswith("**deepseek-r1** gains 10.0 points after debate")
+
+
+def test_the_experiment_figures_labels_do_not_overlap_and_its_markers_are_keyed() -> None:
+    import itertools
+
+    import pandas as pd
+    from crawdad.analysis.figures.experiment import compute_figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    names = ["paper", "no-be-confident", "judge", "self-consistency-5", "solo-a", "three"]
+    kinds = ["crawdad", "crawdad", "judge", "solo", "solo", "crawdad"]
+    points = pd.DataFrame(
+        {
+            "variant": names,
+            "protocol": kinds,
+            "tokens": [1600, 1610, 1590, 1650, 1000, 2600],  # crowded, as the fakes' runs are
+            "acc": [0.9, 0.9, 0.85, 0.9, 0.85, 0.9],
+            "ci_lo": [0.75, 0.75, 0.7, 0.75, 0.7, 0.75],
+            "ci_hi": [1.0, 1.0, 0.95, 1.0, 0.95, 1.0],
+            "baseline": [True, False, False, False, False, False],
+        }
+    )
+    curves = pd.DataFrame(columns=["variant", "agent", "model", "k", "tokens", "acc"])
+    fig = compute_figure(points, curves)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    numbers = [t for t in fig.axes[0].texts if t.get_text().isdigit()]
+    assert sorted(int(t.get_text()) for t in numbers) == list(range(1, len(names) + 1))
+    boxes = [Text.get_window_extent(t, renderer) for t in numbers]  # the text, not its leader
+    assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+    key = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "1 paper (crawdad, baseline)" in key and "3 judge (judge)" in key
+    assert "4 self-consistency-5 (solo)" in key
