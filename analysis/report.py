@@ -195,11 +195,13 @@ def _plots(run: Run, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> dict
 
 
 def run_figures(run: Run, tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
-    """The paper's figures of one run as matplotlib figures, by name (the functions the report
-    draws with; `tables` as `compute_tables` gives them, for this run or several)."""
+    """The paper's figures of one run and its protocol section's ("protocol_accuracy", and the
+    protocol's own) as matplotlib figures, by name (the functions the report draws with; `tables` as `compute_tables` gives them, for this run or several)."""
     t = {k: _of(v, run.label) for k, v in tables.items()}
-    plots = _plots(run, t, _colors(run.debates, run.turns))
-    return {name: p.draw(*p.args) for name, p in plots.items()}
+    colors = _colors(run.debates, run.turns)
+    plots = list(_plots(run, t, colors).values())
+    plots += RP.protocol_plots(RP.run_kind(run.debates), t, colors)  # "protocol_accuracy", ...
+    return {p.name: p.draw(*p.args) for p in plots}
 
 
 def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:

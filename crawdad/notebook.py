@@ -33,7 +33,7 @@ from crawdad.config import (
     override_items,
     with_overrides,
 )
-from crawdad.errors import ServersNotReady
+from crawdad.errors import CrawdadError, ServersNotReady
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -255,6 +255,21 @@ class Frames:
     tool_calls: pd.DataFrame
     runs: list[Run] = field(default_factory=list)
 
+    @property
+    def labels(self) -> list[str]:
+        """The runs' labels (the `run` column's values), in load order."""
+        return [r.label for r in self.runs]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.labels[:6]) + (", ..." if len(self.runs) > 6 else "")
+        return (
+            f"Frames({len(self.runs)} run{'s' if len(self.runs) != 1 else ''}: {shown}; "
+            f"{len(self.debates)} debates, {len(self.turns)} turns, "
+            f"{len(self.tool_calls)} tool calls; debates columns: "
+            f"{', '.join(map(str, self.debates.columns[:8]))}, ... "
+            f"({len(self.debates.columns)}))"
+        )
+
 
 TOOL_CALL_COLUMNS = ["run", "question_id", "round", "agent", "model", "tool", "mode"]
 TOOL_CALL_COLUMNS += ["malformed", "error", "seconds"]
@@ -309,16 +324,25 @@ def report_tables(frames: Frames) -> dict[str, pd.DataFrame]:
 
 
 def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
-    """The report's figures of one run (its label; the first run by default) as matplotlib
-    figures, by name: "accuracy", "fig2_persuasion", ..., "reliability" (those that apply to
-    the run's protocol). Shown inline by Jupyter; `fig.savefig(...)` to keep one."""
+    """The report's figures of one run (its label; needed when the frames hold several) as
+    matplotlib figures, by name: "accuracy", "fig2_persuasion", ..., "reliability" (those that
+    apply to the run's protocol), and its protocol section's: "protocol_accuracy" (each agent's
+    first answer and the final answer), and the protocol's own ("judge_bias",
+    "simultaneous_rounds", "self_consistency"). Shown inline by Jupyter; `fig.savefig(...)` to
+    keep one."""
     from crawdad.analysis.report import run_figures
 
     labels = [r.label for r in frames.runs]
     if not labels:
-        raise ValueError("no runs loaded")
+        raise CrawdadError("no runs loaded: load_frames(FOLDER) first")
+    if run is None and len(labels) > 1:
+        raise CrawdadError(
+            f"these frames hold {len(labels)} runs ({', '.join(labels)}): name one, "
+            f"report_figures(frames, run={labels[0]!r}), or draw each: "
+            "{label: report_figures(frames, run=label) for label in frames.labels}"
+        )
     label = run or labels[0]
     if label not in labels:
-        raise ValueError(f"no run {label!r}; the runs are {', '.join(labels)}")
+        raise CrawdadError(f"no run {label!r}; the runs are {', '.join(labels)}")
     chosen = next(r for r in frames.runs if r.label == label)
     return run_figures(chosen, report_tables(frames))
