@@ -224,3 +224,47 @@ def test_the_experiment_figures_labels_do_not_overlap_and_its_markers_are_keyed(
     key = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "1 paper (crawdad, baseline)" in key and "3 judge (judge)" in key
     assert "4 self-consistency-5 (solo)" in key
+
+
+# --- 8: the notebook's frames and figures ------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+async def test_frames_print_short_and_figures_of_two_runs_name_the_run(tmp_path: Path) -> None:
+    import crawdad
+    from crawdad.errors import CrawdadError
+    from matplotlib.figure import Figure
+
+    fakes = crawdad.fake_server()
+    try:
+        for name in ("a", "b"):
+            await crawdad.run_async(
+                "examples", tmp_path / name, limit=3, server=fakes.url, overrides={"seed": 1}
+            )
+    finally:
+        fakes.stop()
+    frames = crawdad.load_frames(tmp_path / "a", tmp_path / "b", compare=True)
+    text = repr(frames)
+    assert text.startswith("Frames(2 runs: ") and "6 debates" in text and len(text) < 400
+    assert "manifest" not in text.lower()
+    with pytest.raises(CrawdadError, match=r"run=") as e:
+        crawdad.report_figures(frames)
+    assert all(label in str(e.value) for label in frames.labels)
+    figs = crawdad.report_figures(frames, run=frames.labels[1])
+    assert isinstance(figs["protocol_accuracy"], Figure) and "accuracy" in figs
+
+
+# --- 9: smaller misleads -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("protocols/jduge", "protocols/judge"),
+        ("jduge", "protocols/judge"),
+        ("paper-vlm", "paper-vllm"),
+    ],
+)
+def test_a_mistyped_ready_config_gets_a_suggestion(given: str, meant: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"did you mean {meant!r}?")):
+        load_config(Path(given))
