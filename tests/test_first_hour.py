@@ -231,9 +231,10 @@ def test_the_experiment_figures_labels_do_not_overlap_and_its_markers_are_keyed(
 
 @pytest.mark.timeout(300)
 async def test_frames_print_short_and_figures_of_two_runs_name_the_run(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
     import crawdad
     from crawdad.errors import CrawdadError
-    from matplotlib.figure import Figure
 
     fakes = crawdad.fake_server()
     try:
@@ -268,3 +269,20 @@ async def test_frames_print_short_and_figures_of_two_runs_name_the_run(tmp_path:
 def test_a_mistyped_ready_config_gets_a_suggestion(given: str, meant: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"did you mean {meant!r}?")):
         load_config(Path(given))
+
+
+def test_doctor_suggests_each_models_own_reasoning_parser(unused_tcp_port: int) -> None:
+    from crawdad.cli import build_config
+    from crawdad.doctor import fix_command
+
+    url = f"http://127.0.0.1:{unused_tcp_port}/v1"
+    sets = [f'{role}.base_urls=["{url}"]' for role in ("agents.0", "agents.1", "extractor")]
+    cfg = build_config(Path("paper-vllm"), sets)
+    qwen, deepseek = (fix_command(a) for a in cfg.agents)
+    assert qwen.endswith("--reasoning-parser qwen3") and "Qwen/Qwen3-32B" in qwen
+    assert deepseek.endswith("--reasoning-parser deepseek_r1")
+    assert "--reasoning-parser" not in fix_command(cfg.extractor)  # Granite needs none
+    from crawdad.backends.openai_compat import translate_error
+
+    refused = translate_error(ConnectionRefusedError(111, "refused"), url, "")
+    assert "cannot connect" in str(refused) and "deepseek_r1" not in str(refused)  # no guess
