@@ -90,7 +90,12 @@ def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
     for item in items:
         for shown in {t.show(item) for t in displays(task)}:
             data = getattr(item, "data", None)
-            calls.add(shown, getattr(item, "meta", {}), getattr(data, "table", None))
+            calls.add(
+                shown,
+                getattr(item, "meta", {}),
+                getattr(data, "table", None),
+                answered=getattr(item, "answer", None) is not None,
+            )
     return calls
 
 
@@ -217,12 +222,22 @@ def server_banner(
     faults: FaultPlan | None,
     latency: LatencyModel,
     tool_models: list[str] | None = None,
+    data: Path | None = None,
 ) -> str:
-    """What the fake server serves, and how to point crawdad at it."""
+    """What the fake server serves, what questions it knows the answers of (`data`, else
+    crawdad's examples), and how to point crawdad at it."""
     models = list(server.models)
+    known = (
+        f"  questions: knows the answers of {data}'s questions"
+        if data is not None
+        else "  questions: knows the answers of crawdad's example questions only; any other "
+        "(CLadder's own, a table of yours) it answers at chance: start it with --data DATA "
+        "(the data your run reads) to know them"
+    )
     lines = [
         f"fake {server.kind} server at {server.url} (simulated answers, not real models)",
         f"  models: {', '.join(models)}",
+        known,
         f"  latency: {latency.base_seconds:g} s a request, {latency.capacity} at once per model",
     ]
     if faults is not None and faults.rate > 0:
@@ -360,7 +375,7 @@ def serve_forever(
     _start(server)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
     try:
-        banner = server_banner(server, faults, model, calling)
+        banner = server_banner(server, faults, model, calling, data)
         if data and any(isinstance(m, DataAgentModel) for m in models.values()):
             banner = banner.replace(
                 "call the causal calculator once a turn", "call the data tools once a turn"

@@ -74,6 +74,9 @@ async def test_a_notebook_run_takes_overrides_and_a_server(tmp_path: Path, monke
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["config"]["protocol"]["max_turns"] == 2
     assert manifest["config"]["agents"][1]["temperature"] == 0.5
+    # 9: a fake server says it is one; the manifest and every record say simulated
+    records = [json.loads(line) for line in (tmp_path / "r" / "debates.jsonl").open()]
+    assert manifest["simulated"] and records and all(r["simulated"] for r in records)
 
 
 async def test_servers_that_do_not_answer_name_what_python_passes(
@@ -286,3 +289,55 @@ def test_doctor_suggests_each_models_own_reasoning_parser(unused_tcp_port: int) 
 
     refused = translate_error(ConnectionRefusedError(111, "refused"), url, "")
     assert "cannot connect" in str(refused) and "deepseek_r1" not in str(refused)  # no guess
+
+
+def test_a_fake_server_without_data_says_it_answers_other_questions_at_chance(
+    tmp_path: Path,
+) -> None:
+    from crawdad.demo import server_banner
+    from crawdad.fake import FakeServer, LatencyModel, paper_models
+
+    with FakeServer("ollama", paper_models()) as server:
+        bare = server_banner(server, None, LatencyModel())
+        told = server_banner(server, None, LatencyModel(), data=tmp_path / "tables")
+    assert "at chance" in bare and "--data DATA" in bare
+    assert f"knows the answers of {tmp_path / 'tables'}" in told and "at chance" not in told
+
+
+async def test_the_fake_data_agent_answers_a_question_without_answer_as_its_result_says(
+    tmp_path: Path,
+) -> None:
+    """The own-table how-to's kidney stones: the adjusted effect of open surgery is +0.054, so
+    the agents that computed it answer yes (they answered a coin's no before)."""
+    import csv
+    import json
+    import subprocess
+    import sys
+
+    import crawdad
+
+    groups = [("open", "small", 81, 87), ("open", "large", 192, 263)]
+    groups += [("PCNL", "small", 234, 270), ("PCNL", "large", 55, 80)]
+    with (tmp_path / "kidney.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["treatment", "stone size", "success"])
+        for treatment, size, successes, patients in groups:
+            for i in range(patients):
+                writer.writerow([treatment, size, "yes" if i < successes else "no"])
+    folder = tmp_path / "kidney"
+    own = [sys.executable, "-m", "crawdad", "data", "own", str(tmp_path / "kidney.csv")]
+    own += ["--out", str(folder), "--treatment", "treatment", "--outcome", "success"]
+    own += ["--graph", "stone_size->treatment, stone_size->success, treatment->success"]
+    own += ["--code", "treatment=open", "--code", "stone_size=large"]
+    subprocess.run(own, check=True, capture_output=True)
+    for config in ("protocols/data-agent", "ablations/data-tools"):
+        fakes = crawdad.fake_server(config, folder)
+        out = tmp_path / config.replace("/", "-")
+        try:
+            await crawdad.run_async(folder, out, config, server=fakes.url)
+        finally:
+            fakes.stop()
+        record = json.loads((out / "debates.jsonl").read_text().splitlines()[0])
+        values = [c["result"]["value"] for t in record["turns"] for c in t["tool_calls"]]
+        assert values and all(abs(v - 0.0537) < 1e-3 for v in values)
+        assert set(record["agent_answers"].values()) == {"yes"}, record["agent_answers"]

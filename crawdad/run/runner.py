@@ -540,6 +540,7 @@ async def run_debates(
     try:
         if check_servers:
             servers = await check_servers_of(config)
+            setup.simulated = setup.simulated or servers.simulated  # every record says so too
         store = RunStore(out)
         scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
         try:
