@@ -9,6 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from crawdad.analysis.formatting import details, link_list, to_markdown
+from crawdad.analysis.report_progress import ReportProgress
 from crawdad.analysis.section import Plot, Section, Table
 
 from crawdad.errors import StoreError
@@ -110,22 +111,34 @@ class ReportWriter:
         png, pdf = self.rel(fdir / f"{p.name}.png"), self.rel(fdir / f"{p.name}.pdf")
         return [f"![{p.caption}]({png})", "", f"[PDF]({pdf}) · {p.caption}", ""]
 
-    def draw(self, workers: int = 1) -> None:
+    def draw(self, workers: int = 1, progress: ReportProgress | None = None) -> None:
         """Draw and save every queued figure; in `workers` processes when there are several."""
         jobs, self._jobs = self._jobs, []
+        if progress is not None:
+            progress.phase("drawing figures", len(jobs))
         if workers <= 1 or len(jobs) < 3:
             for job in jobs:
                 _draw(job)
+                if progress is not None:
+                    progress.step()
             return
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(_draw, jobs))
+            for _ in pool.map(_draw, jobs):
+                if progress is not None:
+                    progress.step()
 
     def write(
-        self, sections: Iterable[Section], workers: int = 1, head: Iterable[str] = ()
+        self,
+        sections: Iterable[Section],
+        workers: int = 1,
+        head: Iterable[str] = (),
+        progress: ReportProgress | None = None,
     ) -> Path:
         """report.md: `head` (Markdown lines), then the sections; every figure drawn."""
+        if progress is not None:
+            progress.phase("writing tables")
         md = [*head, *self.markdown(sections)]
-        self.draw(workers)
+        self.draw(workers, progress)
         path = self.root / "report.md"
         path.write_text("\n".join(md))
         return path

@@ -591,6 +591,9 @@ def analyze(
             " settings); by default shards over disjoint questions are pooled into one run.",
         ),
     ] = False,
+    progress: Annotated[
+        bool, typer.Option(help="Show the report's phases (on a terminal's stderr).")
+    ] = True,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs. Folders that are
     shards of one run (one per --range, the same settings) are analysed as one run."""
@@ -610,7 +613,12 @@ def analyze(
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
         path = write_report(
-            list(run_dirs), target, audit=audit, contradicted=contradicted, compare=compare
+            list(run_dirs),
+            target,
+            audit=audit,
+            contradicted=contradicted,
+            compare=compare,
+            progress=progress,
         )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
@@ -701,7 +709,8 @@ def demo(
     if report:
         from crawdad.analysis.report import write_report
 
-        typer.echo(f"report written: {write_report([out], out / 'report')}")
+        path = write_report([out], out / "report", progress=progress)
+        typer.echo(f"report written: {path}")
 
 
 def _fault_plan(rate: float, kinds: list[str], models: list[str], seed: int) -> Any:

@@ -3,7 +3,9 @@ user, from the documentation word for word)."""
 
 from __future__ import annotations
 
+import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -304,7 +306,7 @@ def test_a_fake_server_without_data_says_it_answers_other_questions_at_chance(
     assert f"knows the answers of {tmp_path / 'tables'}" in told and "at chance" not in told
 
 
-async def test_the_fake_data_agent_answers_a_question_without_answer_as_its_result_says(
+def test_the_fake_data_agent_answers_a_question_without_answer_as_its_result_says(
     tmp_path: Path,
 ) -> None:
     """The own-table how-to's kidney stones: the adjusted effect of open surgery is +0.054, so
@@ -334,10 +336,49 @@ async def test_the_fake_data_agent_answers_a_question_without_answer_as_its_resu
         fakes = crawdad.fake_server(config, folder)
         out = tmp_path / config.replace("/", "-")
         try:
-            await crawdad.run_async(folder, out, config, server=fakes.url)
+            crawdad.run_sync(folder, out, config, server=fakes.url)
         finally:
             fakes.stop()
         record = json.loads((out / "debates.jsonl").read_text().splitlines()[0])
         values = [c["result"]["value"] for t in record["turns"] for c in t["tool_calls"]]
         assert values and all(abs(v - 0.0537) < 1e-3 for v in values)
         assert set(record["agent_answers"].values()) == {"yes"}, record["agent_answers"]
+
+
+def test_the_slowest_responses_table_says_seconds_in_its_name() -> None:
+    from crawdad.analysis.report import TABLES, WALL_CLOCK_TABLES
+
+    assert "slowest_seconds" in TABLES and "slowest_seconds" in WALL_CLOCK_TABLES
+    assert "slowest" not in TABLES
+
+
+# --- 6: progress on the report's waits ---------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_report_shows_its_phases_on_a_terminal_and_nothing_elsewhere(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from crawdad.analysis.report import write_report
+    from crawdad.analysis.report_progress import ReportProgress
+
+    from crawdad.demo import run_demo
+
+    run = tmp_path / "run"
+    run_demo(run, limit=2, progress=False)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    write_report([run], tmp_path / "report", workers=1, progress=True)
+    shown = terminal.getvalue()
+    for phase in ("loading 1 run folder", "computing tables", "writing tables", "drawing figures"):
+        assert phase in shown, shown[-500:]
+    log = io.StringIO()  # not a terminal: no bar, even when asked for
+    monkeypatch.setattr(sys, "stderr", log)
+    with ReportProgress(True) as bar:
+        bar.phase("drawing figures", 3)
+        bar.step()
+    assert log.getvalue() == ""
