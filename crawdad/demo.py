@@ -237,7 +237,6 @@ def server_banner(
     lines = [
         f"fake {server.kind} server at {server.url} (simulated answers, not real models)",
         f"  models: {', '.join(models)}",
-        known,
         f"  latency: {latency.base_seconds:g} s a request, {latency.capacity} at once per model",
     ]
     if faults is not None and faults.rate > 0:
@@ -255,6 +254,7 @@ def server_banner(
         )
     else:
         lines.append("  tools: no model calls tools (add --tools, or --config with a tools config)")
+    lines.append(known)
     url = server.url
     sets = [f"--set 'agents.{i}.base_urls=[\"{url}\"]'" for i in (0, 1)]
     sets.append(f"--set 'extractor.base_urls=[\"{url}\"]'")

@@ -242,7 +242,9 @@ def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, cli) -> 
     from crawdad.analysis.synthetic_runs import write_synthetic_run
 
     monkeypatch.setattr(
-        crawdad.analysis.report_files.ReportWriter, "draw", lambda self, workers=1: None
+        crawdad.analysis.report_files.ReportWriter,
+        "draw",
+        lambda self, workers=1, progress=None: None,
     )  # speed only
     run = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
     with (run / ".lock").open("w") as lock:
