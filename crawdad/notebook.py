@@ -84,7 +84,9 @@ SERVERS_FIX = (
     "From Python, say where the models are served: server=URL (one server for every model, as "
     "a `crawdad fake-server` or one Ollama), overrides={'agents.0.base_urls': [URL], ...} per "
     "model, base_urls in the config file, or OLLAMA_HOST in the environment before starting "
-    "Python (Ollama's default: http://localhost:11434)."
+    "Python (Ollama's default: http://localhost:11434). Without a GPU, "
+    "crawdad.fake_server(CONFIG_OR_EXPERIMENT) simulates every model it names: pass its .url "
+    "as server=."
 )
 
 

@@ -87,7 +87,7 @@ async def test_servers_that_do_not_answer_name_what_python_passes(
     import crawdad
     from crawdad.errors import ServersNotReady
 
-    with pytest.raises(ServersNotReady, match=r"server=URL.*OLLAMA_HOST"):
+    with pytest.raises(ServersNotReady, match=r"(?s)server=URL.*OLLAMA_HOST.*fake_server"):
         await crawdad.run_async(
             "examples", tmp_path / "r", limit=1, server=f"http://127.0.0.1:{unused_tcp_port}"
         )
