@@ -21,6 +21,7 @@ from crawdad.analysis.formatting import fmt_p, to_markdown
 from crawdad.analysis.metrics import experiment as X
 from crawdad.analysis.metrics import self_consistency as SC
 from crawdad.analysis.report_files import ReportWriter, write_into
+from crawdad.analysis.report_progress import ReportProgress
 from crawdad.analysis.section import Block, Plot, Section, Table
 from crawdad.analysis.tasks import experiment_task_sections
 
@@ -301,10 +302,17 @@ def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str])
     )
 
 
-def write_experiment_report(folder: Path, out: Path) -> Path:
-    """Analyse the experiment folder and write the report folder `out`; return report.md."""
+def write_experiment_report(
+    folder: Path, out: Path, progress: ReportProgress | None = None
+) -> Path:
+    """Analyse the experiment folder and write the report folder `out`; return report.md.
+    `progress`: the bar that shows the phases (`crawdad analyze`)."""
+    if progress is not None:
+        progress.phase("loading the experiment's variants")
     exp = load_experiment(folder)  # first: a wrong folder gets no report folder
-    return write_into(out, lambda: _write(exp, out))
+    if progress is not None:
+        progress.phase("computing tables")
+    return write_into(out, lambda: _write(exp, out, progress))
 
 
 def _task(v: Any) -> str:
@@ -428,7 +436,7 @@ def _compute_section(
     return Section("Accuracy against compute", blocks)
 
 
-def _write(whole: Experiment, out: Path) -> Path:
+def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:
     exp, apart = _by_task(whole)
     names = [v.name for v in exp.variants]
     q = exp.questions()
@@ -498,4 +506,4 @@ def _write(whole: Experiment, out: Path) -> Path:
             ],
         ),
     ]
-    return ReportWriter(out).write(sections, head=_head(whole, exp, apart, cov))
+    return ReportWriter(out).write(sections, head=_head(whole, exp, apart, cov), progress=progress)

@@ -22,6 +22,7 @@ from crawdad.analysis.formatting import (
     no_links,
     to_markdown,
 )
+from crawdad.analysis.report_progress import ReportProgress
 from crawdad.analysis.section import Plot, Section, Table
 
 from crawdad.errors import StoreError
@@ -139,21 +140,33 @@ class ReportWriter:
         alt = no_html(md_cell(p.caption))
         return [f"![{alt}]({png})", "", f"[PDF]({pdf}) · {caption}", ""]
 
-    def draw(self, workers: int = 1) -> None:
+    def draw(self, workers: int = 1, progress: ReportProgress | None = None) -> None:
         """Draw and save every queued figure; in `workers` processes when there are several."""
         jobs, self._jobs = self._jobs, []
+        if progress is not None:
+            progress.phase("drawing figures", len(jobs))
         if workers <= 1 or len(jobs) < 3:
             for job in jobs:
                 _draw(job)
+                if progress is not None:
+                    progress.step()
             return
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(_draw, jobs))
+            for _ in pool.map(_draw, jobs):
+                if progress is not None:
+                    progress.step()
 
     def write(
-        self, sections: Iterable[Section], workers: int = 1, head: Iterable[str] = ()
+        self,
+        sections: Iterable[Section],
+        workers: int = 1,
+        head: Iterable[str] = (),
+        progress: ReportProgress | None = None,
     ) -> Path:
         """report.md: `head` (Markdown lines), then the sections; every figure drawn."""
+        if progress is not None:
+            progress.phase("writing tables")
         md = [*map(_text, head), *self.markdown(sections)]
-        self.draw(workers)
+        self.draw(workers, progress)
         with Folder(self.root) as root:
             return root.write_text("report.md", "\n".join(md))

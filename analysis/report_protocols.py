@@ -261,15 +261,25 @@ def _plot(name: str, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> Plot
     return Plot(name, caption, FP.self_consistency_figure, (t["self_consistency"], colors))
 
 
+def protocol_plots(
+    kind: str, tables: dict[str, pd.DataFrame], colors: dict[str, str]
+) -> list[Plot]:
+    """The figures of a run's protocol section: accuracy by protocol, and its protocol's own."""
+    return [
+        _plot(name, tables, colors)
+        for name in ["protocol_accuracy", *SPECIAL.get(kind, ([], []))[1]]
+    ]
+
+
 def protocol_section(kind: str, tables: dict[str, pd.DataFrame], colors: dict[str, str]) -> Section:
     """One run's protocol section: accuracy over every question, cost, and the protocol's own
     tables and figures."""
-    special_t, special_f = SPECIAL.get(kind, ([], []))
+    special_t, _special_f = SPECIAL.get(kind, ([], []))
     intro = (
         "Accuracy here is over every question of the run: the final answer, and each agent's "
         "first answer (solo: its first sample) whether or not it opened the debate."
     )
-    plots = [_plot(name, tables, colors) for name in ["protocol_accuracy", *special_f]]
+    plots = protocol_plots(kind, tables, colors)
     shown = [
         Table(
             name,

@@ -335,8 +335,7 @@ def run(
 
 
 def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
-    from crawdad.run.runner import RunStopped, RunSummary
-    from crawdad.run.runner import run as run_debates
+    from crawdad.run.runner import RunStopped, RunSummary, run_debates
 
     summaries: list[RunSummary] = []
     try:
@@ -536,10 +535,17 @@ def show(
     run_dir: Annotated[Path, typer.Argument(help="Run folder.")],
     question_id: Annotated[str, typer.Argument(help="Question id.")],
     thinking: Annotated[bool, typer.Option(help="Print the reasoning traces too.")] = False,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="The data the run read, for the question's text (default: the run's own, "
+            "as its manifest names it, where it still is)."
+        ),
+    ] = None,
 ) -> None:
     """Print one debate the way the paper's appendix C does."""
     from crawdad.run.store import RunStore, require_run_folder
-    from crawdad.show import format_debate
+    from crawdad.show import format_debate, question_text
 
     require_run_folder(run_dir)
     store = RunStore(run_dir)
@@ -563,7 +569,8 @@ def show(
             f"question {question_id} is not in {store.debates_path}; "
             + (f"its question ids are: {listed}" if ids else "it holds no debates yet")
         )
-    typer.echo(format_debate(records[question_id], thinking=thinking))
+    text = question_text(store, question_id, data)
+    typer.echo(format_debate(records[question_id], thinking=thinking, question=text))
 
 
 @app.command()
@@ -596,6 +603,9 @@ def analyze(
             " settings); by default shards over disjoint questions are pooled into one run.",
         ),
     ] = False,
+    progress: Annotated[
+        bool, typer.Option(help="Show the report's phases (on a terminal's stderr).")
+    ] = True,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs. Folders that are
     shards of one run (one per --range, the same settings) are analysed as one run."""
@@ -615,7 +625,12 @@ def analyze(
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
         path = write_report(
-            list(run_dirs), target, audit=audit, contradicted=contradicted, compare=compare
+            list(run_dirs),
+            target,
+            audit=audit,
+            contradicted=contradicted,
+            compare=compare,
+            progress=progress,
         )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
@@ -708,7 +723,8 @@ def demo(
     if report:
         from crawdad.analysis.report import write_report
 
-        typer.echo(f"report written: {write_report([out], out / 'report')}")
+        path = write_report([out], out / "report", progress=progress)
+        typer.echo(f"report written: {path}")
 
 
 def _fault_plan(rate: float, kinds: list[str], models: list[str], seed: int) -> Any:
@@ -784,12 +800,12 @@ def fake_server(
     ] = False,
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
-    from crawdad.demo import serve_forever
+    from crawdad.demo import serve_forever, served_configs
 
     if kind not in ("ollama", "openai"):
         raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
-    base = _served_configs(config) if config else None
+    base = served_configs(config) if config else None
     serve_forever(
         kind,
         port,
@@ -802,18 +818,6 @@ def fake_server(
         data=data,
         close_after_stream=close_after_stream,
     )
-
-
-def _served_configs(path: Path) -> list[RunConfig]:
-    """A run config, or every variant of an experiment file."""
-    from crawdad.config import read_toml
-
-    if not {"variants", "axes"} & set(read_toml(path)):
-        return [load_config(path)]
-    from crawdad.run.experiment import load_experiment, variant_configs
-
-    spec, _ = load_experiment(path)
-    return list(variant_configs(spec, str(path)).values())
 
 
 @data_app.command("fetch")

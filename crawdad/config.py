@@ -6,6 +6,7 @@ import difflib
 import os
 import re
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -554,11 +555,23 @@ def _error_line(err: Any) -> str:
     return f"  - {loc}: {err['msg']} (got {got})"
 
 
-def _describe(error: ValidationError, path: Path | None, origins: Origins | None = None) -> str:
-    """One block per origin of the bad values: the file, a flag, or a --set item."""
+def _describe(
+    error: ValidationError,
+    path: Path | None,
+    origins: Origins | None = None,
+    alone: set[tuple[tuple[Any, ...], str]] | None = None,
+) -> str:
+    """One block per origin of the bad values: the file, a flag, or a --set item. `alone`: the
+    errors the settings make without the flags; a flag is named only where it changes the
+    outcome (a file that needs two agents is wrong with or without --limit)."""
     groups: dict[str, list[str]] = {}
     for err in error.errors():
-        origin = _origin(tuple(err["loc"]), path, origins or {})
+        loc = tuple(err["loc"])
+        owned = any(loc[: len(key)] == key for key in origins or {})
+        if not owned and (loc, err["msg"]) in (alone or set()):
+            origin = str(path or "the settings")
+        else:
+            origin = _origin(loc, path, origins or {})
         groups.setdefault(origin, []).append(_error_line(err))
     lines = []
     for origin, errs in groups.items():
@@ -632,11 +645,94 @@ def load_config(
             f"{path} is an experiment file (it has variants or axes), not a run config: "
             f"run it with `crawdad experiment {path} --data DATA`"
         )
-    data = deep_merge(data, overrides or {})
+    merged = deep_merge(data, overrides or {})
+    try:
+        config = RunConfig.model_validate(merged)
+    except ValidationError as e:
+        alone = _errors_of(data) if overrides else None
+        raise ConfigError(_describe(e, path, origins, alone)) from None
+    use_input_limit(config.input_limits.max_file_mb)  # the inputs read from here on
+    return config
+
+
+def _errors_of(data: dict[str, Any]) -> set[tuple[tuple[Any, ...], str]]:
+    """The (location, message) of each error the settings make on their own."""
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as e:
+        return {(tuple(err["loc"]), err["msg"]) for err in e.errors()}
+    return set()
+
+
+# Overrides as Python gives them: {"agents.0.model": "qwen3:8b"}, or ["agents.0.model=qwen3:8b"]
+# as `--set` takes them (values read as TOML scalars).
+Overrides = Mapping[str, Any] | Sequence[str]
+
+
+def override_items(
+    items: Overrides, label: str = "overrides"
+) -> list[tuple[tuple[str | int, ...], Any, str]]:
+    """Each override as (its key's path, its value, how to name it in an error)."""
+    out: list[tuple[tuple[str | int, ...], Any, str]] = []
+    pairs: list[tuple[str, Any, str]] = []
+    if isinstance(items, Mapping):
+        pairs = [(str(k), v, f"{label}[{k!r}]") for k, v in items.items()]
+    else:
+        for item in items:
+            key, sep, raw = item.partition("=")
+            if not sep:
+                raise ConfigError(
+                    f"{label}: {item!r} needs KEY=VALUE with a dotted key, as in "
+                    "agents.0.model=qwen3:8b"
+                )
+            try:
+                value: Any = tomllib.loads(f"v = {raw}")["v"]
+            except tomllib.TOMLDecodeError:
+                value = raw
+            pairs.append((key.strip(), value, f"{label} {item!r}"))
+    for key, value, name in pairs:
+        if not key or "" in key.split("."):
+            raise ConfigError(
+                f"{name}: a key is dotted, as in agents.0.model or protocol.max_turns"
+            )
+        path = tuple(int(p) if p.isdigit() else p for p in key.split("."))
+        out.append((path, value, name))
+    return out
+
+
+def with_overrides(
+    config: RunConfig, items: Overrides | None, label: str = "overrides"
+) -> RunConfig:
+    """The config with settings replaced by dotted key, as `--set` replaces them: numbers index
+    lists (`agents.1.base_urls`). Errors name the override and the fix."""
+    if not items:
+        return config
+    data = config.model_dump(exclude_unset=True)
+    origins: Origins = {}
+    for path, value, name in override_items(items, label):
+        node: Any = data
+        for i, part in enumerate(path):
+            last = i == len(path) - 1
+            where = ".".join(str(p) for p in path[: i + 1])
+            if isinstance(node, list):
+                if not isinstance(part, int) or part >= len(node):
+                    raise ConfigError(
+                        f"{name}: {'.'.join(str(p) for p in path[:i])} has {len(node)} entries, "
+                        f"numbered 0..{len(node) - 1}"
+                    )
+            elif not isinstance(node, dict):
+                raise ConfigError(f"{name}: {where} is inside a value, not a table of settings")
+            if last:
+                node[part] = value
+            elif isinstance(node, list):
+                node = node[part]  # type: ignore[index]
+            else:
+                node = node.setdefault(part, {})
+        origins[path] = name
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_describe(e, path, origins)) from None
+        raise ConfigError(_describe(e, None, origins)) from None
     use_input_limit(config.input_limits.max_file_mb)  # the inputs read from here on
     return config
 

@@ -15,6 +15,10 @@ class ConfigError(CrawdadError):
     """The config file or the flags are wrong."""
 
 
+class ServersNotReady(CrawdadError):
+    """A run's model servers do not answer, or lack its models (`crawdad doctor` says which)."""
+
+
 class PromptError(CrawdadError):
     """A prompt template is missing or uses a variable that was not given."""
 

@@ -213,6 +213,8 @@ async def run_experiment(
             data = dataset[name] if isinstance(dataset, Mapping) else dataset
             setup, _ = build_setup(config, simulated, pools, responses)
             servers = await check_servers_of(config) if check_servers else None
+            if servers is not None and servers.simulated:  # fakes: every record says so too
+                setup.simulated = True
             store = RunStore(out / name, root=out)
             try:
                 scan = store.open(

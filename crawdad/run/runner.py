@@ -59,6 +59,7 @@ class RunSummary:
     interrupted: bool = False
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
+    agents: int = 2  # debaters: with one, there is no consensus to report
 
     @property
     def remaining(self) -> int:
@@ -93,7 +94,11 @@ class RunSummary:
         done, scored = self.done_total, self.done_total - self.unscored
         if not done:
             return "no debate of this selection is finished yet: no accuracy to report"
-        consensus = f"consensus rate {self.consensus / done:.3f}"
+        consensus = (
+            f"consensus rate {self.consensus / done:.3f}"
+            if self.agents > 1
+            else "consensus n/a (one agent)"
+        )
         if self.graphs:
             return (
                 f"graphs exactly right (the same edges as the truth) over these {done}: "
@@ -361,6 +366,7 @@ def make_job(
         outside_ids=sorted(outside, key=_id_order),
         unknown_ids=sorted(outside - known, key=_id_order) if known is not None else [],
         graphs=setup.task.answers is None,
+        agents=len(setup.agents),
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name)
@@ -435,7 +441,8 @@ class Progress:
         done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
         scored = s.done_total - s.unscored
         acc = f"acc={s.correct / scored:.3f}" if scored else "acc=-"
-        return f"{acc} cons={s.consensus / done:.2f} err={s.errored}"
+        cons = f" cons={s.consensus / done:.2f}" if s.agents > 1 else ""
+        return f"{acc}{cons} err={s.errored}"
 
     def postfix(self, now: float) -> str:
         """The single bar of a plain run: its figures and the servers."""
@@ -513,7 +520,7 @@ async def _watch(dog: Watchdog, halt: Callable[[RunStopped], None], log_stalls: 
             log.warning("%s", note)
 
 
-async def run(
+async def run_debates(
     config: RunConfig,
     dataset: Dataset,
     out: Path,
@@ -524,12 +531,16 @@ async def run(
     check_servers: bool = True,
     on_summary: Callable[[RunSummary], None] | None = None,
 ) -> RunSummary:
-    """Run (or resume) every selected question's debate, appending records to `out`."""
+    """Run (or resume) every selected question's debate, appending records to `out`.
+
+    Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
+    subpackage `crawdad.run` takes over once any of its modules is imported)."""
     setup, gate = build_setup(config, simulated)
     servers: DoctorReport | None = None
     try:
         if check_servers:
             servers = await check_servers_of(config)
+            setup.simulated = setup.simulated or servers.simulated  # every record says so too
         store = RunStore(out)
         scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
         try:
@@ -548,6 +559,9 @@ async def run(
     finally:
         for pool in pools_of(setup):
             await pool.aclose()
+
+
+run = run_debates  # the name crawdad's own modules and tests import
 
 
 async def check_servers_of(config: RunConfig) -> DoctorReport:
