@@ -330,3 +330,43 @@ def verdict(
         f"{label} was kept busy: requests waiting {waited:.0%} of the time, {mean_run:.1f} "
         "running on average: `concurrency` suits it"
     )
+
+
+@dataclass
+class ServerFigures:
+    """One server over a folder's series, in plain numbers (the bench's advice reads these)."""
+
+    url: str
+    kind: str
+    samples: int
+    running_mean: float
+    waiting_share: float | None  # of the samples with requests waiting (None: not counted)
+    kv_max: float | None  # 0-1
+    kv_full_share: float | None  # of the samples with the KV cache at KV_FULL or more
+
+
+def figures_of(folder: Path) -> list[ServerFigures]:
+    """Each server with metrics in the folder's series, summed up."""
+    tracks: dict[str, _Track] = {}
+    for line in read_series(folder):
+        for url, s in (line.get("servers") or {}).items():
+            if not s.get("kind") or s.get("running") is None:
+                continue
+            track = tracks.setdefault(url, _Track(kind=s["kind"]))
+            track.running.append(float(s["running"]))
+            if s.get("waiting") is not None:
+                track.waiting.append(float(s["waiting"]))
+            if s.get("kv_cache") is not None:
+                track.kv.append(float(s["kv_cache"]))
+    return [
+        ServerFigures(
+            url,
+            t.kind,
+            len(t.running),
+            _mean(t.running),
+            _mean(x > 0 for x in t.waiting) if t.waiting else None,
+            max(t.kv) if t.kv else None,
+            _mean(x >= KV_FULL for x in t.kv) if t.kv else None,
+        )
+        for url, t in tracks.items()
+    ]
