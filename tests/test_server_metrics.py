@@ -322,3 +322,41 @@ async def test_no_sampling_when_turned_off(tmp_path: Path) -> None:
 
 def test_no_metrics_reason_is_a_sentence() -> None:
     assert "404" in NoMetrics("GET /metrics answered 404").reason
+
+
+async def test_an_experiment_keeps_one_series_for_its_shared_servers(tmp_path: Path) -> None:
+    from crawdad.analysis.metrics.servers import series_folder
+    from crawdad.analysis.servers_section import servers_section
+
+    from crawdad.run.experiment import (
+        experiment_manifest,
+        load_experiment,
+        run_experiment,
+        variant_configs,
+    )
+
+    ds = _dataset(tmp_path, 6)
+    latency = LatencyModel(capacity=4, base_seconds=0.02)
+    async with FakeServer("ollama", paper_models(answer_key(ds.questions)), latency=latency) as s:
+        path = tmp_path / "exp.toml"
+        path.write_text(
+            "[base]\nserver_metrics = 0.005\nconcurrency = 4\n"
+            f'agents = [{{ name = "qwen3", model = "qwen3:32b", base_urls = ["{s.url}"] }}, '
+            f'{{ name = "deepseek-r1", model = "deepseek-r1:32b", base_urls = ["{s.url}"] }}]\n'
+            f'extractor = {{ base_urls = ["{s.url}"] }}\n'
+            "[variants.a]\nseed = 1\n[variants.b]\nseed = 2\n"
+        )
+        spec, sha = load_experiment(path)
+        configs = variant_configs(spec, str(path))
+        manifest = experiment_manifest(spec, str(path), sha, list(configs))
+        out = tmp_path / "exp"
+        await run_experiment(configs, manifest, ds, out, progress=False, simulated=True)
+    samples = [x for x in read_series(out) if "servers" in x]
+    assert samples and not (out / "a" / SERIES).exists()
+    # a read later than its timeout (every / 2 here) is a sample without the server's figures
+    assert {x["servers"][s.url].get("kind") for x in samples} - {None} == {"ollama"}
+    assert series_folder(out / "a") == out  # a variant's report finds the experiment's series
+    section = servers_section(out, "experiment", None)
+    assert section is not None
+    text = "\n".join(b for b in section.blocks if isinstance(b, str))
+    assert "tells which models it has loaded (GET /api/ps), not its queue" in text
