@@ -56,7 +56,14 @@ FAMILIES: dict[str, dict[str, tuple[tuple[str, ...], Literal["sum", "max"]]]] = 
         "generation_tokens": (("llamacpp:tokens_predicted",), "sum"),
     },
 }
-_PREFIXES = tuple(f"{kind}:" for kind in FAMILIES)
+# The names of the lines crawdad reads: each family's, and a counter's with `_total`.
+_WANTED = frozenset(
+    name + suffix
+    for table in FAMILIES.values()
+    for names, _ in table.values()
+    for name in names
+    for suffix in ("", "_total")
+)
 
 
 @dataclass
@@ -104,16 +111,18 @@ def server_root(url: str) -> str:
 
 
 def wanted_lines(text: str) -> str:
-    """Only the lines of the families crawdad reads (vLLM's page is mostly histograms): parsing
+    """Only the lines of the metrics crawdad reads (vLLM's page is mostly histograms): parsing
     stays cheap however much else the server exports."""
     keep = []
     for line in text.splitlines():
         if line.startswith("# "):
             parts = line.split(" ", 3)
-            if len(parts) > 2 and parts[2].startswith(_PREFIXES):
+            if len(parts) > 2 and parts[2] in _WANTED:
                 keep.append(line)
-        elif line.startswith(_PREFIXES):
-            keep.append(line)
+        else:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in _WANTED:
+                keep.append(line)
     return "\n".join(keep) + "\n"
 
 
