@@ -700,7 +700,8 @@ async def run_jobs(
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)
-            summary.servers = sampler.summary_lines() if sampler is not None else []
+        if sampler is not None:  # the servers are shared: said once, after the last variant
+            summaries[-1].servers = sampler.summary_lines()
         bar.close()
         if on_summary is not None:
             on_summary(summaries)
