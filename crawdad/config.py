@@ -361,7 +361,7 @@ class RunConfig(Strict):
     # Seconds between samples of each server's own metrics (vLLM's and SGLang's /metrics,
     # llama.cpp's /metrics and /slots, Ollama's /api/ps), written to servers.jsonl in the run
     # folder beside crawdad's own figures; 0: not sampled.
-    server_metrics: float = Field(5.0, ge=0)
+    server_metrics: float = Field(default=5.0, ge=0)
     prompts_dir: Path | None = None  # older spelling of a prompt_set folder; overrides prompt_set
 
     @model_validator(mode="after")
