@@ -527,7 +527,7 @@ def diff_settings(old: Any, new: Any, path: str = "") -> list[str]:
 Origins = dict[tuple[str | int, ...], str]
 
 
-def _origin(loc: tuple[str | int, ...], path: Path | None, origins: Origins) -> str:
+def _origin(loc: tuple[str | int, ...], path: Path | str | None, origins: Origins) -> str:
     """Where the value at `loc` came from: the flag that set it, else the file (or both)."""
     owners = [key for key in origins if loc[: len(key)] == key]
     if owners:
@@ -554,8 +554,11 @@ def _error_line(err: Any) -> str:
     return f"  - {loc}: {err['msg']} (got {got})"
 
 
-def _describe(error: ValidationError, path: Path | None, origins: Origins | None = None) -> str:
-    """One block per origin of the bad values: the file, a flag, or a --set item."""
+def _describe(
+    error: ValidationError, path: Path | str | None, origins: Origins | None = None
+) -> str:
+    """One block per origin of the bad values: the file, a flag, or a --set item. `path`: the
+    file, or a text naming where the values came from (an experiment's variant)."""
     groups: dict[str, list[str]] = {}
     for err in error.errors():
         origin = _origin(tuple(err["loc"]), path, origins or {})
