@@ -533,7 +533,7 @@ def diff_settings(old: Any, new: Any, path: str = "") -> list[str]:
 Origins = dict[tuple[str | int, ...], str]
 
 
-def _origin(loc: tuple[str | int, ...], path: Path | None, origins: Origins) -> str:
+def _origin(loc: tuple[str | int, ...], path: Path | str | None, origins: Origins) -> str:
     """Where the value at `loc` came from: the flag that set it, else the file (or both)."""
     owners = [key for key in origins if loc[: len(key)] == key]
     if owners:
@@ -562,7 +562,7 @@ def _error_line(err: Any) -> str:
 
 def _describe(
     error: ValidationError,
-    path: Path | None,
+    path: Path | str | None,
     origins: Origins | None = None,
     alone: set[tuple[tuple[Any, ...], str]] | None = None,
 ) -> str:

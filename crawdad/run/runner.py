@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -192,7 +193,7 @@ def server_pools(configs: list[RunConfig], gate: ModelGate | None) -> dict[Serve
             }
         )
         pools[key] = ModelPool(
-            pool_spec, lambda url, s=pool_spec: make_backend(s, url), configs[0].retry, gate
+            pool_spec, functools.partial(make_backend, pool_spec), configs[0].retry, gate
         )
     return pools
 
