@@ -22,6 +22,7 @@ from crawdad.analysis.metrics import experiment as X
 from crawdad.analysis.metrics import self_consistency as SC
 from crawdad.analysis.report_files import ReportWriter, write_into
 from crawdad.analysis.section import Block, Plot, Section, Table
+from crawdad.analysis.servers_section import servers_section
 from crawdad.analysis.tasks import experiment_task_sections
 
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
@@ -426,6 +427,14 @@ def _compute_section(
     return Section("Accuracy against compute", blocks)
 
 
+def _servers(exp: Experiment) -> list[Section]:
+    """The servers the variants shared, over the experiment (its one series)."""
+    configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
+    top = max((c.get("concurrency") or 0 for c in configs), default=0)
+    found = servers_section(exp.path, "experiment", {"concurrency": top or None})
+    return [found] if found is not None else []
+
+
 def _write(whole: Experiment, out: Path) -> Path:
     exp, apart = _by_task(whole)
     names = [v.name for v in exp.variants]
@@ -488,6 +497,7 @@ def _write(whole: Experiment, out: Path) -> Path:
                 ),
             ],
         ),
+        *_servers(whole),
         Section(
             "Each variant on its own",
             [

@@ -27,6 +27,7 @@ from crawdad.analysis.grader_agreement import grading_section
 from crawdad.analysis.load import Run, by_gold, concat, load_runs
 from crawdad.analysis.report_files import ReportWriter, write_into
 from crawdad.analysis.section import Block, Plot, Section, Table
+from crawdad.analysis.servers_section import servers_section
 from crawdad.analysis.shards import pool_shards
 from crawdad.analysis.tasks import task_sections
 from crawdad.analysis.tasks.discovery.sections import is_discovery_run
@@ -412,6 +413,9 @@ def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str,
         if i == 1 and kind == "crawdad":
             blocks += _paper_findings(run, t)
     assert not plots, f"figures not placed in a section: {sorted(plots)}"
+    servers = servers_section(run.folders[0], label, run.manifest.config if run.manifest else None)
+    if servers is not None:
+        blocks.append(servers)
     return Section(f"Run `{label}` ({kind} protocol)", blocks, folder=_slug(label))
 
 

@@ -369,6 +369,10 @@ class RunConfig(Strict):
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
     # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
     schedule: Literal["fifo", "grouped"] = "fifo"
+    # Seconds between samples of each server's own metrics (vLLM's and SGLang's /metrics,
+    # llama.cpp's /metrics and /slots, Ollama's /api/ps), written to servers.jsonl in the run
+    # folder beside crawdad's own figures; 0: not sampled.
+    server_metrics: float = Field(default=5.0, ge=0)
     prompts_dir: Path | None = None  # older spelling of a prompt_set folder; overrides prompt_set
 
     @model_validator(mode="after")
@@ -455,6 +459,7 @@ OPERATIONAL = {
     "retry",
     "concurrency",
     "schedule",
+    "server_metrics",
     "prompts_dir",
     "workers",
     "table_limits",

@@ -151,12 +151,19 @@ class Frames:
       read), `error` (what the model was told instead of a result; empty when it got one),
       `seconds` (compute time of the call).
     - `runs`: the loaded runs (`crawdad.analysis.load.Run`: path, manifest, counts, warnings).
+    - `servers`: the servers during each run, one row per server per sample (the columns of
+      `crawdad.analysis.metrics.servers.SERIES_COLUMNS`): `run`, `server` (its URL), `kind`,
+      `source` (what was read), `minutes` since the run began, `running` and `waiting`
+      (requests, the server's counts), `kv_cache` (0-1), `server_tokens_per_s`,
+      `prefix_hit_rate` (0-1), `in_flight` and `received_tokens_per_s` (crawdad's own), and the
+      raw counters. Empty for runs without servers.jsonl (`server_metrics = 0`, older runs).
     """
 
     debates: pd.DataFrame
     turns: pd.DataFrame
     tool_calls: pd.DataFrame
     runs: list[Run] = field(default_factory=list)
+    servers: pd.DataFrame | None = None
 
 
 TOOL_CALL_COLUMNS = ["run", "question_id", "round", "agent", "model", "tool", "mode"]
@@ -200,7 +207,23 @@ def load_frames(*paths: str | Path, compare: bool = False) -> Frames:
         folders = sorted(p.parent for p in folders[0].glob("*/manifest.json"))
     runs = pool_shards(load_runs(folders), compare=compare)
     debates, turns = concat(runs)
-    return Frames(debates=debates, turns=turns, tool_calls=_tool_calls(runs), runs=runs)
+    return Frames(
+        debates=debates,
+        turns=turns,
+        tool_calls=_tool_calls(runs),
+        runs=runs,
+        servers=_servers(runs),
+    )
+
+
+def _servers(runs: list[Run]) -> pd.DataFrame:
+    import pandas as pd
+
+    from crawdad.analysis.metrics.servers import SERIES_COLUMNS, server_series
+
+    frames = [server_series(r.folders[0], r.label)[0] for r in runs]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SERIES_COLUMNS)
 
 
 def report_tables(frames: Frames) -> dict[str, pd.DataFrame]:

@@ -226,7 +226,10 @@ async def run_experiment(
             )
         _write_manifest(out, manifest)
         concurrency = max(c.concurrency for c in configs.values())  # per variant
-        return await run_jobs(jobs, gate, progress, concurrency, on_summary, responses)
+        every = min(c.server_metrics for c in configs.values())  # the servers are shared
+        return await run_jobs(
+            jobs, gate, progress, concurrency, on_summary, responses, metrics=(out, every)
+        )
     finally:
         for store in stores:
             store.close()

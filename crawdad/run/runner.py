@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from tqdm.auto import tqdm
 
@@ -27,8 +26,9 @@ from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.response_store import ResponseStore, SharedPool
+from crawdad.run.server_series import ServerSampler
 from crawdad.run.store import RunStore, Scan
-from crawdad.run.watch import Watchdog, stall_note, stalls
+from crawdad.run.watch import Watchdog, host_of, stall_note, stalls
 from crawdad.tasks import task_named
 from crawdad.tools.registry import is_data
 
@@ -59,6 +59,7 @@ class RunSummary:
     interrupted: bool = False
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
+    servers: list[str] = field(default_factory=list)  # the servers' verdicts (server_series.py)
 
     @property
     def remaining(self) -> int:
@@ -85,6 +86,7 @@ class RunSummary:
                 f"{self.errored} debates failed (recorded with their error; a resume retries them):"
             )
             out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
+        out += [f"servers: {line}" for line in self.servers]
         if self.interrupted or self.remaining:
             out.append(f"{self.remaining} questions left: run the same command again to resume.")
         return out
@@ -391,6 +393,7 @@ class Progress:
         }
         self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), self._tokens())])
         self._last = 0.0
+        self.sampler: ServerSampler | None = None  # the servers' own running/waiting, if read
 
     def _tokens(self) -> int:
         return sum(j.setup.tokens[0] for j in self.jobs)
@@ -415,14 +418,17 @@ class Progress:
         notes: dict[str, str] = {}
         for pool in pools:
             for e in pool.endpoints:
-                host = urlparse(e.url).netloc or e.url
+                host = host_of(e.url)
                 flights[host] = flights.get(host, 0) + e.in_flight
                 if not e.healthy(now):
                     notes[host] = "down"
                 elif e.limited and host not in notes:
                     notes[host] = "full"
+        said = self.sampler.postfix(host_of) if self.sampler is not None else {}
         servers = " ".join(
-            f"{host}={n}" + (f" ({notes[host]})" if host in notes else "")
+            f"{host}={n}"
+            + (f" ({notes[host]})" if host in notes else "")
+            + (f" [{said[host]}]" if host in said else "")
             for host, n in flights.items()
         )
         stalled = stall_note(stalls(pools, now))
@@ -513,6 +519,16 @@ async def _watch(dog: Watchdog, halt: Callable[[RunStopped], None], log_stalls: 
             log.warning("%s", note)
 
 
+async def _sample(sampler: ServerSampler) -> None:
+    """The servers' metrics, sampled until the run ends; a failure here never stops the run."""
+    try:
+        await sampler.run()
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a bug or a full disk: the run is worth more than its gauges
+        log.warning("sampling the servers' metrics stopped: %s: %s", type(e).__name__, e)
+
+
 async def run(
     config: RunConfig,
     dataset: Dataset,
@@ -541,7 +557,14 @@ async def run(
                 if on_summary is not None:
                     on_summary(summaries[0])
 
-            summaries = await run_jobs([job], gate, progress, config.concurrency, report)
+            summaries = await run_jobs(
+                [job],
+                gate,
+                progress,
+                config.concurrency,
+                report,
+                metrics=(out, config.server_metrics),
+            )
             return summaries[0]
         finally:
             store.close()
@@ -565,7 +588,9 @@ async def run_jobs(
     concurrency: int,
     on_summary: Callable[[list[RunSummary]], None] | None,
     responses: ResponseStore | None = None,
+    metrics: tuple[Path, float] | None = None,
 ) -> list[RunSummary]:
+    """`metrics`: the folder of servers.jsonl and the seconds between samples (0: none)."""
     bar = Progress(jobs, progress)
     summaries = [j.summary for j in jobs]
     stuck = _StuckServers(threshold=max(8, concurrency))
@@ -608,6 +633,17 @@ async def run_jobs(
     )
     ticker = asyncio.create_task(bar.tick()) if progress else None
     watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
+    sampler = sampling = None
+    if metrics is not None and metrics[1] > 0:
+        sampler = ServerSampler(
+            pools_of(*(j.setup for j in jobs)),
+            metrics[1],
+            metrics[0],
+            lambda: sum(s.finished for s in summaries),
+            concurrency,
+        )
+        bar.sampler = sampler
+        sampling = asyncio.create_task(_sample(sampler))
     start = time.monotonic()
 
     async def one(job: Job, question: Question) -> None:
@@ -654,7 +690,7 @@ async def run_jobs(
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        for helper in (ticker, watcher):
+        for helper in (ticker, watcher, sampling):
             if helper is not None:
                 helper.cancel()
         queue.put_nowait(None)
@@ -664,6 +700,8 @@ async def run_jobs(
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)
+        if sampler is not None:  # the servers are shared: said once, after the last variant
+            summaries[-1].servers = sampler.summary_lines()
         bar.close()
         if on_summary is not None:
             on_summary(summaries)
