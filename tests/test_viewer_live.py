@@ -233,3 +233,14 @@ async def test_a_variant_that_starts_later_joins_the_live_view(tmp_path: Path) -
         write_synthetic_run(exp / "b", 4, trace_chars=(10, 20), error_rate=0)
         runs = (await poll(client))["runs"]
         assert [(r["label"], r["done"]) for r in runs] == [("a", 6), ("b", 4)]
+
+
+async def test_the_live_page_opens_from_its_tokened_url(tmp_path: Path) -> None:
+    """`crawdad view` on a run being written prints /live?token=...: the token goes to the
+    cookie and the page stays the live one."""
+    run = write_synthetic_run(tmp_path / "run", 3, trace_chars=(10, 20))
+    async with TestClient(TestServer(Viewer.open([run]).app(TOKEN))) as client:
+        async with client.get(f"/live?token={TOKEN}", allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/live"
+        async with client.get("/live") as r:
+            assert r.status == 200 and 'id="live-runs"' in await r.text()
