@@ -365,3 +365,13 @@ async def test_an_experiment_keeps_one_series_for_its_shared_servers(tmp_path: P
     assert section is not None
     text = "\n".join(b for b in section.blocks if isinstance(b, str))
     assert "tells which models it has loaded (GET /api/ps), not its queue" in text
+
+
+def test_a_real_vllm_page_is_read() -> None:
+    """vLLM 0.32 (CPU) after two requests (tests/real/wire/vllm_metrics.txt, 629 lines)."""
+    page = (Path(__file__).parent / "real" / "wire" / "vllm_metrics.txt").read_text()
+    r = parse_prometheus(page)
+    assert r is not None and r.kind == "vllm"
+    assert (r.running, r.waiting, r.kv_cache) == (0.0, 0.0, 0.0)
+    assert (r.prefix_queries, r.prefix_hits, r.prompt_tokens) == (182.0, 0.0, 182.0)
+    assert r.generation_tokens == 24.0
