@@ -168,7 +168,7 @@ def test_the_servers_series_keeps_the_last_hour_and_rereads_a_rewritten_file(
     tail = ServersTail(path)
     tail.refresh()
     (track,) = tail.tracks.values()
-    ats = [p["at"] for p in track.points]
+    ats = [float(p["at"] or 0) for p in track.points]
     assert ats[-1] == t0 + 60 * 119 and ats[0] >= ats[-1] - HOUR_S and len(ats) == 61
     path.write_text(sample(t0, 1, 0, 0.1, 1, 1))  # compacted: shorter, another file
     tail.refresh()
