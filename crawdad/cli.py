@@ -666,8 +666,16 @@ def view(
     server = Server(viewer, port)
     server.start()
     url = server.token_url  # the session's token: the viewer answers nobody without it
+    writing = [label for label, r in viewer.runs.items() if r.live]
+    if writing:  # a run still being written: open the page that follows it
+        url = url.replace("/?token=", "/live?token=", 1)
     typer.echo(
         f"{n} debates in {len(viewer.runs)} run(s), indexed in {time.perf_counter() - t0:.1f} s"
+        + (
+            f"; {', '.join(writing)} still being written: the live view follows it"
+            if writing
+            else ""
+        )
     )
     typer.echo(f"crawdad view: {url} (Ctrl-C to stop)")
     if browser:

@@ -3,6 +3,7 @@ system's chromedriver (nothing is downloaded; .ci/run installs both from Debian'
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -174,3 +175,44 @@ def test_scripts_styles_and_posts_of_its_own_work_under_its_policy(
         lambda d: d.find_elements(By.XPATH, "//h1[text()='A written report']")
     )
     assert browser.current_url == url + "report#source-0"
+
+
+def test_the_live_view_follows_a_growing_run_without_a_reload(
+    tmp_path: Path, browser: webdriver.Chrome
+) -> None:
+    """The live page redraws from /live.json as debates.jsonl and servers.jsonl grow: its
+    progress text changes and the servers' charts appear, in the same page (no navigation)."""
+    run = write_synthetic_run(tmp_path / "run", 30, trace_chars=(10, 20), error_rate=0)
+    lines = (run / "debates.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "debates.jsonl").write_bytes(b"".join(lines[:10]))
+    server = Server(Viewer.open([run]), 0)
+    url = server.start()
+    try:
+        browser.get(server.token_url)
+        browser.get(url + "live")
+        progress = (By.CSS_SELECTOR, "#live-runs .progress")
+        WebDriverWait(browser, 20).until(
+            expected_conditions.text_to_be_present_in_element(progress, "10 / 30")
+        )
+        browser.execute_script("window.notReloaded = true;")
+        at = 1_800_000_000.0
+        fig = {"kind": "vllm", "source": "GET /metrics", "running": 12, "waiting": 3}
+        with (run / "servers.jsonl").open("w") as f:
+            for i in range(3):
+                f.write(json.dumps({"at": at + 5 * i, "servers": {"http://gpu:8000/v1": fig}}))
+                f.write("\n")
+        with (run / "debates.jsonl").open("ab") as f:
+            f.write(b"".join(lines[10:25]))
+        WebDriverWait(browser, 20).until(
+            expected_conditions.text_to_be_present_in_element(progress, "25 / 30")
+        )
+        WebDriverWait(browser, 20).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".server-card svg"))
+        )
+        card = browser.find_element(By.CSS_SELECTOR, ".server-card").text
+        assert "vLLM at http://gpu:8000/v1" in card and "requests running" in card
+        assert browser.execute_script("return window.notReloaded === true;")
+        newest = browser.find_element(By.CSS_SELECTOR, "#live-newest a.qid")
+        assert newest.text == "24" and newest.get_attribute("href").endswith("/debate/run/24")
+    finally:
+        server.stop()

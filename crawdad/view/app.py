@@ -21,7 +21,15 @@ from aiohttp import web
 from crawdad.errors import CrawdadError
 from crawdad.show import _answer, _title, format_debate
 from crawdad.view.access import NONCE, middlewares, new_token
-from crawdad.view.index import PERSUASION, Entry, RunIndex, Source, open_sources
+from crawdad.view.index import (
+    PERSUASION,
+    Entry,
+    RunIndex,
+    Source,
+    new_variants,
+    open_sources,
+)
+from crawdad.view.live import Live
 from crawdad.view.query import SORTS, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
@@ -76,6 +84,7 @@ class Viewer:
             lstrip_blocks=True,
         )
         self.env.globals.update(outcome_labels=OUTCOME_LABELS, urlencode=urlencode)
+        self.live = Live(sources)
         self.refresh()
 
     @classmethod
@@ -83,6 +92,8 @@ class Viewer:
         return cls(open_sources(paths), read_audit(audit) if audit else None)
 
     def refresh(self) -> None:
+        for run in new_variants(self.sources, set(self.runs)):
+            self.runs[run.label] = run
         for run in self.runs.values():
             run.refresh()
 
@@ -215,6 +226,18 @@ class Viewer:
             }
         return self.render("outcomes.html", request, bars=bars, outcomes=PERSUASION)
 
+    async def live_page(self, request: web.Request) -> web.Response:
+        """The live view: a page whose figures static/live.js fetches from /live.json."""
+        self.refresh()
+        return self.render("live.html", request, page="live")
+
+    async def live_json(self, request: web.Request) -> web.Response:
+        """The live view's figures (`crawdad.view.live`), read from what was appended since the
+        last request."""
+        self.refresh()
+        data = self.live.payload(self.runs)
+        return web.json_response(data, headers={"Cache-Control": "no-store"})
+
     async def report(self, request: web.Request) -> web.Response:
         from crawdad.analysis.html import body_html
 
@@ -268,6 +291,8 @@ class Viewer:
                 web.get("/", self.table),
                 web.get("/debate/{run:.+}/{qid}", self.debate),
                 web.get("/outcomes", self.outcomes),
+                web.get("/live", self.live_page),
+                web.get("/live.json", self.live_json),
                 web.get("/report", self.report),
                 web.post("/report/{i:\\d+}", self.build_report),
                 web.get("/report-files/{i:\\d+}/{path:.+}", self.report_file),

@@ -10,7 +10,9 @@ and its debate's page says why.
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,8 @@ class Entry:
     seconds: float
     tokens: int  # completion tokens, all turns
     started_at: str  # ISO text as written ("" if none)
+    finished_at: float | None = None  # Unix time, for the live view's rates
+    retries: int = 0  # requests retried, all turns (attempts beyond the first)
 
 
 def outcome_of(first: str | None, final: str | None, gold: str | None, errored: bool) -> str:
@@ -99,7 +103,42 @@ def _entry(run: str, raw: dict[str, Any], offset: int, length: int, line_no: int
         seconds=float(raw.get("seconds") or 0.0),
         tokens=sum(int(t.get("completion_tokens") or 0) for t in turns),
         started_at=str(raw.get("started_at") or ""),
+        finished_at=_unix(raw.get("finished_at")),
+        retries=sum(max(int(t.get("attempts") or 1) - 1, 0) for t in turns),
     )
+
+
+def _unix(text: object) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+RECENT = 5000  # the newest debates kept per run for the live view's rates and list
+
+
+@dataclass(slots=True)
+class Tally:
+    """A run's counts over the latest line of each question, kept up to date line by line (a
+    retried question's earlier line is taken out when its new one comes), so that the live view
+    never goes over all the entries again."""
+
+    done: int = 0
+    errors: int = 0
+    retries: int = 0
+    loops: int = 0
+    scored: int = 0  # not errored, with an exact answer to score against
+    correct: int = 0
+
+    def add(self, e: Entry, sign: int = 1) -> None:
+        self.done += sign
+        self.errors += sign * e.errored
+        self.retries += sign * e.retries
+        self.loops += sign * ("loop" in e.stop_reasons)
+        scored = not e.errored and e.gold is not None
+        self.scored += sign * scored
+        self.correct += sign * (scored and e.final_answer == e.gold)
 
 
 @dataclass
@@ -114,6 +153,10 @@ class RunIndex:
     bad_lines: int = 0
     # Question id -> why its line was left out (file, line, field, value), for its page.
     invalid: dict[str, str] = field(default_factory=dict)
+    tally: Tally = field(default_factory=Tally)
+    # The newest valid lines, in file order (the live view's rates and newest debates).
+    recent: deque[Entry] = field(default_factory=lambda: deque(maxlen=RECENT))
+    models: dict[str, str] = field(default_factory=dict)  # agent -> model, of the newest line
 
     @property
     def debates_path(self) -> Path:
@@ -128,6 +171,8 @@ class RunIndex:
         if size < self.scanned:  # cut back (a torn tail set aside): start over
             self.entries.clear()
             self.invalid.clear()
+            self.recent.clear()
+            self.tally = Tally()
             self.scanned = self.lines = self.bad_lines = 0
         if size == self.scanned:
             return False
@@ -153,10 +198,19 @@ class RunIndex:
                 self.invalid[record.qid] = record.describe(self.debates_path)
             return
         try:
-            entry = _entry(self.label, json.loads(line), offset, len(line), self.lines)
+            raw = json.loads(line)
+            entry = _entry(self.label, raw, offset, len(line), self.lines)
         except (ValueError, KeyError, TypeError, AttributeError):
             self.bad_lines += 1
             return
+        old = self.entries.get(entry.qid)
+        if old is not None:
+            self.tally.add(old, -1)
+        self.tally.add(entry)
+        self.recent.append(entry)
+        agents = raw.get("agents")
+        if isinstance(agents, dict):
+            self.models = {str(k): str(v) for k, v in agents.items()}
         self.entries[entry.qid] = entry  # the last valid line for a question wins
 
     def read(self, qid: str) -> tuple[DebateRecord, list[list[dict[str, Any]]]]:
@@ -187,6 +241,36 @@ class Source:
     experiment: ExperimentManifest | None = None
 
 
+def _started(folder: Path) -> bool:
+    return (folder / MANIFEST).exists() or (folder / DEBATES).exists()
+
+
+def new_variants(sources: list[Source], taken: set[str]) -> list[RunIndex]:
+    """The variants of the experiments in `sources` whose folders have appeared since they were
+    opened (a running experiment starts them one after another), added to their sources and
+    labelled as `open_sources` labels them; `taken` (the labels in use) gets theirs."""
+    added: list[RunIndex] = []
+    prefix = len(sources) > 1
+    for src in sources:
+        if src.experiment is None:
+            continue
+        have = {r.path.name for r in src.runs}
+        for name in src.experiment.variants:
+            if name in have or not _started(src.path / name):
+                continue
+            base = f"{src.path.name}/{name}" if prefix else name
+            label, n = base, 2
+            while label in taken:
+                label, n = f"{base}~{n}", n + 1
+            taken.add(label)
+            run = RunIndex(label, src.path / name)
+            order = list(src.experiment.variants)
+            src.runs.append(run)
+            src.runs.sort(key=lambda r: order.index(r.path.name))
+            added.append(run)
+    return added
+
+
 def open_sources(paths: list[Path]) -> list[Source]:
     """Each folder as a Source (experiment folders: one run per variant present, in file order).
     Run labels are unique: a variant is labelled `variant`, or `folder/variant` when several
@@ -199,11 +283,7 @@ def open_sources(paths: list[Path]) -> list[Source]:
             require_run_folder(path)
             sources.append(Source(path, [RunIndex(path.name or str(path), path)]))
             continue
-        runs = [
-            RunIndex(name, path / name)
-            for name in exp.variants
-            if (path / name / MANIFEST).exists() or (path / name / DEBATES).exists()
-        ]
+        runs = [RunIndex(name, path / name) for name in exp.variants if _started(path / name)]
         sources.append(Source(path, runs, exp))
     prefix = len(sources) > 1
     seen: set[str] = set()
