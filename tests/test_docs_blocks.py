@@ -58,7 +58,7 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*?
 MARK = re.compile(
     r"^\s*<!--\s*(?P<kind>test|skip|xfail|fragment)\s*(?::\s*(?P<why>.*?))?\s*-->\s*$"
 )
-HIDDEN = re.compile(r"<!--\s*test-(?P<kind>run|python):\s*(?P<code>.*?)\s*-->")
+HIDDEN = re.compile(r"^\s*<!--\s*test-(?P<kind>run|python):\s*(?P<code>.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ def blocks_of(text: str, name: str, first_line: int = 1) -> list[Block]:
         line = lines[i]
         opened = FENCE.match(line)
         if opened is None:
-            for hidden in HIDDEN.finditer(line):
+            hidden = HIDDEN.match(line)  # a line of its own (not one quoted in the text)
+            if hidden is not None:
                 lang = "bash" if hidden["kind"] == "run" else "python"
                 where = f"{name}:{first_line + i}"
                 blocks.append(Block(where, lang, hidden["code"] + "\n", hidden=True))
@@ -204,6 +205,7 @@ def test_the_markers_are_found() -> None:
             print(1)
             ```
         <!-- test-run: echo hidden -->
+        quoted in the text, `<!-- test-run: COMMAND -->` is no step
         <!-- fragment: of a run config -->
 
         ```toml
