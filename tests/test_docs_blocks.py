@@ -415,6 +415,38 @@ def check_toml(block: Block, scratch: Path) -> None:
         load_config(path)
 
 
+def test_a_page_runs_in_one_shell_and_one_interpreter(tmp_path: Path) -> None:
+    page = textwrap.dedent(
+        """\
+        ```bash
+        export GREETING=hello && mkdir sub && cd sub
+        ```
+        ```python
+        import os
+        seen = os.environ["GREETING"], os.path.basename(os.getcwd())
+        ```
+        <!-- xfail: fails on purpose -->
+        ```bash
+        false
+        ```
+        ```python
+        assert seen == ("hello", "sub"), seen  # names carry over between blocks
+        ```
+        ```python
+        raise ValueError("the page's line")
+        ```
+        """
+    )
+    (tmp_path / "page").mkdir()
+    runner = PageRunner(tmp_path / "page", tmp_path)
+    try:
+        outcomes = [runner.run(b) for b in blocks_of(page, "p.md")]
+    finally:
+        runner.close()
+    assert [o.ok for o in outcomes] == [True, True, False, True, False]
+    assert 'File "p.md", line 16' in outcomes[-1].output  # tracebacks give the page's lines
+
+
 def runnable_pages() -> list[Path]:
     return [p for p in pages() if any(b.runs for b in page_blocks(p))]
 
