@@ -10,6 +10,7 @@ Layout of `out/`:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -35,8 +36,9 @@ from crawdad.analysis.tasks.discovery.sections import is_discovery_run
 from matplotlib.figure import Figure
 
 from crawdad import __version__
-from crawdad.errors import StoreError
+from crawdad.errors import CrawdadError, StoreError
 from crawdad.records import ServedBy
+from crawdad.safe_files import read_inside
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
 
@@ -404,9 +406,11 @@ def _preamble(run: Run) -> list[str]:
         )
     if run.simulated:
         out.append("> **Simulated run**: these numbers come from crawdad's fake servers.")
-        note = run.path / "simulation.txt"  # written by `crawdad demo`: what its models imitate
-        if note.is_file():
-            out.append(f"> {' '.join(note.read_text().split())}")
+        # written by `crawdad demo`: what its models imitate (never read through a link)
+        with contextlib.suppress(OSError, UnicodeDecodeError, CrawdadError):
+            note = read_inside(run.path, "simulation.txt", root=run.root, limit=1 << 16)
+            if note is not None:
+                out.append(f"> {' '.join(note.decode('utf-8').split())}")
     return out
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
+import warnings
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ from crawdad.config import (
     override_items,
     with_overrides,
 )
-from crawdad.errors import CrawdadError, ServersNotReady
+from crawdad.errors import CrawdadError, ServersNotReady, StoreError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -317,9 +319,23 @@ def load_frames(*paths: str | Path, compare: bool = False) -> Frames:
     from crawdad.run.store import is_experiment
 
     folders = [Path(p) for p in paths]
+    root = None
     if len(folders) == 1 and is_experiment(folders[0]):
-        folders = sorted(p.parent for p in folders[0].glob("*/manifest.json"))
-    runs = pool_shards(load_runs(folders), compare=compare)
+        root = folders[0]
+        folders = []
+        for p in sorted(root.glob("*/manifest.json")):
+            if p.parent.is_symlink():  # a variant's folder must be in the experiment's folder
+                warnings.warn(
+                    f"{p.parent} is a link to {os.readlink(p.parent)}: crawdad does not read "
+                    f"through links inside {root}; that variant is left out (replace the link "
+                    "with the folder itself to load it)",
+                    stacklevel=2,
+                )
+                continue
+            folders.append(p.parent)
+        if not folders:
+            raise StoreError(f"no variant of {root} has a run folder of its own to load")
+    runs = pool_shards(load_runs(folders, root=root), compare=compare)
     debates, turns = concat(runs)
     return Frames(
         debates=debates,

@@ -46,6 +46,7 @@ __all__ = [
     "input_limit",
     "plain_name_problem",
     "read_input",
+    "read_inside",
     "use_input_limit",
 ]
 
@@ -151,6 +152,14 @@ class Folder:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    @classmethod
+    def inside(cls, root: Path | str, path: Path | str) -> Folder:
+        """The existing folder `path`, entered from `root` (the folder it must stay inside:
+        `path` itself, or a folder above it) without following a link below `root`: a folder
+        between them that is a link is refused with a message naming it."""
+        root, path = Path(root), Path(path)
+        return cls(root, *path.relative_to(root).parts, create=False)
 
     def sub(self, *parts: str, create: bool = True) -> Folder:
         """A folder below this one, entered the same way."""
@@ -316,6 +325,19 @@ def write_file(folder: Path | str, rel: str | PurePath, data: str | bytes) -> Pa
     *parts, name = PurePath(rel).parts
     with Folder(folder, *parts) as f:
         return f.write_bytes(name, data) if isinstance(data, bytes) else f.write_text(name, data)
+
+
+def read_inside(
+    folder: Path | str, name: str, *, root: Path | str | None = None, limit: int | None = None
+) -> bytes | None:
+    """The regular file `name` of `folder` (None when there is none), read without following a
+    link: `folder` is entered from `root` (default: `folder` itself) as `Folder.inside` does,
+    and `name` itself must not be a link, a FIFO or a device (refused before it is opened, with
+    a message naming it). For the files of a run folder someone else may have made."""
+    with Folder.inside(root if root is not None else folder, folder) as f:
+        if not f.is_file(name):
+            return None
+        return f.read_bytes(name, limit)
 
 
 def refuse_link(path: Path | str) -> None:

@@ -13,6 +13,7 @@ New classes of damage (symlinks, FIFOs, ...) are new functions here; nothing els
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,9 @@ from typing import Any
 
 DEBATES = "debates.jsonl"
 MANIFEST = "manifest.json"
+OUTSIDE = "outside"  # beside the run folder: what links in it lead to; never read nor written
+# Only in the files outside the run folder: it must never reach a table, a page or a report.
+MARKER = "OUTSIDE-MARKER-7f3a9c"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class Expect:
     resume_refused: bool = False  # resume refuses the folder (its manifest cannot be trusted)
     # Complete lines that fail the checks: resume keeps them in place and does not rerun them.
     held: frozenset[str] = frozenset()
+    resume_says: str = "manifest.json"  # a regex resume's refusal must match
+    writes_refused: bool = False  # analyze reads the run but refuses to write its report
 
 
 Case = Callable[[Path], Expect]
@@ -162,6 +168,93 @@ def empty_debates(folder: Path) -> Expect:
     everything = frozenset(qid(line) for line in lines(folder))
     _write(folder, [])
     return Expect(says="no readable debates", lost=everything, refused=True)
+
+
+# --- links out of the folder, and files that are not files -------------------------------------
+
+
+def outside(folder: Path) -> Path:
+    """The folder beside the run folder that its links lead to (made if missing)."""
+    out = folder.parent / OUTSIDE
+    out.mkdir(exist_ok=True)
+    return out
+
+
+def marked(data: bytes) -> bytes:
+    """Records with the marker in every turn's text: valid, and found if ever read."""
+    return data.replace(b'"text":"', f'"text":"{MARKER} '.encode())
+
+
+def _link_out(folder: Path, name: str, data: bytes) -> Path:
+    """`name` in the run folder replaced by a link to a file outside holding `data`."""
+    target = outside(folder) / name
+    target.write_bytes(data)
+    (folder / name).unlink(missing_ok=True)
+    (folder / name).symlink_to(target)
+    return target
+
+
+@hostile
+def debates_link_out(folder: Path) -> Expect:
+    """debates.jsonl a link to a valid records file elsewhere: not one line of it is read."""
+    everything = frozenset(qid(line) for line in lines(folder))
+    _link_out(folder, DEBATES, marked((folder / DEBATES).read_bytes()))
+    says = r"debates\.jsonl is a link"
+    return Expect(says, lost=everything, refused=True, resume_refused=True, resume_says=says)
+
+
+@hostile
+def manifest_link_out(folder: Path) -> Expect:
+    manifest = json.loads((folder / MANIFEST).read_bytes())
+    manifest["config"]["marker"] = MARKER
+    _link_out(folder, MANIFEST, json.dumps(manifest).encode())
+    return Expect(r"manifest\.json is a link", refused=True, resume_refused=True)
+
+
+@hostile
+def selected_ids_link_out(folder: Path) -> Expect:
+    """The selection file a link: not read (every debate counted, and said), resume refused."""
+    name = json.loads((folder / MANIFEST).read_bytes())["dataset"]["ids_file"]
+    _link_out(folder, name, (folder / name).read_bytes() + f"{MARKER}\n".encode())
+    says = rf"{name.replace('.', '[.]')} is a link"
+    return Expect(says, resume_refused=True, resume_says=says)
+
+
+@hostile
+def lock_link_out(folder: Path) -> Expect:
+    """.lock a link to a file elsewhere: never opened (a resume would truncate or lock it)."""
+    _link_out(folder, ".lock", f"{MARKER}: not a lock\n".encode())
+    return Expect(None, resume_refused=True, resume_says=r"\.lock is a link")
+
+
+@hostile
+def report_folder_link_out(folder: Path) -> Expect:
+    """report/ a link to a folder elsewhere: analyze refuses to write there, the viewer to
+    serve from there."""
+    target = outside(folder) / "report"
+    target.mkdir()
+    (target / "report.md").write_text(f"# {MARKER}\n")
+    (folder / "report").symlink_to(target, target_is_directory=True)
+    return Expect(r"report is a link", writes_refused=True)
+
+
+@hostile
+def report_md_link_out(folder: Path) -> Expect:
+    (folder / "report").mkdir()
+    target = outside(folder) / "notes.md"
+    target.write_text(f"# {MARKER}\n")
+    (folder / "report" / "report.md").symlink_to(target)
+    return Expect(r"report\.md is a link", writes_refused=True)
+
+
+@hostile
+def debates_fifo(folder: Path) -> Expect:
+    """debates.jsonl a FIFO: refused before it is opened (opening one blocks forever)."""
+    everything = frozenset(qid(line) for line in lines(folder))
+    (folder / DEBATES).unlink()
+    os.mkfifo(folder / DEBATES)
+    says = r"debates\.jsonl is a FIFO"
+    return Expect(says, lost=everything, refused=True, resume_refused=True, resume_says=says)
 
 
 # --- manifests ---------------------------------------------------------------------------------

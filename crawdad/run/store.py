@@ -36,7 +36,7 @@ from crawdad.records import (
     invalid_reason,
     merge_served,
 )
-from crawdad.safe_files import Folder, plain_name_problem
+from crawdad.safe_files import Folder, plain_name_problem, read_inside
 
 log = logging.getLogger("crawdad")
 
@@ -537,19 +537,29 @@ def _seed_of(manifest: RunManifest) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
-def read_selected_ids(path: Path) -> set[str] | None:
-    """The ids in a selected-ids file (None if it cannot be read)."""
+def read_selected_ids(folder: Path, name: str, root: Path | None = None) -> set[str] | None:
+    """The ids in the run folder's selected-ids file `name` (None if it is missing or cannot be
+    read). Read without following a link (`root`: the folder the run folder must stay inside):
+    a link or a FIFO is refused with `UnsafePathError`, naming it."""
     try:
-        with Path(path).open(encoding="utf-8") as f:
-            return {line.rstrip("\n") for line in f if line.strip()}
-    except (OSError, UnicodeDecodeError):
+        data = read_inside(folder, name, root=root)
+    except UnsafePathError:
+        raise
+    except OSError:
         return None
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return {line for line in text.splitlines() if line.strip()}
 
 
-def is_being_written(folder: Path) -> bool:
+def is_being_written(folder: Path, root: Path | None = None) -> bool:
     """True while a crawdad process holds the run folder's lock (a run still writing it)."""
     try:  # never created here (analysis writes nothing); a link or a FIFO is no lock
-        with Folder(folder, create=False) as f:
+        with Folder.inside(root if root is not None else folder, folder) as f:
             handle = os.fdopen(f.open_fd(LOCK, os.O_RDONLY), "rb")
     except (OSError, StoreError):
         return False

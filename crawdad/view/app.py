@@ -142,6 +142,14 @@ class Viewer:
         run = self.runs.get(label)
         if run is None:
             raise web.HTTPNotFound(text=f"no run {label}")
+        if qid not in run.entries and run.problem is not None:  # its debates cannot be read
+            return self.render(
+                "problem.html",
+                request,
+                status=422,
+                heading=f"The debates of {label} cannot be shown",
+                problem=run.problem,
+            )
         if qid not in run.entries:
             why = run.invalid.get(qid)
             if why is not None:  # its line fails the records' checks: say so, as analyze does
@@ -155,7 +163,7 @@ class Viewer:
             raise web.HTTPNotFound(text=f"no debate {qid} in run {label}")
         try:
             record, tools = run.read(qid)
-        except (OSError, ValueError, TypeError, AttributeError) as e:  # a line it cannot show
+        except (OSError, ValueError, TypeError, AttributeError, CrawdadError) as e:  # can't show
             why = " ".join(str(e).split())[:2000]
             return self.render(
                 "problem.html",

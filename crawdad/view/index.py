@@ -10,12 +10,14 @@ and its debate's page says why.
 from __future__ import annotations
 
 import json
+import os
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from crawdad.errors import CrawdadError
 from crawdad.records import DebateRecord, ExperimentManifest
 from crawdad.run.store import (
     DEBATES,
@@ -26,6 +28,7 @@ from crawdad.run.store import (
     read_line,
     require_run_folder,
 )
+from crawdad.safe_files import Folder, read_inside
 
 # Persuasion outcomes, then the debates that have none: an error, or no exact answer to score.
 OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error", "unscored")
@@ -157,17 +160,48 @@ class RunIndex:
     # The newest valid lines, in file order (the live view's rates and newest debates).
     recent: deque[Entry] = field(default_factory=lambda: deque(maxlen=RECENT))
     models: dict[str, str] = field(default_factory=dict)  # agent -> model, of the newest line
+    # The folder the run folder must stay inside (an experiment's, for a variant): nothing is
+    # read through a link below it. None: the run folder itself.
+    root: Path | None = None
+    # Why the run's debates cannot be read (a debates.jsonl that is a link, a FIFO, ...): the
+    # run then shows no debates, and nothing is read through the link.
+    problem: str | None = None
 
     @property
     def debates_path(self) -> Path:
         return self.path / DEBATES
 
+    def _open(self) -> IO[bytes] | None:
+        """debates.jsonl, opened without following a link (None when there is none yet)."""
+        with Folder.inside(self.root or self.path, self.path) as f:
+            return f.open_read(DEBATES) if f.is_file(DEBATES) else None
+
     def refresh(self) -> bool:
         """Read what was appended since the last call; True if anything changed."""
         try:
-            size = self.debates_path.stat().st_size
-        except FileNotFoundError:
+            handle = self._open()
+        except (OSError, CrawdadError) as e:
+            changed = self.problem is None or bool(self.entries)
+            self.problem = str(e) if isinstance(e, CrawdadError) else f"{self.path}: {e}"
+            self.entries.clear()
+            self.invalid.clear()
+            self.scanned = self.lines = self.bad_lines = 0
+            return changed
+        self.problem = None
+        if handle is None:
             size = 0
+        else:
+            with handle:
+                size = os.fstat(handle.fileno()).st_size
+                return self._read_from(handle, size)
+        if size < self.scanned:
+            self.entries.clear()
+            self.invalid.clear()
+            self.scanned = self.lines = self.bad_lines = 0
+            return True
+        return False
+
+    def _read_from(self, f: IO[bytes], size: int) -> bool:
         if size < self.scanned:  # cut back (a torn tail set aside): start over
             self.entries.clear()
             self.invalid.clear()
@@ -176,15 +210,14 @@ class RunIndex:
             self.scanned = self.lines = self.bad_lines = 0
         if size == self.scanned:
             return False
-        with self.debates_path.open("rb") as f:
-            f.seek(self.scanned)
-            offset = self.scanned
-            for line in f:
-                if not line.endswith(b"\n"):
-                    break  # a line still being written: read it next time
-                self._add(line, offset)
-                offset += len(line)
-            self.scanned = offset
+        f.seek(self.scanned)
+        offset = self.scanned
+        for line in f:
+            if not line.endswith(b"\n"):
+                break  # a line still being written: read it next time
+            self._add(line, offset)
+            offset += len(line)
+        self.scanned = offset
         return True
 
     def _add(self, line: bytes, offset: int) -> None:
@@ -216,7 +249,10 @@ class RunIndex:
     def read(self, qid: str) -> tuple[DebateRecord, list[list[dict[str, Any]]]]:
         """The full record of a question (read from disk by offset) and each turn's tool calls."""
         entry = self.entries[qid]
-        with self.debates_path.open("rb") as f:
+        handle = self._open()
+        if handle is None:
+            raise FileNotFoundError(f"{self.debates_path} is gone")
+        with handle as f:
             f.seek(entry.offset)
             raw = json.loads(f.read(entry.length))
         # Tool calls (issue 13) may not be in this crawdad's Turn model yet: take them apart.
@@ -225,11 +261,12 @@ class RunIndex:
 
     @property
     def live(self) -> bool:
-        return is_being_written(self.path)
+        return is_being_written(self.path, self.root)
 
     def manifest_text(self) -> str | None:
-        p = self.path / MANIFEST
-        return p.read_text(encoding="utf-8") if p.is_file() else None
+        """The run's manifest.json (never read through a link); None when there is none."""
+        data = read_inside(self.path, MANIFEST, root=self.root)
+        return None if data is None else data.decode("utf-8")
 
 
 @dataclass
@@ -263,7 +300,7 @@ def new_variants(sources: list[Source], taken: set[str]) -> list[RunIndex]:
             while label in taken:
                 label, n = f"{base}~{n}", n + 1
             taken.add(label)
-            run = RunIndex(label, src.path / name)
+            run = RunIndex(label, src.path / name, root=src.path)
             order = list(src.experiment.variants)
             src.runs.append(run)
             src.runs.sort(key=lambda r: order.index(r.path.name))
@@ -283,7 +320,9 @@ def open_sources(paths: list[Path]) -> list[Source]:
             require_run_folder(path)
             sources.append(Source(path, [RunIndex(path.name or str(path), path)]))
             continue
-        runs = [RunIndex(name, path / name) for name in exp.variants if _started(path / name)]
+        runs = [
+            RunIndex(name, path / name, root=path) for name in exp.variants if _started(path / name)
+        ]
         sources.append(Source(path, runs, exp))
     prefix = len(sources) > 1
     seen: set[str] = set()
