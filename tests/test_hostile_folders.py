@@ -100,7 +100,7 @@ def test_analyze(
 
     # Every table and section is computed and written; drawing the figures (most of the time,
     # from the same tables) is left out to keep the corpus fast.
-    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1: None)
+    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1, progress=None: None)
     code, out, err = cli("analyze", str(damaged.folder))  # into the run's own report folder
     _says(damaged, out + err)
     _unmarked(out, err)
@@ -223,7 +223,7 @@ def test_linked_variant_analyze(
 ) -> None:
     from crawdad.analysis.report_files import ReportWriter
 
-    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1: None)
+    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1, progress=None: None)
     code, out, err = cli("analyze", str(linked_variant))
     assert code == 0, err
     assert re.search(r"variant 'b'.*b is a link", out + err), out + err

@@ -67,7 +67,7 @@ def hostile_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     take seconds, and their captions are what reaches the Markdown)."""
     from crawdad.analysis.report import write_report
 
-    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1: None)
+    monkeypatch.setattr(ReportWriter, "draw", lambda self, workers=1, progress=None: None)
     run = write_synthetic_run(
         tmp_path / "<img src=x onerror=alert(3)>", 40, agents=AGENTS, trace_chars=(10, 20)
     )
