@@ -76,6 +76,7 @@ async def run_async(
     for the paper's setup. `data`: a CLadder folder, zip or file, or `"examples"`. `limit` takes
     the first N selected questions; `selection` replaces the config's selection."""
     from crawdad.run.runner import run
+    from crawdad.run.store import selection_for
     from crawdad.tasks import load_items, task_named
 
     cfg = _config(config).model_copy(deep=True)
@@ -85,6 +86,7 @@ async def run_async(
         cfg.selection.limit = limit
     task = task_named(cfg.task)
     items = load_items(task, Path(data), cfg.selection.questions_file, cfg.table_limits)
+    cfg.selection = selection_for(cfg.selection, Path(out))
     dataset = task.select(items, cfg.selection, cfg.seed)
     return await run(cfg, dataset, Path(out), progress=progress, simulated=simulated)
 
@@ -113,7 +115,7 @@ async def experiment_async(
     from crawdad.run.experiment import prepare, run_experiment
 
     flags = {"selection": {"limit": limit}} if limit is not None else None
-    configs, manifest, dataset = prepare(Path(file), Path(data), flags)
+    configs, manifest, dataset = prepare(Path(file), Path(data), flags, Path(out))
     return await run_experiment(configs, manifest, dataset, Path(out), progress=progress)
 
 

@@ -27,6 +27,7 @@ from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.response_store import ResponseStore, SharedPool
+from crawdad.run.scheduler import Scheduler
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, stall_note, stalls
 from crawdad.tasks import task_named
@@ -59,6 +60,7 @@ class RunSummary:
     interrupted: bool = False
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
+    decision: str | None = None  # a stopping rule's decision, in words: the rest is not run
 
     @property
     def remaining(self) -> int:
@@ -85,7 +87,9 @@ class RunSummary:
                 f"{self.errored} debates failed (recorded with their error; a resume retries them):"
             )
             out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
-        if self.interrupted or self.remaining:
+        if self.decision:
+            out.append(f"{self.decision} ({self.remaining} questions not run)")
+        elif self.interrupted or self.remaining:
             out.append(f"{self.remaining} questions left: run the same command again to resume.")
         return out
 
@@ -325,6 +329,7 @@ class Job:
     todo: list[Question]
     summary: RunSummary
     name: str = ""  # the variant's name in an experiment
+    order: list[str] = field(default_factory=list)  # every selected question's id, in run order
 
 
 def make_job(
@@ -363,7 +368,7 @@ def make_job(
         graphs=setup.task.answers is None,
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
-    return Job(setup, store, todo, summary, name)
+    return Job(setup, store, todo, summary, name, [str(q.question_id) for q in questions])
 
 
 class Progress:
@@ -523,25 +528,46 @@ async def run(
     simulated: bool = False,
     check_servers: bool = True,
     on_summary: Callable[[RunSummary], None] | None = None,
+    stop: Any | None = None,
 ) -> RunSummary:
-    """Run (or resume) every selected question's debate, appending records to `out`."""
+    """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
+    stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` the target): the run stops
+    starting debates once its accuracy's confidence sequence is that narrow."""
     setup, gate = build_setup(config, simulated)
     servers: DoctorReport | None = None
     try:
         if check_servers:
             servers = await check_servers_of(config)
         store = RunStore(out)
-        scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
+        manifest = manifest_for(config, dataset, setup, servers, simulated)
+        if stop is not None:
+            manifest = manifest.model_copy(update={"stop": stop.model_dump(mode="json")})
+        scan = store.open(manifest, force=force)
         try:
             job = make_job(
                 setup, store, scan, dataset.questions, known=getattr(dataset, "known_ids", None)
             )
+            scheduler = None
+            if stop is not None:
+                from crawdad.run.scheduler import rule_judge
+
+                scheduler = Scheduler.of_scans(
+                    [job.name],
+                    [scan],
+                    config.concurrency,
+                    order=job.order,
+                    judge=rule_judge(stop, comparisons=1),
+                    max_questions=stop.max_questions,
+                    say=tqdm.write,
+                )
 
             def report(summaries: list[RunSummary]) -> None:
                 if on_summary is not None:
                     on_summary(summaries[0])
 
-            summaries = await run_jobs([job], gate, progress, config.concurrency, report)
+            summaries = await run_jobs(
+                [job], gate, progress, config.concurrency, report, scheduler=scheduler
+            )
             return summaries[0]
         finally:
             store.close()
@@ -565,13 +591,19 @@ async def run_jobs(
     concurrency: int,
     on_summary: Callable[[list[RunSummary]], None] | None,
     responses: ResponseStore | None = None,
+    scheduler: Scheduler | None = None,
 ) -> list[RunSummary]:
+    """`scheduler`: which debates may start (an experiment's stopping rule); without one each
+    job runs every debate of its `todo`, `concurrency` at a time."""
     bar = Progress(jobs, progress)
+    names = [j.name for j in jobs]
+    sched = scheduler or Scheduler(names, concurrency)
     summaries = [j.summary for j in jobs]
     stuck = _StuckServers(threshold=max(8, concurrency))
 
     def on_written(job: Job, record: DebateRecord) -> None:
         stuck.see(record)
+        sched.record(job.name, record)
         summary = job.summary
         if record.ok:
             summary.finished += 1
@@ -589,8 +621,8 @@ async def run_jobs(
     # of its job finishes, and each advances as soon as its last request is back. Memory does not
     # grow with the run. Each experiment variant has its own slots, so no variant waits for
     # another, and debates waiting on a request another variant has in flight do not take the
-    # servers' share of the variants that sent it.
-    slots = {id(job): asyncio.Semaphore(concurrency) for job in jobs}
+    # servers' share of the variants that sent it. A stopping rule's scheduler starts nothing
+    # more for a decided variant and gives its slots to the others.
     tasks: set[asyncio.Task[None]] = set()
     crashed: list[BaseException] = []
     halted: list[RunStopped] = []
@@ -614,7 +646,7 @@ async def run_jobs(
         try:
             queue.put_nowait((job, await run_debate(job.setup, question)))
         finally:
-            slots[id(job)].release()
+            sched.release(job.name)
 
     def finished(task: asyncio.Task[None]) -> None:
         tasks.discard(task)
@@ -628,8 +660,10 @@ async def run_jobs(
 
     async def feed(job: Job) -> None:
         for question in job.todo:
-            await slots[id(job)].acquire()
+            if not await sched.acquire(job.name, str(question.question_id)):
+                return  # decided (a stopping rule): its debates in flight finish
             if stopping():
+                sched.release(job.name)
                 return
             task = asyncio.create_task(one(job, question))
             tasks.add(task)
@@ -660,7 +694,8 @@ async def run_jobs(
         queue.put_nowait(None)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(writer)
-        for summary in summaries:
+        for job, summary in zip(jobs, summaries, strict=True):
+            summary.decision = sched.verdict(job.name)
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)

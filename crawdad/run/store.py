@@ -17,11 +17,11 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import ValidationError
 
-from crawdad.config import diff_settings, normalized_config, result_settings
+from crawdad.config import SelectionConfig, diff_settings, normalized_config, result_settings
 from crawdad.errors import StoreError, StoreWriteError
 from crawdad.records import DebateRecord, ExperimentManifest, RunManifest, ServedBy, merge_served
 
@@ -411,6 +411,32 @@ class RunStore:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+
+
+SEEDED_ORDER_SCHEMA = 8  # run folders made before it work through their questions in file order
+
+
+def recorded_order(out: Path) -> Literal["seeded", "file"] | None:
+    """The order an existing run folder (or any variant of an experiment folder) was made in:
+    "file" for a manifest of record schema 7 or older, whose `limit` took the first questions of
+    the file, so that it resumes with the selection it recorded; None for a new folder."""
+    out = Path(out)
+    manifests = [out / MANIFEST, *sorted(out.glob(f"*/{MANIFEST}"))]
+    for path in manifests:
+        try:
+            version = json.loads(path.read_bytes()).get("schema_version", 1)
+        except (OSError, ValueError, AttributeError):
+            continue
+        return "file" if isinstance(version, int) and version < SEEDED_ORDER_SCHEMA else "seeded"
+    return None
+
+
+def selection_for(selection: SelectionConfig, out: Path) -> SelectionConfig:
+    """The selection a run into `out` takes: an old folder's (file order) where `out` holds one,
+    else the one given."""
+    if recorded_order(out) == "file" and selection.order != "file":
+        return selection.model_copy(update={"order": "file"})
+    return selection
 
 
 def _seed_of(manifest: RunManifest) -> int | None:
