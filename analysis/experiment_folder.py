@@ -26,7 +26,12 @@ from pydantic import ValidationError
 from crawdad.errors import StoreError
 from crawdad.records import DebateRecord, ExperimentManifest, Turn
 from crawdad.run.store import EXPERIMENT as EXPERIMENT_FILE
-from crawdad.run.store import is_experiment, read_experiment, read_selected_ids
+from crawdad.run.store import (
+    is_experiment,
+    read_experiment,
+    read_selected_ids,
+    read_selected_order,
+)
 
 __all__ = [
     "EXPERIMENT_FILE",
@@ -88,6 +93,7 @@ class Variant:
     overrides: dict[str, Any]
     questions: pd.DataFrame  # QUESTION_COLUMNS, one row per kept debate
     samples_frame: pd.DataFrame  # SAMPLE_COLUMNS (solo variants only)
+    order: list[str] = field(default_factory=list)  # the selected ids in the run's order
 
     @property
     def simulated(self) -> bool:
@@ -246,6 +252,13 @@ def _selected(run: Run) -> set[str] | None:
     return read_selected_ids(run.path / m.dataset.ids_file)
 
 
+def _order(run: Run) -> list[str]:
+    m = run.manifest
+    if m is None or m.dataset.ids_file is None:
+        return []
+    return read_selected_order(run.path / m.dataset.ids_file) or []
+
+
 def _agents(run: Run, records: list[DebateRecord]) -> dict[str, str]:
     if records:
         return dict(records[0].agents)
@@ -284,6 +297,7 @@ def load_variant(folder: Path, name: str, overrides: dict[str, Any]) -> Variant:
         overrides=overrides,
         questions=q,
         samples_frame=s,
+        order=_order(run),
     )
 
 

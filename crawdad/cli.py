@@ -809,6 +809,14 @@ def fake_server(
             "client's next request on it gets no answer)."
         ),
     ] = False,
+    accuracy: Annotated[
+        list[str],
+        typer.Option(
+            "--accuracy",
+            help="MODEL=P: this model's first answers are right on a share P of the questions, "
+            "every rung alike (repeated; a known effect for an experiment to find).",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
     from crawdad.demo import serve_forever
@@ -828,7 +836,24 @@ def fake_server(
         config=base,
         data=data,
         close_after_stream=close_after_stream,
+        accuracies=_accuracies(accuracy),
     )
+
+
+def _accuracies(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name or not 0 <= share <= 1:
+            raise typer.BadParameter(
+                f"{item!r}: write MODEL=P with P between 0 and 1", param_hint="--accuracy"
+            )
+        out[name] = share
+    return out
 
 
 def _served_configs(path: Path) -> list[RunConfig]:

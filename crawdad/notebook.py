@@ -227,3 +227,36 @@ def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
         raise ValueError(f"no run {label!r}; the runs are {', '.join(labels)}")
     chosen = next(r for r in frames.runs if r.label == label)
     return run_figures(chosen, report_tables(frames))
+
+
+# --- stopping rules --------------------------------------------------------------------------
+
+
+def sequences(folder: str | Path) -> pd.DataFrame:
+    """An experiment's confidence sequences (one with a `[stop]` rule), as its report draws them:
+    columns `variant`, `questions` (settled questions counted), `estimate`, `lower`, `upper`:
+    each variant's paired difference from the baseline (the baseline's own accuracy), valid at
+    every moment at once."""
+    from crawdad.analysis.experiment_folder import load_experiment
+    from crawdad.analysis.metrics.stopping import sequence_frame
+
+    return sequence_frame(_stopping_experiment(load_experiment(Path(folder)), folder))
+
+
+def decisions(folder: str | Path) -> pd.DataFrame:
+    """An experiment's stopping decisions, recomputed from its records as the run reached them:
+    columns `variant`, `decision` (better, worse, equivalent or undecided), `questions` (used),
+    `estimate`, `lower`, `upper` (the sequence at the stop), `settled`."""
+    from crawdad.analysis.experiment_folder import load_experiment
+    from crawdad.analysis.metrics.stopping import decision_table
+
+    return decision_table(_stopping_experiment(load_experiment(Path(folder)), folder))
+
+
+def _stopping_experiment(exp: Any, folder: str | Path) -> Any:
+    if exp.manifest.stop is None or exp.baseline is None:
+        raise ValueError(
+            f"{folder} was run without a stopping rule ([stop] in the experiment file, or "
+            "--stop): it has no decisions"
+        )
+    return exp

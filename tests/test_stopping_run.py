@@ -9,7 +9,9 @@ import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -148,3 +150,162 @@ def test_a_resumed_run_reaches_its_decisions_from_its_records_silently() -> None
     )
     assert sched.decided == {"v": Verdict("better", 5)} and said == []
     assert not sched.needs("v")
+
+
+# --- an experiment with [stop] on the fakes ------------------------------------------------------
+
+
+def _standin_stopping() -> None:
+    """Until crawdad.stopping is merged (the stats branch): a plain running-mean interval with
+    the interface the scheduler and the report use. Not anytime-valid; for the plumbing only."""
+    import math
+    import sys
+    import types
+
+    import pandas as pd
+    from pydantic import BaseModel
+
+    class Rule(BaseModel):
+        alpha: float = 0.05
+        margin: float = 0.0
+        min_questions: int = 1
+        max_questions: int | None = None
+        half_width: float | None = None
+
+    @dataclass
+    class Decision:
+        decision: str
+        questions: int
+        lower: float
+        upper: float
+
+    def _seq(d: list[float], alpha: float) -> pd.DataFrame:
+        rows, total = [], 0.0
+        for n, x in enumerate(d, 1):
+            total += x
+            half = math.sqrt(2 * math.log(2 / alpha) / n)
+            rows.append((n, total / n, total / n - half, total / n + half))
+        return pd.DataFrame(rows, columns=["questions", "estimate", "lower", "upper"])
+
+    def accuracy_sequence(outcomes, population, alpha):  # type: ignore[no-untyped-def]
+        return _seq([float(x) for x in outcomes], alpha)
+
+    def difference_sequence(a, b, population, alpha):  # type: ignore[no-untyped-def]
+        return _seq([float(x - y) for x, y in zip(a, b, strict=True)], alpha)
+
+    def decide(seq, rule, comparisons=1):  # type: ignore[no-untyped-def]
+        for r in seq.itertuples():
+            if r.questions < rule.min_questions:
+                continue
+            what = (
+                "better"
+                if r.lower > 0
+                else "worse"
+                if r.upper < 0
+                else "equivalent"
+                if -rule.margin < r.lower and r.upper < rule.margin
+                else None
+            )
+            if what:
+                return Decision(what, int(r.questions), r.lower, r.upper)
+        last = seq.iloc[-1]
+        return Decision("undecided", int(last.questions), last.lower, last.upper)
+
+    pkg = types.ModuleType("crawdad.stopping")
+    seqs = types.ModuleType("crawdad.stopping.sequences")
+    dec = types.ModuleType("crawdad.stopping.decide")
+    seqs.accuracy_sequence, seqs.difference_sequence = accuracy_sequence, difference_sequence  # type: ignore[attr-defined]
+    dec.Rule, dec.decide = Rule, decide  # type: ignore[attr-defined]
+    sys.modules.update(
+        {
+            "crawdad.stopping": pkg,
+            "crawdad.stopping.sequences": seqs,
+            "crawdad.stopping.decide": dec,
+        }
+    )
+
+
+@pytest.fixture
+def stopping_stats(monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        import crawdad.stopping.decide  # noqa: F401
+    except ImportError:
+        import sys
+
+        for name in ("crawdad.stopping", "crawdad.stopping.sequences", "crawdad.stopping.decide"):
+            monkeypatch.delitem(sys.modules, name, raising=False)
+        _standin_stopping()
+
+
+ACCURACIES = {"base:1b": 0.6, "better:1b": 0.95, "worse:1b": 0.25, "null:1b": 0.6}
+STOP_EXPERIMENT = """
+baseline = "base"
+[stop]
+alpha = 0.05
+margin = 0.03
+min_questions = 10
+[base]
+seed = 3
+concurrency = 6
+protocol = {{ kind = "solo", samples = 1 }}
+extractor = {{ base_urls = ["{url}"] }}
+""" + "".join(
+    f'[variants.{m.split(":")[0]}]\nagents = [{{{{ name = "a", model = "{m}", base_urls = ["{{url}}"] }}}}]\n'
+    for m in ACCURACIES
+)
+
+
+async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_decisions(
+    tmp_path: Path, stopping_stats: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crawdad.analysis.experiment_report import write_experiment_report
+
+    from crawdad.config import SelectionConfig
+    from crawdad.data.questions import load_cladder, select
+    from crawdad.demo import answer_key
+    from crawdad.fake import FakeServer, LatencyModel
+    from crawdad.fake.setups import models_for
+    from crawdad.notebook import decisions, sequences
+    from crawdad.resources import examples
+    from crawdad.run.experiment import (
+        experiment_manifest,
+        load_experiment,
+        run_experiment,
+        variant_configs,
+    )
+    from crawdad.run.store import read_experiment
+
+    dataset = select(load_cladder(examples()), SelectionConfig(limit=150), 3)
+    models = models_for(ACCURACIES, answer_key=answer_key(dataset.questions), accuracies=ACCURACIES)
+    out = tmp_path / "exp"
+    async with FakeServer("ollama", models, latency=LatencyModel(capacity=32)) as server:
+        path = tmp_path / "stop.toml"
+        path.write_text(STOP_EXPERIMENT.format(url=server.url))
+        spec, sha = load_experiment(path)
+        configs = variant_configs(spec, str(path))
+        manifest = experiment_manifest(spec, str(path), sha, list(configs))
+
+        async def go() -> dict[str, Any]:
+            summaries = await run_experiment(
+                configs, manifest, dataset, out, progress=False, simulated=True
+            )
+            return dict(zip(configs, summaries, strict=True))
+
+        first = await go()
+        printed = capsys.readouterr().out
+        again = await go()
+    assert read_experiment(out).stop["margin"] == 0.03  # type: ignore[union-attr]
+    table = decisions(out).set_index("variant")
+    assert table.loc["better", "decision"] == "better" and table.loc["worse", "decision"] == "worse"
+    assert table.loc["null", "decision"] not in ("better", "worse")
+    assert "[better] decided: better" in printed and "[worse] decided: worse" in printed
+    for name in ("better", "worse"):  # stopped early; the in-flight ones finished, no more
+        s = first[name]
+        assert s.decision and s.done_total < len(dataset.questions)
+        assert s.done_total <= table.loc[name, "settled"] + 6 * 4
+        assert again[name].finished == 0 and again[name].decision == s.decision
+    assert first["base"].done_total == len(dataset.questions)  # null is undecided: base ran on
+    seqs = sequences(out)
+    assert set(seqs.columns) >= {"variant", "questions", "lower", "upper"}
+    report = write_experiment_report(out, tmp_path / "report").read_text()
+    assert "## Decisions" in report and "Spent against a full pass" in report

@@ -444,6 +444,15 @@ def _seed_of(manifest: RunManifest) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
+def read_selected_order(path: Path) -> list[str] | None:
+    """The ids in a selected-ids file, in the run's order (None if it cannot be read)."""
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            return [line.rstrip("\n") for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def read_selected_ids(path: Path) -> set[str] | None:
     """The ids in a selected-ids file (None if it cannot be read)."""
     try:
