@@ -62,8 +62,8 @@ def feed(sched: Scheduler, arrivals: list[tuple[str, str]]) -> None:
 
 
 def test_settled_prefix_waits_for_every_earlier_question_of_both() -> None:
-    mine = {"q0": 1, "q1": 0, "q3": 1}
-    base = {"q0": 0, "q1": 1, "q2": 1, "q3": 1}
+    mine: dict[str, int | None] = {"q0": 1, "q1": 0, "q3": 1}
+    base: dict[str, int | None] = {"q0": 0, "q1": 1, "q2": 1, "q3": 1}
     assert settled(ORDER, mine) == 2 and settled(ORDER, mine, base) == 2
     assert settled_outcomes(ORDER, mine, base) == ([1, 0], [0, 1])
     mine["q2"] = None  # no exact answer: settled, left out of the sums
@@ -216,6 +216,7 @@ def _standin_stopping() -> None:
     dec = types.ModuleType("crawdad.stopping.decide")
     seqs.accuracy_sequence, seqs.difference_sequence = accuracy_sequence, difference_sequence  # type: ignore[attr-defined]
     dec.Rule, dec.decide = Rule, decide  # type: ignore[attr-defined]
+    dec.corrected_alpha = lambda rule, comparisons: rule.alpha / comparisons  # type: ignore[attr-defined]
     sys.modules.update(
         {
             "crawdad.stopping": pkg,
@@ -294,7 +295,7 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
         first = await go()
         printed = capsys.readouterr().out
         again = await go()
-    assert read_experiment(out).stop["margin"] == 0.03  # type: ignore[union-attr]
+    assert read_experiment(out).stop["margin"] == 0.03  # type: ignore[union-attr,index]
     table = decisions(out).set_index("variant")
     assert table.loc["better", "decision"] == "better" and table.loc["worse", "decision"] == "worse"
     assert table.loc["null", "decision"] not in ("better", "worse")

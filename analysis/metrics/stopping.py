@@ -10,7 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from crawdad.run.scheduler import Outcome, decisions_of, rule_judge, settled_outcomes
+from crawdad.run.scheduler import (
+    Outcome,
+    decisions_of,
+    rule_judge,
+    settled_outcomes,
+    variant_sequence,
+)
 
 __all__ = [
     "DECISION_COLUMNS",
@@ -65,21 +71,17 @@ def sequence_frame(exp: Any) -> pd.DataFrame:
     """SEQUENCE_COLUMNS: each variant's confidence sequence over its settled prefix, the paired
     difference from the baseline (or the accuracy, for the baseline itself), one row per
     question counted."""
-    from crawdad.stopping.sequences import accuracy_sequence, difference_sequence
-
     rule = _rule(exp)
     order, outcomes = outcomes_of(exp)
     base = outcomes.get(exp.baseline) if exp.baseline else None
+    compared = max(1, len(outcomes) - 1)
     frames = []
     for name, mine in outcomes.items():
         paired = base if name != exp.baseline else None
         a, b = settled_outcomes(order, mine, paired)
         if not a:
             continue
-        if b is None:
-            seq = accuracy_sequence(a, len(order), rule.alpha)
-        else:
-            seq = difference_sequence(a, b, len(order), rule.alpha)
+        seq = variant_sequence(a, b, len(order), rule, compared)
         frames.append(seq.assign(variant=name)[SEQUENCE_COLUMNS])
     if not frames:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)

@@ -69,20 +69,29 @@ def settled_outcomes(
     return a, (b if baseline is not None else None)
 
 
-def rule_judge(rule: Any, comparisons: int) -> Judge:
-    """The judge of a stopping rule (`crawdad.stopping.decide.Rule`): the variant's paired
-    difference's confidence sequence against the baseline (its accuracy's for a plain run),
-    decided by `decide`, with alpha shared among `comparisons` variants."""
-    from crawdad.stopping.decide import decide
+def variant_sequence(
+    a: Sequence[int], b: Sequence[int] | None, population: int, rule: Any, comparisons: int
+) -> Any:
+    """The confidence sequence a stopping rule decides on: the paired difference `a - b` from the
+    baseline (the accuracy of `a` for a plain run), at alpha shared among `comparisons`."""
+    from crawdad.stopping.decide import corrected_alpha
     from crawdad.stopping.sequences import accuracy_sequence, difference_sequence
+
+    alpha = corrected_alpha(rule, comparisons)
+    if b is None:
+        return accuracy_sequence(list(a), population, alpha)
+    return difference_sequence(list(a), list(b), population, alpha)
+
+
+def rule_judge(rule: Any, comparisons: int) -> Judge:
+    """The judge of a stopping rule (`crawdad.stopping.decide.Rule`): `variant_sequence`,
+    decided by `decide`."""
+    from crawdad.stopping.decide import decide
 
     def judge(a: Sequence[int], b: Sequence[int] | None, population: int) -> Any:
         if not a:
             return None
-        if b is None:
-            seq = accuracy_sequence(list(a), population, rule.alpha)
-        else:
-            seq = difference_sequence(list(a), list(b), population, rule.alpha)
+        seq = variant_sequence(a, b, population, rule, comparisons)
         decision = decide(seq, rule, comparisons=comparisons)
         return decision if decision.decision in DECIDED else None
 
