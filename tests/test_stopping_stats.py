@@ -1,0 +1,328 @@
+"""The statistics of stopping: confidence sequences over a finite population sampled without
+replacement (crawdad/stopping/sequences.py) and the rule's decision (crawdad/stopping/decide.py).
+
+Small seeded simulations; the whole file runs in a few seconds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from crawdad.stopping.decide import Rule, corrected_alpha, decide
+from crawdad.stopping.sequences import (
+    ConfidenceSequence,
+    accuracy_sequence,
+    difference_sequence,
+)
+
+
+def _population(rng: np.random.Generator, n: int, p: float) -> np.ndarray:
+    return (rng.random(n) < p).astype(float)
+
+
+def _reference(x: np.ndarray, N: int, alpha: float, breaks: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hedged WoR betting sequence written out plainly: every candidate, every step, no
+    pruning (the paper's construction, to check the fast one against)."""
+    grid = np.linspace(0, 1, breaks + 1)
+    n = len(x)
+    lower, upper = np.zeros(n), np.ones(n)
+    log_up = np.zeros(len(grid))
+    log_down = np.zeros(len(grid))
+    out_lo = np.zeros(len(grid), dtype=bool)  # excluded for good (running intersection)
+    out_hi = np.zeros(len(grid), dtype=bool)
+    s = 0.0
+    ss = 0.25
+    for i in range(n):
+        t = i + 1
+        lam = math.sqrt(2 * math.log(2 / alpha) / ((ss / t) * t * math.log(1 + t)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mu = (N * grid - s) / (N - t + 1)
+            log_up += np.log1p(np.minimum(lam, 0.5 / mu) * (x[i] - mu))
+            log_down += np.log1p(-np.minimum(lam, 0.5 / (1 - mu)) * (x[i] - mu))
+        s += x[i]
+        ss += (x[i] - (0.5 + s) / (t + 1)) ** 2
+        possible_lo = grid >= s / N
+        possible_hi = grid <= (s + N - t) / N
+        feasible = possible_lo & possible_hi
+        rej_lo = ~possible_lo | (feasible & (math.log(0.5) + log_up >= math.log(1 / alpha)))
+        rej_hi = ~possible_hi | (feasible & (math.log(0.5) + log_down >= math.log(1 / alpha)))
+        # leading run of rejections from the left, trailing from the right
+        lead = len(grid) if rej_lo.all() else int(np.argmin(rej_lo))
+        trail = len(grid) if rej_hi.all() else int(np.argmin(rej_hi[::-1]))
+        out_lo[:lead] = True
+        out_hi[len(grid) - trail :] = True
+        k_lo = int(out_lo.sum())
+        k_hi = int(out_hi.sum())
+        lo = grid[k_lo - 1] if k_lo else 0.0
+        hi = grid[len(grid) - k_hi] if k_hi else 1.0
+        lower[i] = max(lo, s / N, lower[i - 1] if i else 0.0)
+        upper[i] = min(hi, (s + N - t) / N, upper[i - 1] if i else 1.0)
+    if n == N:
+        lower[-1] = upper[-1] = s / N
+    return lower, upper
+
+
+def test_matches_the_plain_construction() -> None:
+    rng = np.random.default_rng(1)
+    for N, n, p in [(300, 300, 0.7), (500, 260, 0.2), (200, 200, 1.0), (150, 90, 0.5)]:
+        x = _population(rng, N, p)[:n]
+        seq = accuracy_sequence(x, N, 0.05, breaks=400)
+        lo, hi = _reference(x, N, 0.05, breaks=400)
+        np.testing.assert_allclose(seq["lower"], lo, atol=1e-12)
+        np.testing.assert_allclose(seq["upper"], hi, atol=1e-12)
+
+
+def test_frame_shape_and_attrs() -> None:
+    seq = accuracy_sequence([1, 0, 1], 10, 0.05)
+    assert list(seq.columns) == ["questions", "estimate", "lower", "upper"]
+    assert seq["questions"].tolist() == [1, 2, 3]
+    assert seq["estimate"].tolist() == pytest.approx([1, 0.5, 2 / 3])
+    assert seq.attrs == {"alpha": 0.05, "population": 10, "kind": "accuracy"}
+    empty = accuracy_sequence([], 10, 0.05)
+    assert len(empty) == 0 and list(empty.columns) == list(seq.columns)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"outcomes": [0.5, 1.2], "population": 5, "alpha": 0.05},
+        {"outcomes": [1, 0, 1], "population": 2, "alpha": 0.05},
+        {"outcomes": [1, 0], "population": 5, "alpha": 0.0},
+        {"outcomes": [float("nan")], "population": 5, "alpha": 0.05},
+    ],
+)
+def test_bad_input_is_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        accuracy_sequence(**bad)
+
+
+def test_coverage_of_the_finite_population_mean() -> None:
+    """In 200 seeded runs the sequence holds the true finite-population mean at EVERY step in at
+    least 1 - alpha of them (the betting sequence is conservative: usually all of them)."""
+    alpha = 0.1
+    rng = np.random.default_rng(7)
+    missed = 0
+    for run in range(200):
+        N = 200
+        pop = _population(rng, N, [0.1, 0.5, 0.75, 0.95][run % 4])
+        mean = pop.mean()
+        x = rng.permutation(pop)[:150]
+        seq = accuracy_sequence(x, N, alpha, breaks=500)
+        missed += bool(((seq["lower"] > mean + 1e-12) | (seq["upper"] < mean - 1e-12)).any())
+    assert missed <= alpha * 200
+
+
+def test_coverage_of_a_paired_difference() -> None:
+    alpha = 0.1
+    rng = np.random.default_rng(8)
+    missed = 0
+    for _ in range(150):
+        N = 240
+        a = _population(rng, N, 0.7)
+        b = a.copy()
+        flip = rng.random(N) < 0.3
+        b[flip] = 1 - b[flip]
+        truth = a.mean() - b.mean()
+        order = rng.permutation(N)[:180]
+        seq = difference_sequence(a[order], b[order], N, alpha, breaks=500)
+        missed += bool(((seq["lower"] > truth + 1e-12) | (seq["upper"] < truth - 1e-12)).any())
+    assert missed <= alpha * 150
+
+
+@pytest.mark.parametrize("values", ["binary", "continuous"])
+def test_closes_on_the_exact_mean(values: str) -> None:
+    rng = np.random.default_rng(3)
+    N = 437
+    pop = _population(rng, N, 0.63) if values == "binary" else rng.beta(2, 5, N)
+    seq = accuracy_sequence(pop, N, 0.05)
+    last = seq.iloc[-1]
+    assert last["lower"] == last["upper"] == pytest.approx(pop.mean(), abs=1e-12)
+    assert last["estimate"] == pytest.approx(pop.mean())
+    a, b = _population(rng, N, 0.6), _population(rng, N, 0.5)
+    d = difference_sequence(a, b, N, 0.05).iloc[-1]
+    assert d["lower"] == pytest.approx(a.mean() - b.mean(), abs=1e-12)
+    assert d["upper"] == pytest.approx(a.mean() - b.mean(), abs=1e-12)
+
+
+def test_nested_and_narrowing() -> None:
+    rng = np.random.default_rng(4)
+    N = 2000
+    x = _population(rng, N, 0.8)
+    seq = accuracy_sequence(x, N, 0.05)
+    lo, hi = seq["lower"].to_numpy(), seq["upper"].to_numpy()
+    assert (np.diff(lo) >= 0).all() and (np.diff(hi) <= 0).all()
+    assert (lo <= hi).all() and lo.min() >= 0 and hi.max() <= 1
+    assert hi[0] - lo[0] > 0.9  # one question says almost nothing
+    assert hi[999] - lo[999] < 0.1
+    # a stricter alpha gives a wider sequence at every step (Bonferroni's price)
+    strict = accuracy_sequence(x, N, 0.05 / 4)
+    assert (strict["lower"] <= seq["lower"] + 1e-12).all()
+    assert (strict["upper"] >= seq["upper"] - 1e-12).all()
+
+
+def test_wider_than_a_fixed_sample_interval_but_not_absurdly() -> None:
+    """At n = 500 of 10,112 the anytime-valid interval is wider than Wilson's fixed-n interval
+    (the price of looking all along), and within a small factor of it."""
+    from scipy.stats import binomtest
+
+    rng = np.random.default_rng(5)
+    N = 10_112
+    x = _population(rng, N, 0.7)
+    seq = accuracy_sequence(x[:500], N, 0.05)
+    ci = binomtest(int(x[:500].sum()), 500).proportion_ci(method="wilson")
+    cs_width = seq["upper"].iloc[-1] - seq["lower"].iloc[-1]
+    ci_width = ci.high - ci.low
+    assert ci_width < cs_width < 3 * ci_width
+
+
+def test_fed_in_pieces_equals_fed_at_once() -> None:
+    rng = np.random.default_rng(6)
+    N = 1000
+    x = _population(rng, N, 0.4)
+    whole = accuracy_sequence(x, N, 0.05)
+    cs = ConfidenceSequence(N, 0.05)
+    parts = [cs.extend(x[a:b]) for a, b in [(0, 37), (37, 300), (300, 301), (301, 1000)]]
+    np.testing.assert_allclose(np.concatenate([p[0] for p in parts]), whole["lower"], atol=1e-12)
+    np.testing.assert_allclose(np.concatenate([p[1] for p in parts]), whole["upper"], atol=1e-12)
+    with pytest.raises(ValueError):
+        cs.extend([1.0])  # the population is used up
+
+
+def test_difference_maps_back_onto_minus_one_to_one() -> None:
+    a = np.array([1, 1, 0, 1, 0, 1, 1, 1])
+    b = np.array([0, 1, 0, 0, 1, 1, 0, 1])
+    seq = difference_sequence(a, b, 20, 0.05)
+    assert seq.attrs["kind"] == "difference"
+    assert seq["estimate"].iloc[-1] == pytest.approx((a - b).mean())
+    assert seq["lower"].min() >= -1 and seq["upper"].max() <= 1
+    with pytest.raises(ValueError):
+        difference_sequence(a, b[:-1], 20, 0.05)
+
+
+# ---- decide ----------------------------------------------------------------------------------
+
+
+def _frame(rows: list[tuple[int, float, float]], kind: str, alpha: float = 0.05) -> pd.DataFrame:
+    seq = pd.DataFrame(
+        [(q, (lo + hi) / 2, lo, hi) for q, lo, hi in rows],
+        columns=["questions", "estimate", "lower", "upper"],
+    )
+    seq.attrs.update({"alpha": alpha, "kind": kind})
+    return seq
+
+
+def test_decide_better_worse_equivalent_undecided() -> None:
+    rule = Rule(margin=0.03, min_questions=10)
+    better = _frame(
+        [(5, 0.01, 0.2), (10, -0.01, 0.1), (20, 0.005, 0.09), (30, 0.02, 0.08)], "difference"
+    )
+    d = decide(better, rule)
+    assert (d.outcome, d.questions, d.lower, d.upper) == ("better", 20, 0.005, 0.09)
+    assert d.decided and d.alpha == 0.05
+    worse = _frame([(10, -0.2, 0.05), (11, -0.15, -0.001)], "difference")
+    assert decide(worse, rule).outcome == "worse"
+    same = _frame([(10, -0.05, 0.05), (12, -0.03, 0.029)], "difference")
+    assert (decide(same, rule).outcome, decide(same, rule).questions) == ("equivalent", 12)
+    wide = _frame([(10, -0.05, 0.05), (12, -0.04, 0.02)], "difference")
+    d = decide(wide, rule)
+    assert (d.outcome, d.questions, d.decided) == ("undecided", 12, False)  # never equivalent
+
+
+def test_decide_waits_for_min_questions_and_stops_at_max() -> None:
+    seq = _frame([(5, 0.1, 0.3), (49, 0.1, 0.3), (50, -0.1, 0.3), (60, 0.01, 0.2)], "difference")
+    assert decide(seq, Rule(min_questions=50)).questions == 60
+    assert decide(seq, Rule(min_questions=1)).questions == 5
+    capped = decide(seq, Rule(min_questions=50, max_questions=55))
+    assert (capped.outcome, capped.questions) == ("undecided", 50)
+    with pytest.raises(ValidationError):
+        Rule(min_questions=100, max_questions=50)
+
+
+def test_decide_a_small_true_difference_is_better_not_equivalent() -> None:
+    """Excluding 0 is reported, however small the difference; inside the margin only when 0 is
+    not excluded."""
+    seq = _frame([(100, 0.004, 0.02)], "difference")
+    assert decide(seq, Rule(margin=0.03, min_questions=1)).outcome == "better"
+
+
+def test_decide_a_single_run_is_precise_at_its_half_width() -> None:
+    seq = _frame([(50, 0.5, 0.9), (100, 0.61, 0.79), (200, 0.66, 0.74)], "accuracy")
+    assert decide(seq, Rule(half_width=0.1, min_questions=1)).questions == 100
+    assert decide(seq, Rule(half_width=0.1, min_questions=1)).outcome == "precise"
+    assert decide(seq, Rule(min_questions=1)).outcome == "undecided"  # no target, no stop
+    assert decide(seq.assign(upper=1.0), Rule(half_width=0.01), kind="accuracy").outcome == (
+        "undecided"
+    )
+    unlabelled = seq.copy()
+    unlabelled.attrs = {}
+    with pytest.raises(ValueError, match="kind"):
+        decide(unlabelled, Rule())
+
+
+def test_bonferroni_alpha_is_split_and_checked() -> None:
+    rule = Rule(alpha=0.05)
+    assert corrected_alpha(rule, 1) == 0.05
+    assert corrected_alpha(rule, 4) == pytest.approx(0.0125)
+    with pytest.raises(ValueError):
+        corrected_alpha(rule, 0)
+    seq = difference_sequence([1, 0, 1], [0, 0, 1], 50, corrected_alpha(rule, 4))
+    assert decide(seq, rule, comparisons=4).alpha == pytest.approx(0.0125)
+    with pytest.raises(ValueError, match="corrected_alpha"):
+        decide(seq, rule)  # computed at 0.0125, the rule over 1 comparison needs 0.05
+
+
+def test_decide_on_an_empty_sequence() -> None:
+    d = decide(difference_sequence([], [], 10, 0.05), Rule())
+    assert (d.outcome, d.questions) == ("undecided", 0)
+
+
+def test_no_wrong_decisions_at_effect_zero() -> None:
+    """A null variant (same accuracy as the baseline, 30% of pairs discordant) is decided better
+    or worse in at most alpha of 100 seeded experiments, looked at after every question; a
+    variant 20 points better is decided better every time."""
+    rng = np.random.default_rng(11)
+    N = 400
+    rule = Rule(alpha=0.05, margin=0.03, min_questions=20)
+    wrong = 0
+    for effect, runs in ((0.0, 100), (0.2, 20)):
+        for _ in range(runs):
+            only_v = round(N * (0.3 + effect) / 2)
+            only_b = round(N * (0.3 - effect) / 2)
+            rest = N - only_v - only_b
+            v = np.r_[
+                np.ones(only_v), np.zeros(only_b), np.ones(rest // 2), np.zeros(rest - rest // 2)
+            ]
+            b = np.r_[
+                np.zeros(only_v), np.ones(only_b), np.ones(rest // 2), np.zeros(rest - rest // 2)
+            ]
+            order = rng.permutation(N)
+            d = decide(difference_sequence(v[order], b[order], N, rule.alpha, breaks=500), rule)
+            if effect == 0:
+                wrong += d.outcome in ("better", "worse")
+            else:
+                assert d.outcome == "better" and d.questions < N
+    assert wrong <= 0.05 * 100
+
+
+def test_the_statistics_stand_alone() -> None:
+    """crawdad/stopping imports nothing of crawdad but errors, so the run machinery and the
+    analysis can both use it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "crawdad" / "stopping"
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("crawdad"):
+                    assert name.startswith(("crawdad.stopping", "crawdad.errors")), (path, name)
