@@ -1,7 +1,8 @@
 """The stopping scheduler: decisions on the settled prefix only (debates finish out of order), a
 decided variant starts nothing new and gives its slots to the others, the baseline runs while a
-variant needs it, and a resumed run reaches the same decisions from its records. These tests use
-a stand-in judge (a plain count), not the statistics of crawdad.stopping: no timers, no servers."""
+variant needs it, and a resumed run reaches the same decisions from its records. The scheduler's
+unit tests use a stand-in judge (a plain count), no timers and no servers; the last test runs an
+experiment with [stop] on the fakes with crawdad.stopping's statistics."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from crawdad.run.scheduler import Scheduler, decisions_of, settled, settled_outc
 
 @dataclass
 class Verdict:
-    decision: str
+    outcome: str
     questions: int
 
 
@@ -154,90 +155,6 @@ def test_a_resumed_run_reaches_its_decisions_from_its_records_silently() -> None
 
 # --- an experiment with [stop] on the fakes ------------------------------------------------------
 
-
-def _standin_stopping() -> None:
-    """Until crawdad.stopping is merged (the stats branch): a plain running-mean interval with
-    the interface the scheduler and the report use. Not anytime-valid; for the plumbing only."""
-    import math
-    import sys
-    import types
-
-    import pandas as pd
-    from pydantic import BaseModel
-
-    class Rule(BaseModel):
-        alpha: float = 0.05
-        margin: float = 0.0
-        min_questions: int = 1
-        max_questions: int | None = None
-        half_width: float | None = None
-
-    @dataclass
-    class Decision:
-        decision: str
-        questions: int
-        lower: float
-        upper: float
-
-    def _seq(d: list[float], alpha: float) -> pd.DataFrame:
-        rows, total = [], 0.0
-        for n, x in enumerate(d, 1):
-            total += x
-            half = math.sqrt(2 * math.log(2 / alpha) / n)
-            rows.append((n, total / n, total / n - half, total / n + half))
-        return pd.DataFrame(rows, columns=["questions", "estimate", "lower", "upper"])
-
-    def accuracy_sequence(outcomes, population, alpha):  # type: ignore[no-untyped-def]
-        return _seq([float(x) for x in outcomes], alpha)
-
-    def difference_sequence(a, b, population, alpha):  # type: ignore[no-untyped-def]
-        return _seq([float(x - y) for x, y in zip(a, b, strict=True)], alpha)
-
-    def decide(seq, rule, comparisons=1):  # type: ignore[no-untyped-def]
-        for r in seq.itertuples():
-            if r.questions < rule.min_questions:
-                continue
-            what = (
-                "better"
-                if r.lower > 0
-                else "worse"
-                if r.upper < 0
-                else "equivalent"
-                if -rule.margin < r.lower and r.upper < rule.margin
-                else None
-            )
-            if what:
-                return Decision(what, int(r.questions), r.lower, r.upper)
-        last = seq.iloc[-1]
-        return Decision("undecided", int(last.questions), last.lower, last.upper)
-
-    pkg = types.ModuleType("crawdad.stopping")
-    seqs = types.ModuleType("crawdad.stopping.sequences")
-    dec = types.ModuleType("crawdad.stopping.decide")
-    seqs.accuracy_sequence, seqs.difference_sequence = accuracy_sequence, difference_sequence  # type: ignore[attr-defined]
-    dec.Rule, dec.decide = Rule, decide  # type: ignore[attr-defined]
-    dec.corrected_alpha = lambda rule, comparisons: rule.alpha / comparisons  # type: ignore[attr-defined]
-    sys.modules.update(
-        {
-            "crawdad.stopping": pkg,
-            "crawdad.stopping.sequences": seqs,
-            "crawdad.stopping.decide": dec,
-        }
-    )
-
-
-@pytest.fixture
-def stopping_stats(monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        import crawdad.stopping.decide  # noqa: F401
-    except ImportError:
-        import sys
-
-        for name in ("crawdad.stopping", "crawdad.stopping.sequences", "crawdad.stopping.decide"):
-            monkeypatch.delitem(sys.modules, name, raising=False)
-        _standin_stopping()
-
-
 ACCURACIES = {"base:1b": 0.6, "better:1b": 0.95, "worse:1b": 0.25, "null:1b": 0.6}
 STOP_EXPERIMENT = """
 baseline = "base"
@@ -257,7 +174,7 @@ extractor = {{ base_urls = ["{url}"] }}
 
 
 async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_decisions(
-    tmp_path: Path, stopping_stats: None, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from crawdad.analysis.experiment_report import write_experiment_report
 

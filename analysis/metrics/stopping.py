@@ -103,7 +103,7 @@ def decision_table(exp: Any) -> pd.DataFrame:
         if decision is not None:
             used = int(decision.questions)
             at = seq[seq["questions"] == used]
-            what = str(decision.decision)
+            what = str(decision.outcome)
         else:
             used, at, what = settled, seq.tail(1), "undecided"
         row = at.iloc[0] if not at.empty else None

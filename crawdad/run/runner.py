@@ -88,7 +88,8 @@ class RunSummary:
             )
             out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
         if self.decision:
-            out.append(f"{self.decision} ({self.remaining} questions not run)")
+            left = f" ({self.remaining} questions not run)" if self.remaining else ""
+            out.append(f"{self.decision}{left}")
         elif self.interrupted or self.remaining:
             out.append(f"{self.remaining} questions left: run the same command again to resume.")
         return out
@@ -695,7 +696,9 @@ async def run_jobs(
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(writer)
         for job, summary in zip(jobs, summaries, strict=True):
-            summary.decision = sched.verdict(job.name)
+            verdict = sched.verdict(job.name)
+            # a baseline that ran every question stopped for nothing
+            summary.decision = verdict if summary.remaining or job.name != sched.baseline else None
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)

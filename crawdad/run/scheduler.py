@@ -30,7 +30,8 @@ from crawdad.records import DebateRecord
 
 Outcome = int | None  # 1 right, 0 wrong, None: no exact answer to score (left out of the sums)
 # (the variant's settled outcomes, the baseline's over the same questions or None for a plain
-# run, the number of questions selected) -> a decision, or None while undecided
+# run, the number of questions selected) -> a decision (`crawdad.stopping.decide.Decision`: its
+# `outcome`, `questions`, `lower`, `upper`), or None while undecided
 Judge = Callable[[Sequence[int], Sequence[int] | None, int], Any]
 
 DECIDED = ("better", "worse", "equivalent", "precise")  # a variant stops on these
@@ -93,7 +94,7 @@ def rule_judge(rule: Any, comparisons: int) -> Judge:
             return None
         seq = variant_sequence(a, b, population, rule, comparisons)
         decision = decide(seq, rule, comparisons=comparisons)
-        return decision if decision.decision in DECIDED else None
+        return decision if decision.outcome in DECIDED else None
 
     return judge
 
@@ -275,7 +276,7 @@ class Scheduler:
 
 def describe(name: str, decision: Any, baseline: str | None) -> str:
     """A decision in one line, as the run prints it."""
-    what = getattr(decision, "decision", str(decision))
+    what = getattr(decision, "outcome", str(decision))
     used = getattr(decision, "questions", None)
     lo, hi = getattr(decision, "lower", None), getattr(decision, "upper", None)
     label = f"[{name}] " if name else ""
