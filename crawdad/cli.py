@@ -394,7 +394,7 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
         raise
     for line in summaries[-1].lines():
         typer.echo(line)
-    if summaries[-1].remaining:  # some debates failed: a script should notice
+    if summaries[-1].remaining and not summaries[-1].decision:  # failed debates: say so
         raise typer.Exit(3)
 
 

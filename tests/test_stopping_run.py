@@ -227,3 +227,41 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
     assert set(seqs.columns) >= {"variant", "questions", "lower", "upper"}
     report = write_experiment_report(out, tmp_path / "report").read_text()
     assert "## Decisions" in report and "Spent against a full pass" in report
+
+
+def test_a_single_run_stops_when_its_accuracy_is_known_closely_enough(
+    tmp_path: Path, cli: Any
+) -> None:
+    from crawdad.fake import FakeServer
+    from crawdad.fake.setups import paper_models
+    from crawdad.run.store import RunStore
+    from tests.conftest import paper_toml
+
+    with FakeServer("ollama", paper_models()) as server:
+        config = paper_toml(server.url, tmp_path / "paper.toml", head="concurrency = 4\n")
+        code, out, err = cli(
+            "run",
+            "--data",
+            "examples",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+            "--stop",
+            "half_width=0.25",
+            "--stop",
+            "min_questions=10",
+        )
+    assert code == 0, err
+    assert "decided: precise" in out and "questions not run" in out
+    manifest = RunStore(tmp_path / "r").read_manifest()
+    assert manifest.stop is not None and manifest.stop["half_width"] == 0.25
+    assert manifest.schema_version == 8
+
+
+def test_a_run_without_a_target_is_told_to_give_one(tmp_path: Path, cli: Any) -> None:
+    code, _, err = cli(
+        "run", "--data", "examples", "--out", str(tmp_path / "r"), "--stop", "alpha=0.05"
+    )
+    assert code != 0 and "half_width" in err
