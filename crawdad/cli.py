@@ -133,7 +133,14 @@ def configs(
 DataOpt = Annotated[
     Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
 ]
-LimitOpt = Annotated[int | None, typer.Option(min=1, help="Only the first N selected questions.")]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="The first N selected questions of the run's order, drawn from its seed (a random "
+        "sample; --range names positions in the file).",
+    ),
+]
 SampleOpt = Annotated[
     int | None, typer.Option(min=1, help="Seeded sample of N, stratified by rung and alignment.")
 ]

@@ -11,11 +11,13 @@ sample beside the checkout (../shared/data/cladder-sample) and crawdad.stopping'
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from crawdad.run.response_store import RESPONSES
 from tests.conftest import SHARED_SAMPLE
 
 pytestmark = [
@@ -96,6 +98,11 @@ async def test_stopping_decides_the_known_effects_on_a_quarter_of_the_cladder_sa
         with pytest.raises(asyncio.CancelledError):
             await task
         await run("stopped", True)  # resumed
+        # the same experiment in full, beside it; its requests already answered are taken from
+        # the stopped run's store (as a second experiment in one folder would): the records, and
+        # the requests they count, are the same as sent afresh, for half the time
+        (tmp_path / "full").mkdir()
+        shutil.copy(tmp_path / "stopped" / RESPONSES, tmp_path / "full" / RESPONSES)
         await run("full", False)
 
     table = decisions(tmp_path / "stopped").set_index("variant")
