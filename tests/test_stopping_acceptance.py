@@ -22,6 +22,7 @@ from tests.conftest import SHARED_SAMPLE
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(3600),
     pytest.mark.skipif(
         not (SHARED_SAMPLE / "cladder-sample-q.json").exists(), reason="no CLadder sample here"
     ),
