@@ -36,6 +36,8 @@ _EXPORTS = {
     "load_frames": "crawdad.notebook",
     "report_tables": "crawdad.notebook",
     "report_figures": "crawdad.notebook",
+    "sequences": "crawdad.notebook",
+    "decisions": "crawdad.notebook",
 }
 
 __all__ = ["__version__", *_EXPORTS]
