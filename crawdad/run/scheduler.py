@@ -136,6 +136,7 @@ class Scheduler:
     # so the next one waits for the prefix to grow (by 2%, at least 1): when a decision is seen,
     # never which one it is (the judge takes the first place the rule holds).
     _looked: dict[str, int] = field(default_factory=dict)
+    _settled: dict[str, int] = field(default_factory=dict)  # job -> its settled prefix so far
     _in_use: dict[str, int] = field(default_factory=dict)
     _place: dict[str, int] = field(default_factory=dict)
     _changed: asyncio.Condition | None = None
@@ -250,7 +251,7 @@ class Scheduler:
         if self.judge is None or name in self.decided or name == self.baseline:
             return
         base = self.outcomes[self.baseline] if self.baseline is not None else None
-        n = settled(self.order, self.outcomes[name], *([base] if base is not None else []))
+        n = self._advance(name, base)
         last = self._looked.get(name, 0)
         if not force and n < len(self.order) and n < last + max(1, math.ceil(0.02 * last)):
             return
@@ -261,6 +262,19 @@ class Scheduler:
             self.decided[name] = decision
             if announce:
                 self.say(describe(name, decision, self.baseline))
+
+    def _advance(self, name: str, base: Mapping[str, Outcome] | None) -> int:
+        """The job's settled prefix, moved on from where it was (outcomes are only ever added,
+        so it never moves back): each record costs what it settles, not the whole order."""
+        mine, n = self.outcomes[name], self._settled.get(name, 0)
+        while (
+            n < len(self.order)
+            and self.order[n] in mine
+            and (base is None or self.order[n] in base)
+        ):
+            n += 1
+        self._settled[name] = n
+        return n
 
     def verdict(self, name: str) -> str | None:
         """A stopped job's reason, in words (None: it ran on)."""
