@@ -119,7 +119,7 @@ async def test_stopping_decides_the_known_effects_on_a_quarter_of_the_cladder_sa
     rule = E.stop_rule({"alpha": 0.05, "margin": 0.03})
     again = decisions_of(order, outcomes, "base", rule_judge(rule, comparisons=3))
     for name, decision in again.items():
-        what = decision.decision if decision is not None else "undecided"
+        what = decision.outcome if decision is not None else "undecided"
         assert what == table.loc[name, "decision"]
         if decision is not None:
             assert decision.questions == table.loc[name, "questions"]
