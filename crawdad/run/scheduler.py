@@ -8,7 +8,8 @@ file, `--stop` on the command line):
 - **The prefix rule.** A decision uses only outcomes whose place in the run's order is settled:
   every earlier question finished for the variant and for the baseline. Debates finish out of
   order, and the long ones (disagreements, loops) finish last and are more often wrong: deciding
-  on whatever has finished would favour the quick, right ones.
+  on whatever has finished would favour the quick, right ones. A failed debate is not finished:
+  it holds the prefix until a resume retries it.
 - A decided variant starts no new debate; its debates in flight finish and are recorded.
 - The baseline runs while any variant is undecided.
 - The slots a decided variant frees go to the undecided ones.
