@@ -23,7 +23,7 @@ import pandas as pd
 from crawdad.analysis.load import DEBATES_FILE, Run, agent_label, load_run
 from pydantic import ValidationError
 
-from crawdad.errors import StoreError
+from crawdad.errors import StoreError, UnsafePathError
 from crawdad.records import DebateRecord, ExperimentManifest, Turn
 from crawdad.run.store import EXPERIMENT as EXPERIMENT_FILE
 from crawdad.run.store import (
@@ -32,6 +32,7 @@ from crawdad.run.store import (
     read_selected_ids,
     read_selected_order,
 )
+from crawdad.safe_files import Folder
 
 __all__ = [
     "EXPERIMENT_FILE",
@@ -228,10 +229,11 @@ def read_experiment_manifest(folder: Path) -> ExperimentManifest:
     return manifest
 
 
-def _kept_records(path: Path, keep: set[str]) -> list[DebateRecord]:
-    """The last valid line per kept question id (as `load_run` chose them)."""
+def _kept_records(path: Path, keep: set[str], root: Path | None) -> list[DebateRecord]:
+    """The last valid line per kept question id (as `load_run` chose them), read without
+    following a link below `root`."""
     latest: dict[str, DebateRecord] = {}
-    with (path / DEBATES_FILE).open("rb") as f:
+    with Folder.inside(root or path, path) as folder, folder.open_read(DEBATES_FILE) as f:
         for raw in f:
             if not raw.strip():
                 continue
@@ -249,14 +251,20 @@ def _selected(run: Run) -> set[str] | None:
     m = run.manifest
     if m is None or m.dataset.ids_file is None:
         return None
-    return read_selected_ids(run.path / m.dataset.ids_file)
+    try:
+        return read_selected_ids(run.path, m.dataset.ids_file, run.root)
+    except UnsafePathError:
+        return None  # load_run has said so already
 
 
 def _order(run: Run) -> list[str]:
     m = run.manifest
     if m is None or m.dataset.ids_file is None:
         return []
-    return read_selected_order(run.path / m.dataset.ids_file) or []
+    try:
+        return read_selected_order(run.path, m.dataset.ids_file, run.root) or []
+    except UnsafePathError:
+        return []  # load_run has said so already
 
 
 def _agents(run: Run, records: list[DebateRecord]) -> dict[str, str]:
@@ -266,8 +274,12 @@ def _agents(run: Run, records: list[DebateRecord]) -> dict[str, str]:
     return {str(a["name"]): str(a.get("model")) for a in agents if isinstance(a, dict)}
 
 
-def load_variant(folder: Path, name: str, overrides: dict[str, Any]) -> Variant:
-    loaded = load_run(folder, name)
+def load_variant(
+    folder: Path, name: str, overrides: dict[str, Any], root: Path | None = None
+) -> Variant:
+    """One variant's run folder; `root`: the experiment folder it must stay inside (a variant
+    folder that is a link is refused, naming it, and nothing is read through it)."""
+    loaded = load_run(folder, name, root=root)
     run = loaded.scored()  # an experiment compares scores: only questions with an exact answer
     if left := len(loaded.debates) - len(run.debates):
         if not len(run.debates):
@@ -280,7 +292,7 @@ def load_variant(folder: Path, name: str, overrides: dict[str, Any]) -> Variant:
             f"compares scores; `crawdad analyze {folder}` shows their answers)",
             stacklevel=2,
         )
-    records = _kept_records(folder, set(run.debates["question_id"]))
+    records = _kept_records(folder, set(run.debates["question_id"]), root)
     q, s = frames(records, name)
     config = run.manifest.config if run.manifest else {}
     protocol = config.get("protocol", {}) if isinstance(config.get("protocol"), dict) else {}
@@ -311,14 +323,14 @@ def load_experiment(folder: Path | str) -> Experiment:
     variants, missing, said = [], [], []
     for name, overrides in manifest.variants.items():
         vdir = folder / name
-        if not vdir.is_dir():
+        if not vdir.is_dir() and not vdir.is_symlink():
             missing.append(name)
             said.append(f"variant {name!r} has no run folder yet ({vdir}): left out")
             continue
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             try:
-                v = load_variant(vdir, name, overrides)
+                v = load_variant(vdir, name, overrides, root=folder)
             except StoreError as e:
                 missing.append(name)
                 said.append(f"variant {name!r}: {e}; left out")

@@ -21,7 +21,9 @@ from crawdad.analysis.formatting import fmt_p, to_markdown
 from crawdad.analysis.metrics import experiment as X
 from crawdad.analysis.metrics import self_consistency as SC
 from crawdad.analysis.report_files import ReportWriter, write_into
+from crawdad.analysis.report_progress import ReportProgress
 from crawdad.analysis.section import Block, Plot, Section, Table
+from crawdad.analysis.servers_section import servers_section
 from crawdad.analysis.tasks import experiment_task_sections
 
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
@@ -32,9 +34,11 @@ RULES = """\
 finished: the variants side by side, the figure and the self-consistency comparison use the
 questions *every* variant finished; a paired comparison with the baseline uses the questions
 both finished. Errored and unfinished questions are left out and counted. A final answer the
-extractor could not read, or a tied vote, **counts as wrong**. Accuracy CIs are 95% percentile
-bootstraps (10,000 resamples of the questions, seeded); a paired difference resamples questions
-with both outcomes together; McNemar tests are exact (binomial test on the questions only one of
+extractor could not read, or a tied vote, **counts as wrong**. Accuracy CIs are 95% Wilson score
+intervals (never a point, even at 0% or 100% of a few questions); a paired difference with the
+baseline has Newcombe's score interval for paired proportions (method 10, 1998), which does not
+collapse when no question is discordant; self-consistency differences use the same
+square-and-add construction on the per-question shares; McNemar tests are exact (binomial test on the questions only one of
 the two got right). Costs are means per question and count every turn, including turns served
 from the experiment's response store (the cost of a variant is what it spends run alone):
 requests are generations plus extractor calls (retries not counted); tokens are completion
@@ -299,10 +303,17 @@ def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str])
     )
 
 
-def write_experiment_report(folder: Path, out: Path) -> Path:
-    """Analyse the experiment folder and write the report folder `out`; return report.md."""
+def write_experiment_report(
+    folder: Path, out: Path, progress: ReportProgress | None = None
+) -> Path:
+    """Analyse the experiment folder and write the report folder `out`; return report.md.
+    `progress`: the bar that shows the phases (`crawdad analyze`)."""
+    if progress is not None:
+        progress.phase("loading the experiment's variants")
     exp = load_experiment(folder)  # first: a wrong folder gets no report folder
-    return write_into(out, lambda: _write(exp, out))
+    if progress is not None:
+        progress.phase("computing tables")
+    return write_into(out, lambda: _write(exp, out, progress))
 
 
 def _task(v: Any) -> str:
@@ -492,7 +503,15 @@ def decisions_section(exp: Experiment) -> Section:
     )
 
 
-def _write(whole: Experiment, out: Path) -> Path:
+def _servers(exp: Experiment) -> list[Section]:
+    """The servers the variants shared, over the experiment (its one series)."""
+    configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
+    top = max((c.get("concurrency") or 0 for c in configs), default=0)
+    found = servers_section(exp.path, "experiment", {"concurrency": top or None})
+    return [found] if found is not None else []
+
+
+def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:
     exp, apart = _by_task(whole)
     names = [v.name for v in exp.variants]
     q = exp.questions()
@@ -555,6 +574,7 @@ def _write(whole: Experiment, out: Path) -> Path:
                 ),
             ],
         ),
+        *_servers(whole),
         Section(
             "Each variant on its own",
             [
@@ -563,4 +583,4 @@ def _write(whole: Experiment, out: Path) -> Path:
             ],
         ),
     ]
-    return ReportWriter(out).write(sections, head=_head(whole, exp, apart, cov))
+    return ReportWriter(out).write(sections, head=_head(whole, exp, apart, cov), progress=progress)

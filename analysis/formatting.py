@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -12,6 +13,9 @@ __all__ = [
     "fmt_p",
     "fmt_pct",
     "format_table",
+    "md_cell",
+    "no_html",
+    "no_links",
     "table1_latex",
     "table1_wide",
     "to_markdown",
@@ -98,11 +102,51 @@ def format_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+# A "<" that would open raw HTML, an HTML comment or an autolink in Markdown (CommonMark's rule:
+# "<" followed by a letter, "/", "!" or "?").
+_OPENS_HTML = re.compile(r"<(?=[A-Za-z/!?])")
+# What lets a table cell's text change the table or become a link, an image or code: a "|", a
+# backslash, a backtick, and a "]" that would close a link's or an image's text.
+_CELL = re.compile(r"[\\`|]|\](?=[(\[:])")
+_LINK_END = re.compile(r"(\\*)\](?=[(\[:])")  # with the backslashes before it
+
+
+def no_html(markdown: str) -> str:
+    """Markdown with no raw HTML or autolink left in it: each "<" that would open one becomes
+    "&lt;", which renders as "<" (in a code span it stays "&lt;", as nothing there is markup).
+
+    `ReportWriter` passes every line it writes through this, so that no string from a record or
+    a server (a model or agent name, a question id, a text) becomes markup in report.md or the
+    HTML made from it; the writer's own `<details>` are added afterwards."""
+    return _OPENS_HTML.sub("&lt;", markdown)
+
+
+def no_links(markdown: str) -> str:
+    """Markdown whose text makes no link, image or link definition: each "]" that would close a
+    link's text ("](", "][", "]:") is escaped, and renders as "]". The report's own links (to its
+    tables and figures) are added by `ReportWriter` afterwards; sections write none."""
+
+    def escape(m: re.Match[str]) -> str:  # an odd run of backslashes has escaped it already
+        return m[0] if len(m[1]) % 2 else m[1] + "\\]"
+
+    return _LINK_END.sub(escape, markdown)
+
+
+def md_cell(value: object) -> str:
+    """A table cell's text that renders as itself: one line, no "|" to split the row, no link,
+    image or code span (raw HTML: `no_html`). Emphasis ("**no**") is kept: the report's own cells
+    use it."""
+    text = " ".join(str(value).splitlines())
+    return _CELL.sub(lambda m: "\\" + m[0], text)
+
+
 def to_markdown(df: pd.DataFrame, formatted: bool = False) -> str:
-    """A GitHub Markdown table (cells formatted with `format_table` unless already)."""
+    """A GitHub Markdown table (cells formatted with `format_table` unless already); every cell
+    and column name escaped with `md_cell`, so a record's string cannot change the table."""
     if df.empty:
         return "_(empty)_"
     f = df if formatted else format_table(df)
+    f = f.rename(columns=md_cell).map(lambda v: md_cell(v) if isinstance(v, str) else v)
     return str(f.to_markdown(index=False, disable_numparse=True))
 
 

@@ -7,8 +7,10 @@ VADER score of the text with formatting stripped) and then dropped, so memory st
 Rules:
 - the LAST valid line per `question_id` wins (an errored debate is retried on resume and a new
   line appended);
-- a line that does not parse is skipped with a warning (a torn last line after a crash is the
-  expected case; one in the middle is reported too) and counted in `Run.n_invalid_lines`;
+- a line that does not parse, or fails the records' checks (a value out of its range: a
+  confidence outside 0-1, negative seconds, rung 99, a count that is not a count), is skipped
+  with a warning that names the file, the line number, the field and its value (a torn last
+  line after a crash is the expected case) and counted in `Run.n_invalid_lines`;
 - a debate the run did not ask for is left out and reported: one made with another seed or by
   other agents than the manifest's (records of another run in the same folder), or one for a
   question outside the run's selection (`selected-ids.txt`, when the manifest names it; run
@@ -27,15 +29,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 from crawdad.analysis.response_text import SentimentScorer
 from pydantic import ValidationError
 
-from crawdad.errors import StoreError
-from crawdad.records import DebateRecord, RunManifest, ServedBy, merge_served
+from crawdad.errors import StoreError, UnsafePathError
+from crawdad.records import DebateRecord, RunManifest, ServedBy, invalid_reason, merge_served
 from crawdad.run.store import RunStore, is_being_written, read_selected_ids, require_run_folder
+from crawdad.safe_files import Folder
 
 __all__ = [
     "DEBATE_COLUMNS",
@@ -148,6 +151,9 @@ class Run:
     # The folders of a run made in shards (one process per `--range`), pooled as one run by
     # `crawdad.analysis.shards.pool_shards`; empty for a run of one folder.
     shards: list[Path] = field(default_factory=list)
+    # The folder the run folder must stay inside (an experiment's, for a variant): nothing is
+    # read through a link below it. None: the run folder itself.
+    root: Path | None = None
 
     @property
     def folders(self) -> list[Path]:
@@ -179,7 +185,7 @@ class Run:
         return [
             r
             for folder in self.folders
-            for r in RunStore(folder).records()
+            for r in RunStore(folder, self.root if folder == self.path else None).records()
             if str(r.question_id) in ids
         ]
 
@@ -278,8 +284,8 @@ def _debate_rows(rec: DebateRecord, scorer: SentimentScorer) -> tuple[tuple[Any,
         rec.query_type,
         rec.alignment,
         rec.gold,
-        label(rec.first_speaker),
-        label(rec.second_speaker),
+        label(rec.first_speaker) if rec.first_speaker is not None else None,
+        label(rec.second_speaker) if rec.second_speaker is not None else None,
         len(rec.turns),
         first.answer if first is not None else None,
         first.confidence if first is not None else None,
@@ -379,9 +385,28 @@ class _Parsed:
     torn: bool = False  # the line is the file's last and has no newline
 
 
-def _iter_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+@dataclass(frozen=True)
+class _Source:
+    """A file of a run folder, opened without following a link below `root` (the run folder, or
+    the experiment folder above a variant's): a link leaving it, a FIFO or a device is refused
+    before it is opened, with a message naming it. Picklable, for the parsing processes."""
+
+    root: Path
+    folder: Path
+    name: str
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.name
+
+    def open(self) -> IO[bytes]:
+        with Folder.inside(self.root, self.folder) as f:
+            return f.open_read(self.name)
+
+
+def _iter_lines(src: _Source, start: int, end: int) -> Iterator[tuple[int, bytes]]:
     """Lines whose first byte lies in [start, end) (a line straddling `start` belongs before)."""
-    with path.open("rb") as f:
+    with src.open() as f:
         if start > 0:
             f.seek(start - 1)
             if f.read(1) != b"\n":
@@ -395,19 +420,17 @@ def _iter_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]
             pos += len(line)
 
 
-def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
+def _parse_chunk(src: _Source, start: int, end: int) -> list[_Parsed]:
     scorer = SentimentScorer()
     out = []
-    for offset, raw in _iter_lines(path, start, end):
+    for offset, raw in _iter_lines(src, start, end):
         if not raw.strip():
             continue
         torn = not raw.endswith(b"\n")
         try:
             rec = DebateRecord.model_validate_json(raw)
         except ValidationError as e:
-            first: dict[str, Any] = dict(e.errors()[0]) if e.errors() else {}
-            why = f"{first.get('type', 'invalid')} at {first.get('loc', ())}"
-            out.append(_Parsed(offset, problem=why, torn=torn))
+            out.append(_Parsed(offset, problem=invalid_reason(e), torn=torn))
             continue
         debate, turns = _debate_rows(rec, scorer)
         out.append(
@@ -418,18 +441,36 @@ def _parse_chunk(path: Path, start: int, end: int) -> list[_Parsed]:
     return out
 
 
+def _line_numbers(src: _Source, offsets: Iterable[int]) -> dict[int, int]:
+    """The 1-based line number of each line starting at these byte offsets (read only when
+    some line was skipped, to name it)."""
+    out: dict[int, int] = {}
+    pos = newlines = 0
+    with src.open() as f:
+        for offset in sorted(set(offsets)):
+            while pos < offset:
+                block = f.read(min(1 << 20, offset - pos))
+                if not block:
+                    break
+                newlines += block.count(b"\n")
+                pos += len(block)
+            out[offset] = newlines + 1
+    return out
+
+
 def _chunks(size: int, n: int) -> list[tuple[int, int]]:
     step = -(-size // n)
     return [(i, min(i + step, size)) for i in range(0, size, step)]
 
 
-def _parse_file(path: Path, workers: int) -> list[_Parsed]:
-    size = path.stat().st_size
+def _parse_file(src: _Source, workers: int) -> list[_Parsed]:
+    with src.open() as f:
+        size = os.fstat(f.fileno()).st_size
     if workers <= 1 or size < _PARALLEL_BYTES:
-        return _parse_chunk(path, 0, size)
+        return _parse_chunk(src, 0, size)
     spans = _chunks(size, workers)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        parts = list(pool.map(_parse_chunk, [path] * len(spans), *zip(*spans, strict=True)))
+        parts = list(pool.map(_parse_chunk, [src] * len(spans), *zip(*spans, strict=True)))
     return [p for part in parts for p in part]
 
 
@@ -447,11 +488,15 @@ def _manifest_agents(config: dict[str, Any]) -> dict[str, str] | None:
     return None
 
 
-def _read_manifest(path: Path) -> RunManifest | None:
-    if not (path / MANIFEST_FILE).exists():
-        return None
+def _read_manifest(path: Path, root: Path | None = None) -> RunManifest | None:
+    """The run folder's manifest (None when there is none; a link is refused, never followed)."""
+    with Folder.inside(root or path, path) as f:
+        if f.lstat(MANIFEST_FILE) is None:
+            return None
     try:
-        return RunStore(path).read_manifest()
+        return RunStore(path, root).read_manifest()
+    except UnsafePathError:
+        raise
     except StoreError as e:
         raise StoreError(
             f"{e}. Restore it (e.g. from a backup) to analyse this run; `crawdad run --force` "
@@ -504,7 +549,7 @@ def _other_settings(
 
 
 def _outside_selection(
-    latest: dict[str, _Parsed], manifest: RunManifest | None, path: Path
+    latest: dict[str, _Parsed], manifest: RunManifest | None, path: Path, root: Path | None
 ) -> tuple[set[str], list[str]]:
     """Question ids the run did not select, and what was said about the selection."""
     if manifest is None:
@@ -515,7 +560,10 @@ def _outside_selection(
             f"{path / MANIFEST_FILE} does not list the run's selected questions (made before "
             "crawdad kept them): the selection is unknown, every debate is counted"
         ]
-    selected = read_selected_ids(path / ids_file)
+    try:
+        selected = read_selected_ids(path, ids_file, root)
+    except UnsafePathError as e:
+        return set(), [f"{e}. Its selection is unknown, every debate is counted"]
     if selected is None:
         return set(), [
             f"{path / ids_file} cannot be read: the selection is unknown, every debate is counted"
@@ -531,37 +579,60 @@ def _outside_selection(
     ]
 
 
-def load_run(path: Path | str, label: str | None = None, *, workers: int | None = None) -> Run:
-    """Load one run folder (`manifest.json` + `debates.jsonl`).
+def load_run(
+    path: Path | str,
+    label: str | None = None,
+    *,
+    workers: int | None = None,
+    root: Path | str | None = None,
+) -> Run:
+    """Load one run folder (`manifest.json` + `debates.jsonl`). `root`: a folder above it that
+    it must stay inside (an experiment's, for a variant's run folder).
+
+    Its files are read without following a link: a `manifest.json` or `debates.jsonl` that is a
+    link (to anywhere), a FIFO or a device, or a run folder below `root` that is a link, is
+    refused with a message naming it, and nothing is read through it.
 
     Raises `StoreError` (a message for the user) when the folder is not a run, has no debates,
     or its manifest is damaged.
     """
     path = Path(path)
+    root = Path(root) if root is not None else None
+    if root is not None and path.is_symlink():  # refused before anything is read through it
+        with Folder.inside(root, path):
+            pass
     require_run_folder(path)
     label = label or path.resolve().name
     problems: list[str] = []
-    manifest = _read_manifest(path)
+    manifest = _read_manifest(path, root)
     if manifest is None:
         problems.append(f"{path / MANIFEST_FILE} is missing: run settings unknown")
     else:
         problems += [f"{path / MANIFEST_FILE}: {note}" for note in manifest.notes]
-    live = is_being_written(path)
-    dpath = path / DEBATES_FILE
-    if not dpath.exists():
+    live = is_being_written(path, root)
+    src = _Source(root or path, path, DEBATES_FILE)
+    dpath = src.path
+    with Folder.inside(src.root, path) as f:
+        there = f.is_file(DEBATES_FILE)  # a link, a FIFO or a device: refused, never opened
+    if not there:
         state = "is still starting" if live else "has no debates yet"
         raise StoreError(f"{path} {state} ({DEBATES_FILE} is missing): nothing to analyse")
 
-    parsed = _parse_file(dpath, workers if workers is not None else _default_workers())
+    parsed = _parse_file(src, workers if workers is not None else _default_workers())
     latest: dict[str, _Parsed] = {}
     n_invalid = n_superseded = 0
+    bad = [p.offset for p in parsed if p.problem is not None]
+    line_no = _line_numbers(src, bad) if bad else {}
     for p in parsed:  # in file order
         if p.problem is not None:
             n_invalid += 1
             where = "torn last line" if p.torn else "invalid line"
             if live and p.torn:
                 where = "last line, still being written,"
-            problems.append(f"{dpath}: skipped {where} at byte {p.offset} ({p.problem})")
+            problems.append(
+                f"{dpath} line {line_no[p.offset]}: skipped {where}, left out of the analysis "
+                f"({p.problem})"
+            )
             continue
         assert p.qid is not None
         if p.qid in latest:
@@ -573,7 +644,7 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
             "line(s) and no others): nothing to analyse"
         )
     other, why = _other_settings(latest, manifest, dpath)
-    outside, said = _outside_selection(latest, manifest, path)
+    outside, said = _outside_selection(latest, manifest, path, root)
     outside -= other
     problems += why + said
     if live:
@@ -607,6 +678,7 @@ def load_run(path: Path | str, label: str | None = None, *, workers: int | None 
         n_outside_selection=len(outside),
         live=live,
         warnings=problems,
+        root=root,
     )
 
 
@@ -629,11 +701,15 @@ def _unique_labels(paths: Sequence[Path]) -> list[str]:
     return labels
 
 
-def load_runs(paths: Sequence[Path | str], *, workers: int | None = None) -> list[Run]:
-    """Load several run folders; each gets a unique label (its folder name, made unique)."""
+def load_runs(
+    paths: Sequence[Path | str], *, workers: int | None = None, root: Path | str | None = None
+) -> list[Run]:
+    """Load several run folders; each gets a unique label (its folder name, made unique).
+    `root`: a folder they must all stay inside (an experiment's)."""
     ps = [Path(p) for p in paths]
     return [
-        load_run(p, label, workers=workers) for p, label in zip(ps, _unique_labels(ps), strict=True)
+        load_run(p, label, workers=workers, root=root)
+        for p, label in zip(ps, _unique_labels(ps), strict=True)
     ]
 
 
@@ -649,7 +725,12 @@ def by_gold(
 
 
 def concat(runs: Sequence[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All runs' debates and turns in two frames (the `run` column tells them apart)."""
+    """All runs' debates and turns in two frames (the `run` column tells them apart, so no two
+    runs may share a label: that would merge them)."""
+    labels = [r.label for r in runs]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"runs must have unique labels; {', '.join(map(repr, twice))} is not")
     d = pd.concat([r.debates for r in runs], ignore_index=True)
     t = pd.concat([r.turns for r in runs], ignore_index=True)
     return d, t

@@ -67,10 +67,15 @@ def accuracy_lines(mcnemar: pd.DataFrame, table1: pd.DataFrame) -> list[str]:
         if r.n == 0:
             continue
         who = "All first speakers together" if r.agent == ALL else f"**{r.agent}**"
-        verb = "gain" if r.gain > 0 else ("lose" if r.gain < 0 else "change by")
-        verb += "s" if r.agent != ALL else ""
+        points = round(abs(100 * r.gain), 1)  # as printed: 0.0 is no change
+        one = r.agent != ALL
+        if points == 0:
+            change = "does not change" if one else "do not change"
+        else:
+            change = ("gain" if r.gain > 0 else "lose") + ("s" if one else "")
+            change += f" {points:.1f} points"
         lines.append(
-            f"{who} {verb} {abs(100 * r.gain):.1f} points after debate "
+            f"{who} {change} after debate "
             f"({fmt_pct(r.initial_acc)}% \u2192 {fmt_pct(r.final_acc)}%, 95% CI of the change "
             f"[{_pts(r.gain_ci_lo)}, {_pts(r.gain_ci_hi)}]; exact McNemar {_p_eq(r.p_value)} on "
             f"{r.i_to_c} wrong\u2192right vs {r.c_to_i} right\u2192wrong of {r.n} questions"

@@ -10,6 +10,7 @@ Layout of `out/`:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -26,29 +27,44 @@ from crawdad.analysis.formatting import fmt_p, table1_latex, table1_wide, to_mar
 from crawdad.analysis.grader_agreement import grading_section
 from crawdad.analysis.load import Run, by_gold, concat, load_runs
 from crawdad.analysis.report_files import ReportWriter, write_into
+from crawdad.analysis.report_progress import ReportProgress
 from crawdad.analysis.section import Block, Plot, Section, Table
+from crawdad.analysis.servers_section import servers_section
 from crawdad.analysis.shards import pool_shards
 from crawdad.analysis.tasks import task_sections
 from crawdad.analysis.tasks.discovery.sections import is_discovery_run
 from matplotlib.figure import Figure
 
 from crawdad import __version__
-from crawdad.errors import StoreError
+from crawdad.errors import CrawdadError, StoreError
 from crawdad.records import ServedBy
+from crawdad.safe_files import read_inside
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
 
 # name -> (title, function of (debates, turns)); every one is written for every run.
 TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]]] = {
     "summary": ("Run summary", M.run_summary),
-    "table1": ("Table 1: accuracy before and after debate", lambda d, t: M.table1(d)),
-    "mcnemar": ("Initial vs final answers: exact McNemar test", lambda d, t: M.mcnemar(d)),
-    "accuracy_by_cap": ("Accuracy had the debate stopped after k responses", M.accuracy_by_cap),
+    "table1": (
+        "Table 1: accuracy before and after debate (95% Wilson CIs)",
+        lambda d, t: M.table1(d),
+    ),
+    "mcnemar": (
+        "Initial vs final answers: exact McNemar test (gain: Newcombe's paired 95% CI)",
+        lambda d, t: M.mcnemar(d),
+    ),
+    "accuracy_by_cap": (
+        "Accuracy had the debate stopped after k responses (95% Wilson CIs)",
+        M.accuracy_by_cap,
+    ),
     "accuracy_by_query_type": (
-        "Accuracy by query type",
+        "Accuracy by query type (95% Wilson CIs)",
         lambda d, t: M.accuracy_by(d, "query_type"),
     ),
-    "accuracy_by_gold": ("Accuracy by gold answer", lambda d, t: M.accuracy_by(d, "gold")),
+    "accuracy_by_gold": (
+        "Accuracy by gold answer (95% Wilson CIs)",
+        lambda d, t: M.accuracy_by(d, "gold"),
+    ),
     "persuasion": ("Persuasion outcomes (debates with 3+ responses)", lambda d, t: M.persuasion(d)),
     "sentiment": ("Sentiment (VADER compound)", lambda d, t: M.sentiment(t)),
     "confidence": (
@@ -60,7 +76,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
         lambda d, t: M.confidence_by_alignment(d),
     ),
     "answer_changes": (
-        "Answer changes vs the opponent's confidence",
+        "Answer changes vs the opponent's confidence (95% Wilson CIs)",
         lambda d, t: M.change_vs_opponent_confidence(M.challenged_turns(t)),
     ),
     "confidence_change": (
@@ -80,7 +96,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
     ),
     "time_sources": ("Which time is shown for which model", lambda d, t: M.time_sources(t)),
     "timing": ("Generation time (s) by round and rung", lambda d, t: M.timing(t)),
-    "slowest": ("Slowest responses", lambda d, t: M.slowest(t)),
+    "slowest_seconds": ("Slowest responses", lambda d, t: M.slowest(t)),
     "stop_reasons": ("Stop reasons and slow responses", lambda d, t: M.stop_reasons(t)),
     "calibration": ("Calibration: ECE and Brier score", lambda d, t: M.calibration_summary(d)),
     "reliability": (
@@ -98,7 +114,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame
 CLADDER_ONLY = {"accuracy_by_query_type"}
 
 FIGURES = {
-    "accuracy": "Accuracy before and after debate, by rung (95% bootstrap CIs)",
+    "accuracy": "Accuracy before and after debate, by rung (95% Wilson CIs)",
     "fig2_persuasion": (
         "Fig. 2: persuasion outcomes by first speaker and rung (first answers that could not be "
         "extracted hatched, as their own class)"
@@ -124,8 +140,9 @@ accuracy is over the questions it answered first (its round-0 answer); its *fina
 the debate's final answer on those same questions. An answer the extractor could not read, and
 every debate that errored, **count as wrong** in all accuracies; their numbers are given in each
 table (`n_unanswered`, `n_errored`) and in the summary. Persuasion, rounds and answer-change tables
-leave errored debates out. CIs are 95% percentile bootstraps (10,000 resamples of the questions,
-seeded). McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
+leave errored debates out. CIs on shares are 95% Wilson score intervals (they keep their coverage
+near 0% and 100% and for a handful of questions: 2 of 2 right is 34.2 to 100, never a point); a
+paired difference (debate's gain) uses Newcombe's score interval for paired proportions. McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
 equal-width confidence bins. Sentiment is VADER's compound score of the response text with
 Markdown and LaTeX stripped. A first answer that could not be extracted is its own persuasion class
 (U->C, U->I), not a wrong one. A debate turn that ran out of budget (stopped as loop, length or
@@ -138,12 +155,23 @@ a time, and under concurrency wall time includes queueing. The time tables say w
 shown for which model."""
 
 
-def compute_tables(debates: pd.DataFrame, turns: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def compute_tables(
+    debates: pd.DataFrame, turns: pd.DataFrame, progress: ReportProgress | None = None
+) -> dict[str, pd.DataFrame]:
     """Every table of the report, for all runs at once (each has a `run` column), over the
     debates with an exact answer (those without one are scored nowhere: `analysis.unscored`)."""
     debates, turns = by_gold(debates, turns)
-    tables = {name: RP.restricted(name, fn)(debates, turns) for name, (_, fn) in TABLES.items()}
-    return tables | RP.protocol_tables(debates, turns)
+    if progress is not None:
+        progress.phase("computing tables", len(TABLES) + 1)
+    tables = {}
+    for name, (_, fn) in TABLES.items():
+        tables[name] = RP.restricted(name, fn)(debates, turns)
+        if progress is not None:
+            progress.step()
+    tables |= RP.protocol_tables(debates, turns)
+    if progress is not None:
+        progress.step()
+    return tables
 
 
 def _slug(label: str) -> str:
@@ -195,11 +223,13 @@ def _plots(run: Run, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> dict
 
 
 def run_figures(run: Run, tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
-    """The paper's figures of one run as matplotlib figures, by name (the functions the report
-    draws with; `tables` as `compute_tables` gives them, for this run or several)."""
+    """The paper's figures of one run and its protocol section's ("protocol_accuracy", and the
+    protocol's own) as matplotlib figures, by name (the functions the report draws with; `tables` as `compute_tables` gives them, for this run or several)."""
     t = {k: _of(v, run.label) for k, v in tables.items()}
-    plots = _plots(run, t, _colors(run.debates, run.turns))
-    return {name: p.draw(*p.args) for name, p in plots.items()}
+    colors = _colors(run.debates, run.turns)
+    plots = list(_plots(run, t, colors).values())
+    plots += RP.protocol_plots(RP.run_kind(run.debates), t, colors)  # "protocol_accuracy", ...
+    return {p.name: p.draw(*p.args) for p in plots}
 
 
 def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
@@ -229,8 +259,8 @@ def _lines(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         "lengths": N.length_kinds_line(t["lengths"]),
         "short_debate_turns": N.lengths_line(t["short_debate_turns"]),
         "time_sources": N.time_sources_line(t["time_sources"]),
-        "timing": N.timing_line(t["timing"], t["slowest"], t["stop_reasons"]),
-        "slowest": N.slowest_line(t["slowest"]),
+        "timing": N.timing_line(t["timing"], t["slowest_seconds"], t["stop_reasons"]),
+        "slowest_seconds": N.slowest_line(t["slowest_seconds"]),
         "cost_seconds": _seconds_line(t["cost_seconds"]),
         "stop_reasons": _stop_line(t["stop_reasons"]),
         "calibration": N.calibration_line(t["calibration"]),
@@ -267,7 +297,7 @@ def _stop_line(s: pd.DataFrame) -> str:
 # figure lives in these tables, under this section's heading; everything else is a function of
 # the records' content and the seed alone.
 WALL_CLOCK_SECTION = "Time taken (fig. 8): wall-clock figures"
-WALL_CLOCK_TABLES = ("time_sources", "timing", "slowest", "cost_seconds")
+WALL_CLOCK_TABLES = ("time_sources", "timing", "slowest_seconds", "cost_seconds")
 
 SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ("Overview", ["summary"], []),
@@ -287,7 +317,7 @@ SECTIONS: list[tuple[str, list[str], list[str]]] = [
     ("Response length (fig. 7)", ["short_debate_turns", "lengths"], ["fig7_lengths"]),
     (
         WALL_CLOCK_SECTION,
-        ["time_sources", "timing", "slowest", "cost_seconds", "stop_reasons"],
+        ["time_sources", "timing", "slowest_seconds", "cost_seconds", "stop_reasons"],
         ["fig8_timing"],
     ),
     ("Calibration", ["calibration", "reliability"], ["reliability"]),
@@ -376,9 +406,11 @@ def _preamble(run: Run) -> list[str]:
         )
     if run.simulated:
         out.append("> **Simulated run**: these numbers come from crawdad's fake servers.")
-        note = run.path / "simulation.txt"  # written by `crawdad demo`: what its models imitate
-        if note.is_file():
-            out.append(f"> {' '.join(note.read_text().split())}")
+        # written by `crawdad demo`: what its models imitate (never read through a link)
+        with contextlib.suppress(OSError, UnicodeDecodeError, CrawdadError):
+            note = read_inside(run.path, "simulation.txt", root=run.root, limit=1 << 16)
+            if note is not None:
+                out.append(f"> {' '.join(note.decode('utf-8').split())}")
     return out
 
 
@@ -412,6 +444,9 @@ def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str,
         if i == 1 and kind == "crawdad":
             blocks += _paper_findings(run, t)
     assert not plots, f"figures not placed in a section: {sorted(plots)}"
+    servers = servers_section(run.folders[0], label, run.manifest.config if run.manifest else None)
+    if servers is not None:
+        blocks.append(servers)
     return Section(f"Run `{label}` ({kind} protocol)", blocks, folder=_slug(label))
 
 
@@ -614,6 +649,7 @@ def write_report(
     audit: Path | None = None,
     contradicted: str = "leave-out",
     compare: bool = False,
+    progress: bool = False,
 ) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
     One experiment folder (with `experiment.json`) gets the experiment report instead. Folders
@@ -624,8 +660,22 @@ def write_report(
     count, at most 4; 1 draws everything in this process). A run folder that cannot be analysed
     or a report folder that cannot be written raises `StoreError` with a message. `audit`: a
     file from `crawdad data audit --json`; debates on questions whose label it contradicts are
-    left out (`contradicted="leave-out"`) or kept and marked (`"mark"`).
+    left out (`contradicted="leave-out"`) or kept and marked (`"mark"`). `progress`: the
+    phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal.
     """
+    with ReportProgress(progress) as bar:
+        return _write_report(run_dirs, out, workers, audit, contradicted, compare, bar)
+
+
+def _write_report(
+    run_dirs: list[Path],
+    out: Path,
+    workers: int | None,
+    audit: Path | None,
+    contradicted: str,
+    compare: bool,
+    bar: ReportProgress,
+) -> Path:
     workers = _default_workers() if workers is None else workers
     if not run_dirs:
         raise ValueError("no run folder given")
@@ -638,14 +688,15 @@ def write_report(
             )
         from crawdad.analysis.experiment_report import write_experiment_report
 
-        return write_experiment_report(Path(run_dirs[0]), out)
+        return write_experiment_report(Path(run_dirs[0]), out, bar)
+    bar.phase(f"loading {len(run_dirs)} run folder{'s' if len(run_dirs) != 1 else ''}")
     runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
     runs = pool_shards(runs, compare=compare)
     if audit is not None:  # `crawdad data audit --json`: contradicted labels left out or marked
         from crawdad.analysis.contradicted_labels import apply_audit
 
         runs = apply_audit(runs, audit, contradicted)  # type: ignore[arg-type]
-    return write_into(out, lambda: _write(runs, out, workers))
+    return write_into(out, lambda: _write(runs, out, workers, bar))
 
 
 def _head(runs: list[Run]) -> list[str]:
@@ -722,11 +773,16 @@ def _add_unscored(sections: list[Section], runs: list[Run]) -> list[Section]:
     return sections
 
 
-def _write(runs: list[Run], out: Path, workers: int) -> Path:
+def _write(runs: list[Run], out: Path, workers: int, bar: ReportProgress | None = None) -> Path:
     # Every score is over the debates with an exact answer; the others have a section of their
     # own (a run of nothing but questions of one's own has only that).
     scoring = [s for s in (r.scored() for r in runs) if len(s.debates)]
-    tables = compute_tables(*concat(scoring)) if scoring else {}
+    tables: dict[str, pd.DataFrame] = {}
+    if scoring:
+        debates, turns = concat(scoring)
+        tables = compute_tables(debates, turns, bar)
+    if bar is not None:
+        bar.phase("computing sections")
     sections = report_sections(scoring, tables) if scoring else []
     sections = _add_unscored(sections, runs)
-    return ReportWriter(out).write(sections, workers, _head(runs))
+    return ReportWriter(out).write(sections, workers, _head(runs), bar)

@@ -1,6 +1,12 @@
 """Writing a report folder: the one writer of every section's tables, figures and Markdown
 (`ReportWriter`), the folder probed before any work, and a failed write (a full disk) turned into
-a message that names the folder. Shared by the run report and the experiment report."""
+a message that names the folder. Shared by the run report and the experiment report.
+
+The writer is also the report's edge: whatever a section's text holds (a model name, an agent
+name, a question id from a record or a server), it writes no raw HTML (`formatting.no_html`), no
+link or image (`formatting.no_links`) and no table cell that changes its table
+(`formatting.md_cell`, in `to_markdown`); the only HTML in report.md is the writer's own
+`<details>`, the only links and images its own, to the report's files."""
 
 from __future__ import annotations
 
@@ -8,14 +14,24 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from crawdad.analysis.formatting import details, link_list, to_markdown
+from crawdad.analysis.formatting import (
+    details,
+    link_list,
+    md_cell,
+    no_html,
+    no_links,
+    to_markdown,
+)
+from crawdad.analysis.report_progress import ReportProgress
 from crawdad.analysis.section import Plot, Section, Table
 
 from crawdad.errors import StoreError
 from crawdad.run.store import make_writable_folder
+from crawdad.safe_files import Folder, refuse_link
 
 
 def _writable(out: Path) -> None:
+    refuse_link(out)  # a report folder that is a link (RUN/report to elsewhere) is refused
     try:
         make_writable_folder(out)
     except OSError as e:
@@ -38,22 +54,31 @@ def write_into(out: Path, write: Callable[[], Path]) -> Path:
         ) from None
 
 
+def _text(markdown: str) -> str:
+    """A section's Markdown as the writer writes it: no raw HTML, no link or image, one line
+    where it must be one (headings, summaries: see the callers)."""
+    return no_html(no_links(markdown))
+
+
 COLLAPSE_ROWS = 24  # longer tables are folded in report.md
 
-# A figure to draw: (its figures/ folder, the Plot). Drawn after the Markdown, several at once.
-_Job = tuple[Path, Plot]
+# A figure to draw: (the report folder, its figures/ folder in it, the Plot). Drawn after the
+# Markdown, several at once.
+_Job = tuple[Path, str, Plot]
 
 
 def _draw(job: _Job) -> list[Path]:
     from crawdad.analysis.figures import save
 
-    folder, plot = job
-    return save(plot.draw(*plot.args), folder, plot.name)
+    root, folder, plot = job
+    return save(plot.draw(*plot.args), root, folder, plot.name)
 
 
 class ReportWriter:
     """The one writer of a report folder: each section's tables and figures into its folder's
-    `tables/` and `figures/`, and the Markdown that shows and links them."""
+    `tables/` and `figures/`, and the Markdown that shows and links them. Every file is
+    written inside the report folder, never through a link in it, and replaced atomically
+    (crawdad.safe_files)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -69,7 +94,7 @@ class ReportWriter:
         for s in sections:
             where = s.folder if s.folder is not None else folder
             if s.heading:
-                out += [f"{'#' * level} {s.heading}", ""]
+                out += [f"{'#' * level} {_text(' '.join(s.heading.splitlines()))}", ""]
             for b in s.blocks:
                 if isinstance(b, Section):
                     out += self.markdown([b], level + 1 if s.heading else level, where)
@@ -78,54 +103,70 @@ class ReportWriter:
                 elif isinstance(b, Plot):
                     out += self.plot(where, b)
                 else:
-                    out += [b, ""]
+                    out += [_text(b), ""]
         return out
 
     def table(self, folder: str, t: Table) -> list[str]:
         tdir = self.root / folder / "tables"
-        tdir.mkdir(parents=True, exist_ok=True)
-        t.df.to_csv(tdir / f"{t.name}.csv", index=False)
         if isinstance(t.shown, str):
             body = t.shown
         elif t.shown is not None:
             body = to_markdown(t.shown, formatted=True)
         else:
             body = to_markdown(t.df.drop(columns=list(t.hide), errors="ignore"))
-        (tdir / f"{t.name}.md").write_text(body + "\n")
-        for _, name, text in t.files:
-            (tdir / name).write_text(text)
+        body = no_html(body)
+        with Folder(self.root, *Path(folder).parts, "tables") as tables:
+            tables.write_text(f"{t.name}.csv", t.df.to_csv(index=False))
+            tables.write_text(f"{t.name}.md", body + "\n")
+            for _, name, text in t.files:
+                tables.write_text(name, text)
         if not t.show:
             return []
         links = [("CSV", f"{t.name}.csv"), *((label, name) for label, name, _ in t.files)]
         links += list(t.links)
         linked = link_list([(label, self.rel(tdir / f)) for label, f in links])
-        lead = " ".join(x for x in (f"**{t.title}.**" if t.title else "", t.line, linked) if x)
+        title = f"**{_text(t.title)}.**" if t.title else ""
+        lead = " ".join(x for x in (title, _text(t.line), no_html(linked)) if x)
         if t.fold == "always" or (t.fold == "long" and len(t.df) > COLLAPSE_ROWS):
-            body = details(f"{t.title or t.name}: {len(t.df)} rows", body)
+            summary = " ".join(f"{t.title or t.name}: {len(t.df)} rows".splitlines())
+            body = details(_text(summary), body)
         return [lead, "", body, ""]
 
     def plot(self, folder: str, p: Plot) -> list[str]:
         fdir = self.root / folder / "figures"
-        self._jobs.append((fdir, p))
+        self._jobs.append((self.root, (Path(folder) / "figures").as_posix(), p))
         png, pdf = self.rel(fdir / f"{p.name}.png"), self.rel(fdir / f"{p.name}.pdf")
-        return [f"![{p.caption}]({png})", "", f"[PDF]({pdf}) · {p.caption}", ""]
+        caption = _text(" ".join(p.caption.splitlines()))
+        alt = no_html(md_cell(p.caption))
+        return [f"![{alt}]({png})", "", f"[PDF]({pdf}) · {caption}", ""]
 
-    def draw(self, workers: int = 1) -> None:
+    def draw(self, workers: int = 1, progress: ReportProgress | None = None) -> None:
         """Draw and save every queued figure; in `workers` processes when there are several."""
         jobs, self._jobs = self._jobs, []
+        if progress is not None:
+            progress.phase("drawing figures", len(jobs))
         if workers <= 1 or len(jobs) < 3:
             for job in jobs:
                 _draw(job)
+                if progress is not None:
+                    progress.step()
             return
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(_draw, jobs))
+            for _ in pool.map(_draw, jobs):
+                if progress is not None:
+                    progress.step()
 
     def write(
-        self, sections: Iterable[Section], workers: int = 1, head: Iterable[str] = ()
+        self,
+        sections: Iterable[Section],
+        workers: int = 1,
+        head: Iterable[str] = (),
+        progress: ReportProgress | None = None,
     ) -> Path:
         """report.md: `head` (Markdown lines), then the sections; every figure drawn."""
-        md = [*head, *self.markdown(sections)]
-        self.draw(workers)
-        path = self.root / "report.md"
-        path.write_text("\n".join(md))
-        return path
+        if progress is not None:
+            progress.phase("writing tables")
+        md = [*map(_text, head), *self.markdown(sections)]
+        self.draw(workers, progress)
+        with Folder(self.root) as root:
+            return root.write_text("report.md", "\n".join(md))

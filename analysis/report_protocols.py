@@ -66,16 +66,22 @@ _WHY = {
 
 PROTOCOL_TABLES: dict[str, tuple[str, TableFn]] = {
     "protocol_accuracy": (
-        "Accuracy of the final answer and of each agent's first answer (every question)",
+        "Accuracy of the final answer and of each agent's first answer (every question; 95% Wilson CIs)",
         MP.protocol_accuracy,
     ),
     "cost": ("Cost per question: requests and tokens", MP.cost_counts),
     # shown in the report's wall-clock section, not the protocol's
     "cost_seconds": ("GPU seconds per question", MP.cost_seconds),
-    "judge_bias": ("How the judge's verdicts side (position and stance bias)", MP.judge_bias),
-    "answer_changes_by_round": ("Answer changes per round", MP.answer_changes),
-    "majority_by_round": ("The majority answer per round", MP.majority_by_round),
-    "self_consistency": ("Self-consistency: accuracy against k samples", MP.self_consistency),
+    "judge_bias": (
+        "How the judge's verdicts side (position and stance bias; 95% Wilson CIs)",
+        MP.judge_bias,
+    ),
+    "answer_changes_by_round": ("Answer changes per round (95% Wilson CIs)", MP.answer_changes),
+    "majority_by_round": ("The majority answer per round (95% Wilson CIs)", MP.majority_by_round),
+    "self_consistency": (
+        "Self-consistency: accuracy against k samples (95% Wilson CIs of the mean share)",
+        MP.self_consistency,
+    ),
 }
 PROTOCOL_FIGURES = {
     "protocol_accuracy": "Accuracy of the final answer and each agent's first answer, by rung (95% CIs)",
@@ -255,15 +261,25 @@ def _plot(name: str, t: dict[str, pd.DataFrame], colors: dict[str, str]) -> Plot
     return Plot(name, caption, FP.self_consistency_figure, (t["self_consistency"], colors))
 
 
+def protocol_plots(
+    kind: str, tables: dict[str, pd.DataFrame], colors: dict[str, str]
+) -> list[Plot]:
+    """The figures of a run's protocol section: accuracy by protocol, and its protocol's own."""
+    return [
+        _plot(name, tables, colors)
+        for name in ["protocol_accuracy", *SPECIAL.get(kind, ([], []))[1]]
+    ]
+
+
 def protocol_section(kind: str, tables: dict[str, pd.DataFrame], colors: dict[str, str]) -> Section:
     """One run's protocol section: accuracy over every question, cost, and the protocol's own
     tables and figures."""
-    special_t, special_f = SPECIAL.get(kind, ([], []))
+    special_t, _special_f = SPECIAL.get(kind, ([], []))
     intro = (
         "Accuracy here is over every question of the run: the final answer, and each agent's "
         "first answer (solo: its first sample) whether or not it opened the debate."
     )
-    plots = [_plot(name, tables, colors) for name in ["protocol_accuracy", *special_f]]
+    plots = protocol_plots(kind, tables, colors)
     shown = [
         Table(
             name,

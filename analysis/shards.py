@@ -4,7 +4,10 @@ Users who outgrow one machine run one crawdad process per node or per SLURM arra
 a `--range` of the same questions with the same settings, into its own folder. Folders whose
 result-changing settings are identical (the models and their sampling, prompts, protocol, seed,
 task and dataset: what a resume compares, `crawdad.run.store.manifest_differences`) and whose
-questions are disjoint are shards of one run: they are pooled into one `Run`, named after them.
+questions are disjoint are shards of one run: they are pooled into one `Run`, named after them
+(the common beginning of the shards' folder names, `seed0` for `seed0-a` and `seed0-b`; else the
+first shard's name and their count), never after the folder they lie in: two runs sharded into
+one parent folder keep two names, made unique where they would collide.
 Folders of identical settings over overlapping questions are refused with the overlap named,
 unless the caller asks to compare them; folders of different settings stay runs of their own,
 compared side by side.
@@ -12,9 +15,7 @@ compared side by side.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 from crawdad.analysis.load import Run
@@ -35,17 +36,26 @@ def _ids(run: Run) -> set[str]:
 
 
 def _label(group: Sequence[Run]) -> str:
-    """The pooled run's name: the shards' common folder, else their names joined."""
-    parents = {r.path.resolve().parent for r in group}
-    common = os.path.commonpath([str(r.path.resolve()) for r in group])
-    if len(parents) == 1 and Path(common).name:
-        return Path(common).name
-    return "+".join(r.label for r in group)
+    """The pooled run's name, from its shards' own names (never their parent folder's): their
+    common beginning (`seed0` of `seed0-a`, `seed0-b`), else the first name and the number of
+    shards (`x+2 shards`)."""
+    names = [r.label for r in group]
+    low, high = min(names), max(names)  # the common start of all is theirs
+    n = next((i for i, (a, b) in enumerate(zip(low, high, strict=False)) if a != b), len(low))
+    prefix = low[:n].rstrip("-_.~+/ ")
+    return prefix or f"{names[0]}+{len(names) - 1} shard{'s' if len(names) > 2 else ''}"
 
 
-def pooled(group: Sequence[Run]) -> Run:
+def _unique(label: str, taken: set[str]) -> str:
+    out, n = label, 2
+    while out in taken:
+        out, n = f"{label}~{n}", n + 1
+    return out
+
+
+def pooled(group: Sequence[Run], label: str | None = None) -> Run:
     """One run of the shards' records: frames concatenated, counts added, shards named."""
-    label = _label(group)
+    label = label or _label(group)
     debates = pd.concat([r.debates for r in group], ignore_index=True)
     turns = pd.concat([r.turns for r in group], ignore_index=True)
     debates["run"] = label
@@ -92,4 +102,14 @@ def pool_shards(runs: Sequence[Run], *, compare: bool = False) -> list[Run]:
                     "shard takes its own --range). To compare them side by side, pass --compare"
                 )
         group.append(run)
-    return [pooled(g) if len(g) > 1 else g[0] for g in groups]
+    # Every run keeps a name of its own: a pooled run's name never takes another run's.
+    taken = {g[0].label for g in groups if len(g) == 1}
+    out = []
+    for g in groups:
+        if len(g) == 1:
+            out.append(g[0])
+            continue
+        label = _unique(_label(g), taken)
+        taken.add(label)
+        out.append(pooled(g, label))
+    return out

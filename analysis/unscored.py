@@ -73,7 +73,8 @@ def _per_question(run: Run) -> pd.DataFrame:
                 "initial_answer": d.initial_answer,
                 "final_answer": d.final_answer,
                 "final_confidence": d.final_confidence,
-                "consensus": bool(d.consensus),
+                # one agent agrees with no one: no consensus to show (empty)
+                "consensus": bool(d.consensus) if len(d.agents) > 1 else None,
                 "n_turns": int(d.n_turns),
                 "end": d.end,
                 "agent_answers": "; ".join(f"{a}: {x or '-'}" for a, x in d.agent_answers),

@@ -26,7 +26,10 @@ _EXPORTS = {
     "RunManifest": "crawdad.records",
     "Turn": "crawdad.records",
     "RunSummary": "crawdad.run.runner",
-    "run": "crawdad.run.runner",
+    # Formerly `crawdad.run`, a name the subpackage crawdad.run takes once any of its modules is
+    # imported; `crawdad.run(...)` still works for one release, with a DeprecationWarning
+    # (crawdad/run/__init__.py). No exported name may be a submodule's (tests/test_public_api.py).
+    "run_debates": "crawdad.run.runner",
     # For notebooks (crawdad.notebook): runs sync or awaited, run folders as pandas frames.
     "run_sync": "crawdad.notebook",
     "run_async": "crawdad.notebook",
@@ -38,6 +41,7 @@ _EXPORTS = {
     "report_figures": "crawdad.notebook",
     "sequences": "crawdad.notebook",
     "decisions": "crawdad.notebook",
+    "fake_server": "crawdad.notebook",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -46,4 +50,6 @@ __all__ = ["__version__", *_EXPORTS]
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(import_module(_EXPORTS[name]), name)
+    if name == "run":  # the subpackage, callable for one release as the old function was
+        return import_module("crawdad.run")
     raise AttributeError(f"module 'crawdad' has no attribute {name!r}")

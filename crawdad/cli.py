@@ -382,8 +382,7 @@ def _stop_settings(items: list[str]) -> dict[str, Any]:
 
 
 def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
-    from crawdad.run.runner import RunStopped, RunSummary
-    from crawdad.run.runner import run as run_debates
+    from crawdad.run.runner import RunStopped, RunSummary, run_debates
 
     summaries: list[RunSummary] = []
     try:
@@ -584,14 +583,33 @@ def show(
     run_dir: Annotated[Path, typer.Argument(help="Run folder.")],
     question_id: Annotated[str, typer.Argument(help="Question id.")],
     thinking: Annotated[bool, typer.Option(help="Print the reasoning traces too.")] = False,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="The data the run read, for the question's text (default: the run's own, "
+            "as its manifest names it, where it still is)."
+        ),
+    ] = None,
 ) -> None:
     """Print one debate the way the paper's appendix C does."""
     from crawdad.run.store import RunStore, require_run_folder
-    from crawdad.show import format_debate
+    from crawdad.show import format_debate, question_text
 
     require_run_folder(run_dir)
     store = RunStore(run_dir)
-    records = {str(r.question_id): r for r in store.records()}
+    valid, invalid = store.read_records()
+    records = {str(r.question_id): r for r in valid}
+    mine = [bad for bad in invalid if bad.qid == question_id]
+    if mine and question_id not in records:  # its only lines fail the checks: say why
+        raise CrawdadError(
+            f"{mine[-1].describe(store.debates_path)}; correct or remove the line to show it"
+        )
+    for bad in mine:  # an earlier valid line is shown; say what was left out
+        typer.secho(
+            f"warning: {bad.describe(store.debates_path)}; the line is left out",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     if question_id not in records:
         ids = list(records)
         listed = ", ".join(ids[:10]) + (f" ... ({len(ids)} in all)" if len(ids) > 10 else "")
@@ -599,7 +617,8 @@ def show(
             f"question {question_id} is not in {store.debates_path}; "
             + (f"its question ids are: {listed}" if ids else "it holds no debates yet")
         )
-    typer.echo(format_debate(records[question_id], thinking=thinking))
+    text = question_text(store, question_id, data)
+    typer.echo(format_debate(records[question_id], thinking=thinking, question=text))
 
 
 @app.command()
@@ -632,6 +651,9 @@ def analyze(
             " settings); by default shards over disjoint questions are pooled into one run.",
         ),
     ] = False,
+    progress: Annotated[
+        bool, typer.Option(help="Show the report's phases (on a terminal's stderr).")
+    ] = True,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs. Folders that are
     shards of one run (one per --range, the same settings) are analysed as one run."""
@@ -651,7 +673,12 @@ def analyze(
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", UserWarning)
         path = write_report(
-            list(run_dirs), target, audit=audit, contradicted=contradicted, compare=compare
+            list(run_dirs),
+            target,
+            audit=audit,
+            contradicted=contradicted,
+            compare=compare,
+            progress=progress,
         )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
@@ -674,7 +701,8 @@ def view(
         typer.Option(help="Audit file (`crawdad data audit --json`): filter contradicted labels."),
     ] = None,
 ) -> None:
-    """Browse debates, outcomes and the report in a local web app (until Ctrl-C)."""
+    """Browse debates, outcomes and the report in a local web app (until Ctrl-C). It answers only
+    the loopback, and only with the session's token: open the URL it prints."""
     import time
     import webbrowser
 
@@ -684,9 +712,18 @@ def view(
     viewer = Viewer.open(list(folders), audit)
     n = sum(len(r.entries) for r in viewer.runs.values())
     server = Server(viewer, port)
-    url = server.start()
+    server.start()
+    url = server.token_url  # the session's token: the viewer answers nobody without it
+    writing = [label for label, r in viewer.runs.items() if r.live]
+    if writing:  # a run still being written: open the page that follows it
+        url = url.replace("/?token=", "/live?token=", 1)
     typer.echo(
         f"{n} debates in {len(viewer.runs)} run(s), indexed in {time.perf_counter() - t0:.1f} s"
+        + (
+            f"; {', '.join(writing)} still being written: the live view follows it"
+            if writing
+            else ""
+        )
     )
     typer.echo(f"crawdad view: {url} (Ctrl-C to stop)")
     if browser:
@@ -742,7 +779,8 @@ def demo(
     if report:
         from crawdad.analysis.report import write_report
 
-        typer.echo(f"report written: {write_report([out], out / 'report')}")
+        path = write_report([out], out / "report", progress=progress)
+        typer.echo(f"report written: {path}")
 
 
 def _fault_plan(rate: float, kinds: list[str], models: list[str], seed: int) -> Any:
@@ -826,12 +864,12 @@ def fake_server(
     ] = [],  # noqa: B006
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
-    from crawdad.demo import serve_forever
+    from crawdad.demo import serve_forever, served_configs
 
     if kind not in ("ollama", "openai"):
         raise typer.BadParameter(f"{kind!r}: use ollama or openai", param_hint="--kind")
     plan = _fault_plan(fail_rate, faults, fail_models, seed)
-    base = _served_configs(config) if config else None
+    base = served_configs(config) if config else None
     serve_forever(
         kind,
         port,
@@ -861,18 +899,6 @@ def _accuracies(items: list[str]) -> dict[str, float]:
             )
         out[name] = share
     return out
-
-
-def _served_configs(path: Path) -> list[RunConfig]:
-    """A run config, or every variant of an experiment file."""
-    from crawdad.config import read_toml
-
-    if not {"variants", "axes"} & set(read_toml(path)):
-        return [load_config(path)]
-    from crawdad.run.experiment import load_experiment, variant_configs
-
-    spec, _ = load_experiment(path)
-    return list(variant_configs(spec, str(path)).values())
 
 
 @data_app.command("fetch")
@@ -926,14 +952,14 @@ def data_audit(
 ) -> None:
     """Recompute every question from its causal model and check the stored values and labels."""
     from crawdad.data.label_audit import audit_dataset, render_markdown
+    from crawdad.safe_files import write_file
 
     result = audit_dataset(data, questions_file)
     text = render_markdown(result)
     for path, content in ((out, text), (json_out, result.model_dump_json(indent=1))):
         if path is not None:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(content)
+                write_file(path.parent, path.name, content)
             except OSError as e:
                 raise DataError(
                     f"cannot write {path}: {e.strerror or e}; choose another path"

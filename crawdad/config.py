@@ -6,6 +6,7 @@ import difflib
 import os
 import re
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -23,6 +24,7 @@ from pydantic import (
 
 from crawdad.errors import ConfigError
 from crawdad.resources import find_config
+from crawdad.safe_files import DEFAULT_MAX_FILE_MB, read_input, use_input_limit
 
 Backend = Literal["ollama", "openai"]
 Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
@@ -331,6 +333,15 @@ class TableLimits(Strict):
     max_columns: int = Field(16, ge=1, le=16)
 
 
+class InputLimits(Strict):
+    """Bounds on the files crawdad reads that a user names (datasets and their tables, CSVs,
+    prompt sets, audits): a file past one is refused, named with its size, before it is read,
+    and a FIFO, a device or a folder where a file is expected is refused before it is opened
+    (crawdad/safe_files.py). The config file itself is read under the default."""
+
+    max_file_mb: int = Field(DEFAULT_MAX_FILE_MB, ge=1)  # megabytes of one input file
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -354,6 +365,7 @@ class RunConfig(Strict):
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     tool_limits: ToolLimits = Field(default_factory=ToolLimits)  # what one tool call may take
     table_limits: TableLimits = Field(default_factory=TableLimits)  # a question's table's size
+    input_limits: InputLimits = Field(default_factory=InputLimits)  # any input file's size
     retry: RetryConfig = Field(default_factory=RetryConfig)
     seed: int = 0  # every random choice derives from (seed, question id, round or sample)
     # Sampling temperature of every debater and the judge, set once for all (MAC's configs: 0,
@@ -362,6 +374,10 @@ class RunConfig(Strict):
     concurrency: int = Field(32, ge=1, le=4096)  # debates in flight
     # "grouped": prefer turns of the model the server already has loaded (one-GPU workstations).
     schedule: Literal["fifo", "grouped"] = "fifo"
+    # Seconds between samples of each server's own metrics (vLLM's and SGLang's /metrics,
+    # llama.cpp's /metrics and /slots, Ollama's /api/ps), written to servers.jsonl in the run
+    # folder beside crawdad's own figures; 0: not sampled.
+    server_metrics: float = Field(default=5.0, ge=0)
     prompts_dir: Path | None = None  # older spelling of a prompt_set folder; overrides prompt_set
 
     @model_validator(mode="after")
@@ -448,9 +464,11 @@ OPERATIONAL = {
     "retry",
     "concurrency",
     "schedule",
+    "server_metrics",
     "prompts_dir",
     "workers",
     "table_limits",
+    "input_limits",
 }
 
 
@@ -519,7 +537,7 @@ def diff_settings(old: Any, new: Any, path: str = "") -> list[str]:
 Origins = dict[tuple[str | int, ...], str]
 
 
-def _origin(loc: tuple[str | int, ...], path: Path | None, origins: Origins) -> str:
+def _origin(loc: tuple[str | int, ...], path: Path | str | None, origins: Origins) -> str:
     """Where the value at `loc` came from: the flag that set it, else the file (or both)."""
     owners = [key for key in origins if loc[: len(key)] == key]
     if owners:
@@ -546,11 +564,23 @@ def _error_line(err: Any) -> str:
     return f"  - {loc}: {err['msg']} (got {got})"
 
 
-def _describe(error: ValidationError, path: Path | None, origins: Origins | None = None) -> str:
-    """One block per origin of the bad values: the file, a flag, or a --set item."""
+def _describe(
+    error: ValidationError,
+    path: Path | str | None,
+    origins: Origins | None = None,
+    alone: set[tuple[tuple[Any, ...], str]] | None = None,
+) -> str:
+    """One block per origin of the bad values: the file, a flag, or a --set item. `alone`: the
+    errors the settings make without the flags; a flag is named only where it changes the
+    outcome (a file that needs two agents is wrong with or without --limit)."""
     groups: dict[str, list[str]] = {}
     for err in error.errors():
-        origin = _origin(tuple(err["loc"]), path, origins or {})
+        loc = tuple(err["loc"])
+        owned = any(loc[: len(key)] == key for key in origins or {})
+        if not owned and (loc, err["msg"]) in (alone or set()):
+            origin = str(path or "the settings")
+        else:
+            origin = _origin(loc, path, origins or {})
         groups.setdefault(origin, []).append(_error_line(err))
     lines = []
     for origin, errs in groups.items():
@@ -594,8 +624,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--config {path} is a folder, not a file: {fix}")
     path = find_config(path)
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(read_input(path, "config file").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}; {fix}") from None
     except PermissionError:
@@ -625,11 +654,96 @@ def load_config(
             f"{path} is an experiment file (it has variants or axes), not a run config: "
             f"run it with `crawdad experiment {path} --data DATA`"
         )
-    data = deep_merge(data, overrides or {})
+    merged = deep_merge(data, overrides or {})
     try:
-        return RunConfig.model_validate(data)
+        config = RunConfig.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(_describe(e, path, origins)) from None
+        alone = _errors_of(data) if overrides else None
+        raise ConfigError(_describe(e, path, origins, alone)) from None
+    use_input_limit(config.input_limits.max_file_mb)  # the inputs read from here on
+    return config
+
+
+def _errors_of(data: dict[str, Any]) -> set[tuple[tuple[Any, ...], str]]:
+    """The (location, message) of each error the settings make on their own."""
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as e:
+        return {(tuple(err["loc"]), err["msg"]) for err in e.errors()}
+    return set()
+
+
+# Overrides as Python gives them: {"agents.0.model": "qwen3:8b"}, or ["agents.0.model=qwen3:8b"]
+# as `--set` takes them (values read as TOML scalars).
+Overrides = Mapping[str, Any] | Sequence[str]
+
+
+def override_items(
+    items: Overrides, label: str = "overrides"
+) -> list[tuple[tuple[str | int, ...], Any, str]]:
+    """Each override as (its key's path, its value, how to name it in an error)."""
+    out: list[tuple[tuple[str | int, ...], Any, str]] = []
+    pairs: list[tuple[str, Any, str]] = []
+    if isinstance(items, Mapping):
+        pairs = [(str(k), v, f"{label}[{k!r}]") for k, v in items.items()]
+    else:
+        for item in items:
+            key, sep, raw = item.partition("=")
+            if not sep:
+                raise ConfigError(
+                    f"{label}: {item!r} needs KEY=VALUE with a dotted key, as in "
+                    "agents.0.model=qwen3:8b"
+                )
+            try:
+                value: Any = tomllib.loads(f"v = {raw}")["v"]
+            except tomllib.TOMLDecodeError:
+                value = raw
+            pairs.append((key.strip(), value, f"{label} {item!r}"))
+    for key, value, name in pairs:
+        if not key or "" in key.split("."):
+            raise ConfigError(
+                f"{name}: a key is dotted, as in agents.0.model or protocol.max_turns"
+            )
+        path = tuple(int(p) if p.isdigit() else p for p in key.split("."))
+        out.append((path, value, name))
+    return out
+
+
+def with_overrides(
+    config: RunConfig, items: Overrides | None, label: str = "overrides"
+) -> RunConfig:
+    """The config with settings replaced by dotted key, as `--set` replaces them: numbers index
+    lists (`agents.1.base_urls`). Errors name the override and the fix."""
+    if not items:
+        return config
+    data = config.model_dump(exclude_unset=True)
+    origins: Origins = {}
+    for path, value, name in override_items(items, label):
+        node: Any = data
+        for i, part in enumerate(path):
+            last = i == len(path) - 1
+            where = ".".join(str(p) for p in path[: i + 1])
+            if isinstance(node, list):
+                if not isinstance(part, int) or part >= len(node):
+                    raise ConfigError(
+                        f"{name}: {'.'.join(str(p) for p in path[:i])} has {len(node)} entries, "
+                        f"numbered 0..{len(node) - 1}"
+                    )
+            elif not isinstance(node, dict):
+                raise ConfigError(f"{name}: {where} is inside a value, not a table of settings")
+            if last:
+                node[part] = value
+            elif isinstance(node, list):
+                node = node[part]  # type: ignore[index]
+            else:
+                node = node.setdefault(part, {})
+        origins[path] = name
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, None, origins)) from None
+    use_input_limit(config.input_limits.max_file_mb)  # the inputs read from here on
+    return config
 
 
 def url_hints(config: RunConfig) -> list[str]:

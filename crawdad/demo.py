@@ -34,6 +34,7 @@ from crawdad.fake import (
 from crawdad.fake.data_agent import DataAgentModel, DataCalls
 from crawdad.fake.profile import PAPER_PROFILE_NOTE
 from crawdad.run.runner import RunSummary, run
+from crawdad.safe_files import write_file
 from crawdad.tasks import TASKS, Task, load_items, task_named
 
 # Tasks with open answers the fakes answer: an edge list for a whole graph.
@@ -90,7 +91,12 @@ def data_calls(items: Sequence[Any], task: Task) -> DataCalls | None:
     for item in items:
         for shown in {t.show(item) for t in displays(task)}:
             data = getattr(item, "data", None)
-            calls.add(shown, getattr(item, "meta", {}), getattr(data, "table", None))
+            calls.add(
+                shown,
+                getattr(item, "meta", {}),
+                getattr(data, "table", None),
+                answered=getattr(item, "answer", None) is not None,
+            )
     return calls
 
 
@@ -189,7 +195,7 @@ def run_demo(
         print(f"simulated Ollama server at {server.url} ({', '.join(models)})")
         run_config = demo_config(server.url, concurrency, seed, base)
         summary = asyncio.run(run(run_config, dataset, out, simulated=True, progress=progress))
-    (Path(out) / SIMULATION_NOTE).write_text(note + "\n")
+    write_file(out, SIMULATION_NOTE, note + "\n")
     for line in summary.lines():
         print(line)
     return summary
@@ -217,9 +223,18 @@ def server_banner(
     faults: FaultPlan | None,
     latency: LatencyModel,
     tool_models: list[str] | None = None,
+    data: Path | None = None,
 ) -> str:
-    """What the fake server serves, and how to point crawdad at it."""
+    """What the fake server serves, what questions it knows the answers of (`data`, else
+    crawdad's examples), and how to point crawdad at it."""
     models = list(server.models)
+    known = (
+        f"  questions: knows the answers of {data}'s questions"
+        if data is not None
+        else "  questions: knows the answers of crawdad's example questions only; any other "
+        "(CLadder's own, a table of yours) it answers at chance: start it with --data DATA "
+        "(the data your run reads) to know them"
+    )
     lines = [
         f"fake {server.kind} server at {server.url} (simulated answers, not real models)",
         f"  models: {', '.join(models)}",
@@ -240,6 +255,7 @@ def server_banner(
         )
     else:
         lines.append("  tools: no model calls tools (add --tools, or --config with a tools config)")
+    lines.append(known)
     url = server.url
     sets = [f"--set 'agents.{i}.base_urls=[\"{url}\"]'" for i in (0, 1)]
     sets.append(f"--set 'extractor.base_urls=[\"{url}\"]'")
@@ -259,6 +275,19 @@ def server_banner(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def served_configs(path: Path) -> list[RunConfig]:
+    """What `--config` names for a fake server: a run config, or every variant of an
+    experiment file."""
+    from crawdad.config import load_config, read_toml
+
+    if not {"variants", "axes"} & set(read_toml(path)):
+        return [load_config(path)]
+    from crawdad.run.experiment import load_experiment, variant_configs
+
+    spec, _ = load_experiment(path)
+    return list(variant_configs(spec, str(path)).values())
 
 
 def served_models(
@@ -355,7 +384,7 @@ def serve_forever(
     _start(server)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as cleanly as Ctrl-C
     try:
-        banner = server_banner(server, faults, model, calling)
+        banner = server_banner(server, faults, model, calling, data)
         if data and any(isinstance(m, DataAgentModel) for m in models.values()):
             banner = banner.replace(
                 "call the causal calculator once a turn", "call the data tools once a turn"

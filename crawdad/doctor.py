@@ -8,31 +8,23 @@ from datetime import UTC, datetime
 
 from crawdad.backends import make_backend
 from crawdad.backends.base import ServerInfo
+from crawdad.backends.serve_hints import vllm_serve
 from crawdad.config import ModelSpec, RunConfig
-from crawdad.errors import BackendError, CrawdadError
+from crawdad.errors import BackendError, ServersNotReady
 from crawdad.records import ServedBy
 
 # Seconds a server has to list its models during a readiness check (`crawdad doctor`, the start
 # of `crawdad run`), however long a response may take.
 READY_TIMEOUT = 10.0
 
-# Served names of the paper's models on vLLM, and the reasoning parser each needs.
-HF_MODELS = {
-    "qwen3:32b": ("Qwen/Qwen3-32B", "qwen3"),
-    "deepseek-r1:32b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek_r1"),
-    "granite3.3:2b": ("ibm-granite/granite-3.3-2b-instruct", None),
-}
-
 
 def fix_command(spec: ModelSpec) -> str:
     if spec.backend == "ollama":
         return f"ollama pull {spec.model}"
-    hf, parser = HF_MODELS.get(spec.model, (spec.model, None))
     port = (
         spec.base_urls[0].rsplit(":", 1)[-1].split("/")[0] if ":" in spec.base_urls[0] else "8000"
     )
-    reasoning = f" --reasoning-parser {parser}" if parser else ""
-    return f"vllm serve {hf} --served-model-name {spec.model} --port {port}{reasoning}"
+    return vllm_serve(spec.model, port)
 
 
 @dataclass
@@ -181,7 +173,7 @@ async def _tool_modes(
 
 def require_ready(report: DoctorReport) -> None:
     if not report.ok:
-        raise CrawdadError(
+        raise ServersNotReady(
             "the model servers are not ready:\n  - "
             + "\n  - ".join(report.problems)
             + "\nRun `crawdad doctor` after fixing, or `crawdad demo` to try crawdad on simulated servers."

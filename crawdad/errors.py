@@ -15,6 +15,10 @@ class ConfigError(CrawdadError):
     """The config file or the flags are wrong."""
 
 
+class ServersNotReady(CrawdadError):
+    """A run's model servers do not answer, or lack its models (`crawdad doctor` says which)."""
+
+
 class PromptError(CrawdadError):
     """A prompt template is missing or uses a variable that was not given."""
 
@@ -25,6 +29,11 @@ class StoreError(CrawdadError):
 
 class StoreWriteError(StoreError):
     """A write to the run folder failed (a full disk, an I/O error): the run cannot go on."""
+
+
+class UnsafePathError(StoreError):
+    """A path leaves its folder through a link, or is not the kind of file expected there (a
+    FIFO, a device, a folder), or an input file is larger than the config allows."""
 
 
 class BackendError(CrawdadError):

@@ -19,6 +19,7 @@ from typing import Any
 
 from crawdad.errors import PromptError
 from crawdad.resources import bundled
+from crawdad.safe_files import read_input
 
 PROMPTS_ROOT = bundled("prompts")
 DEFAULT_SET = "paper"
@@ -172,7 +173,7 @@ def _read_set(folder: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any]
     settings: dict[str, Any] = {}
     if (folder / SET_FILE).is_file():
         try:
-            settings = tomllib.loads((folder / SET_FILE).read_text(encoding="utf-8"))
+            settings = tomllib.loads(read_input(folder / SET_FILE, "prompt set file").decode())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise PromptError(f"{folder / SET_FILE} is not valid TOML: {e}") from None
     templates: dict[str, str] = {}
@@ -182,7 +183,7 @@ def _read_set(folder: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any]
             settings[key] = {**base.get(key, {}), **settings.get(key, {})}
         settings = {**base, **settings}
     for path in sorted(folder.glob("*.txt")):
-        templates[path.stem] = path.read_text(encoding="utf-8")
+        templates[path.stem] = read_input(path, "prompt template").decode("utf-8")
     return settings, templates
 
 

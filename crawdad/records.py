@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # 2: protocols (kind, prompt set, what each turn saw, judge/sample/revision turns).
 # 3: tasks (`task`, the item's own descriptors in `item`; answers are the task's: CLadder's yes/no,
@@ -42,6 +42,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #    (`store.recorded_order`). Lines are unchanged.
 # Version 1 to 7 lines still load: every field added since has a default that means what they did.
 SCHEMA_VERSION = 8
+
+# Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
+# them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
+# `crawdad show`, the notebook API, resume) validates lines with these models, so a value out of
+# range never reaches a table: the line is named and left out.
+MAX_COUNT = 2**53  # tokens, attempts, indices: no real count is larger (and a float holds it)
+MAX_SECONDS = 1e9  # about 32 years: no request or debate lasts longer
+Share = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]  # a confidence, 0-1
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]  # tokens, attempts, rounds, indices
+Seconds = Annotated[float, Field(ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)]  # a duration
+Rung = Annotated[int, Field(ge=1, le=3)]  # CLadder's rungs of the ladder of causation
+Version = Annotated[int, Field(ge=1, le=SCHEMA_VERSION)]  # a line of a later crawdad is refused
 
 Answer = Literal["yes", "no"]
 YES_NO = ("yes", "no")
@@ -88,9 +100,9 @@ class Extraction(Record):
     model: str  # the extractor model
     raw: str = ""  # the extractor's reply, verbatim
     reason: str | None = None  # why answer or confidence is null
-    prompt_tokens: int | None = None  # tokens of the prompt, as the server counted them
-    completion_tokens: int | None = None  # tokens generated
-    seconds: float = 0.0  # wall time of the request
+    prompt_tokens: Count | None = None  # tokens of the prompt, as the server counted them
+    completion_tokens: Count | None = None  # tokens generated
+    seconds: Seconds = 0.0  # wall time of the request
     shared: bool = False  # the extractor's reply came from an experiment's response store
 
 
@@ -100,15 +112,15 @@ class Grading(Record):
 
     model: str  # the grader model
     template: str  # "name@sha256[:12]" of the grader's prompt template
-    turn: int  # index (into the record's turns) of the response graded: the last one
+    turn: Count  # index (into the record's turns) of the response graded: the last one
     ideal: str  # the ideal answer it was graded against (CLadder: the label)
     raw: str = ""  # the grader's reply, verbatim
     # True: "Y", the submission matches the ideal answer; False: "N"; None: no verdict read.
     verdict: bool | None = None
     reason: str | None = None  # why there is no verdict (unreadable reply, failed request)
-    prompt_tokens: int | None = None  # tokens of the prompt
-    completion_tokens: int | None = None  # tokens generated
-    seconds: float = 0.0  # wall time of the request
+    prompt_tokens: Count | None = None  # tokens of the prompt
+    completion_tokens: Count | None = None  # tokens generated
+    seconds: Seconds = 0.0  # wall time of the request
 
 
 class StepNumber(Record):
@@ -141,9 +153,9 @@ class StepExtraction(Record):
     numbers: list[StepNumber] = Field(default_factory=list)  # the numbers it read from the question
     result: float | None = None  # the value it computed
     scores: StepScores | None = None  # None: the question has no causal model to score against
-    prompt_tokens: int | None = None  # tokens of the prompt
-    completion_tokens: int | None = None  # tokens generated
-    seconds: float = 0.0  # wall time of the request
+    prompt_tokens: Count | None = None  # tokens of the prompt
+    completion_tokens: Count | None = None  # tokens generated
+    seconds: Seconds = 0.0  # wall time of the request
 
 
 # native: the server's tool calls; text: JSON in the answer; pipeline: crawdad ran the tool on
@@ -158,7 +170,7 @@ class ToolCall(Record):
     name: str  # the function the model named (possibly not a known tool: then malformed)
     mode: ToolMode  # native (the server's tool calling) or text (a JSON call in the answer)
     id: str | None = None  # the server's call id (OpenAI-compatible servers)
-    generation: int = 0  # which request of the turn made the call (0: the first)
+    generation: Count = 0  # which request of the turn made the call (0: the first)
     raw: str = ""  # the arguments as the model wrote them (JSON text)
     arguments: dict[str, Any] | None = None  # parsed; None when they were not a JSON object
     result: Any = None  # the calculator's value, when it computed one
@@ -166,7 +178,7 @@ class ToolCall(Record):
     # The call could not be read (not JSON, unknown tool, arguments not of the schema):
     # counted apart from calls the calculator refused (missing or inconsistent numbers).
     malformed: bool = False
-    seconds: float = 0.0  # compute time of the call, in its worker
+    seconds: Seconds = 0.0  # compute time of the call, in its worker
     # With step scoring on: whether the call carried the question's graph and numbers (and a
     # value within 0.01 of the exact one), scored by the causal engine as the steps are.
     scores: StepScores | None = None
@@ -207,7 +219,7 @@ class PipelineRun(Record):
 class Turn(Record):
     """One response of one agent in one debate."""
 
-    round: int  # 0-based: 0 is the first speaker's initial answer (see each protocol)
+    round: Count  # 0-based: 0 is the first speaker's initial answer (see each protocol)
     agent: str  # agent name from the config, e.g. "qwen3"; "judge" for the judge
     model: str  # served model name, e.g. "qwen3:32b"
     role: Role  # what the turn is for: initial, critique, defence, argument, verdict, ...
@@ -216,12 +228,12 @@ class Turn(Record):
     prompt: str | None = None  # the rendered prompt (only with protocol.store_prompts)
     # Indices (into the record's turns) of the earlier turns whose final text this prompt showed;
     # None in schema 1 records, where every earlier turn was shown.
-    seen: list[int] | None = None
+    seen: list[Count] | None = None
     stance: Answer | None = None  # the answer this debater was told to argue (judge protocol)
     # The judge protocol's side: the affirmative opens with its own answer (no stance under MAC's
     # sides); a negative argues against it. None: no sides, or a record before schema 6.
     side: Literal["affirmative", "negative"] | None = None
-    sample: int | None = None  # which independent sample of this agent (solo)
+    sample: Count | None = None  # which independent sample of this agent (solo)
     followup: str | None = None  # the judge's follow-up question, when it asked one
     # The debaters the follow-up question is for (they alone answer it), in speaking order;
     # None with a question: every debater (records before schema 6).
@@ -230,16 +242,16 @@ class Turn(Record):
     thinking: str = ""  # reasoning trace; stored, never shown to the opponent
     text: str = ""  # final text; the only part that enters the history
     answer: str | None = None  # the task's answer (CLadder: "yes" / "no")
-    confidence: float | None = None  # the extracted confidence, 0-1
+    confidence: Share | None = None  # the extracted confidence, 0-1
     extraction: Extraction | None = None
     steps: StepExtraction | None = None  # step scoring only
-    prompt_tokens: int | None = None  # tokens of the prompt, as the server counted them
-    completion_tokens: int | None = None  # tokens generated, thinking included
-    seconds: float = 0.0  # wall time of the generation, as seen by crawdad
-    server_seconds: float | None = None  # generation time reported by the server, if it does
+    prompt_tokens: Count | None = None  # tokens of the prompt, as the server counted them
+    completion_tokens: Count | None = None  # tokens generated, thinking included
+    seconds: Seconds = 0.0  # wall time of the generation, as seen by crawdad
+    server_seconds: Seconds | None = None  # generation time reported by the server, if it does
     stop_reason: StopReason = "stop"  # stop, length (max_tokens), loop, timeout or error
-    num_ctx: int | None = None  # context window requested (Ollama)
-    attempts: int = 1  # requests made for this turn, retries included
+    num_ctx: Count | None = None  # context window requested (Ollama)
+    attempts: Count = 1  # requests made for this turn, retries included
     # Served from an experiment's response store: the same request (model, prompt, sampling
     # settings, seed) was already answered for another variant; the turn is complete all the same.
     shared: bool = False
@@ -253,14 +265,14 @@ class Turn(Record):
 class DebateRecord(Record):
     """One finished (or failed) debate over one question. One line of debates.jsonl."""
 
-    schema_version: int = SCHEMA_VERSION  # the version of this schema the line was written in
+    schema_version: Version = SCHEMA_VERSION  # the version of this schema the line was written in
     task: str = "cladder"  # crawdad.tasks: what the item is and how answers are scored
     question_id: int | str  # the item's id, whatever the task
     desc_id: str | None = None  # CLadder's description id
     # The right answer, in the task's form (CLadder: "yes" / "no"); None: the question has no
     # exact answer (schema 7: a table of the user's own), so nothing scores this record.
     gold: str | None
-    rung: int | None = None  # CLadder's descriptors: set for every CLadder question
+    rung: Rung | None = None  # CLadder's descriptors: set for every CLadder question
     query_type: str | None = None  # CLadder's query type (ate, ett, nde, ...)
     alignment: Alignment | None = None  # commonsense, anticommonsense or nonsense
     story_id: str | None = None  # the CLadder story
@@ -278,7 +290,7 @@ class DebateRecord(Record):
     # majority of the last round (simultaneous) or of all samples (solo). None: not extracted,
     # an unbroken tie, or an error.
     final_answer: str | None = None
-    final_confidence: float | None = None  # the confidence of the final answer
+    final_confidence: Share | None = None  # the confidence of the final answer
     tie: bool = False  # a majority vote was tied (broken by summed confidence where it could be)
     # Each agent's last extracted answer (solo: its majority over its samples).
     agent_answers: dict[str, str | None] = Field(default_factory=dict)
@@ -295,7 +307,7 @@ class DebateRecord(Record):
     seed: int = 0  # the run seed
     started_at: datetime | None = None  # UTC
     finished_at: datetime | None = None  # UTC
-    seconds: float = 0.0  # wall time of the debate
+    seconds: Seconds = 0.0  # wall time of the debate
 
     @model_validator(mode="after")
     def _cladder_is_yes_or_no(self) -> DebateRecord:
@@ -333,8 +345,8 @@ class DatasetInfo(Record):
     questions_file: str  # the questions file read
     models_file: str  # the causal models file read
     sha256: str  # of the questions file and the models file, together
-    n_total: int  # questions in the file
-    n_selected: int  # questions this run selected
+    n_total: Count  # questions in the file
+    n_selected: Count  # questions this run selected
     selection: dict[str, Any] = Field(default_factory=dict)  # the selection, as configured
     # The selected question ids live in this file of the run folder, one per line (the store
     # writes it); None in run folders made before it existed: the selection is then unknown.
@@ -442,3 +454,38 @@ class ExperimentManifest(Record):
     # The stopping rule of the file's [stop] (schema 2): alpha, margin, min_questions,
     # max_questions; None: every variant answers every question.
     stop: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _plain_variant_names(self) -> ExperimentManifest:
+        """Each name is a folder inside the experiment folder: never `.`, `..` or a path."""
+        for name in self.variants:
+            if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+                raise ValueError(
+                    f"variant name {name!r} is not a plain folder name (empty, . or .., or a path)"
+                )
+        return self
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def invalid_reason(e: ValidationError) -> str:
+    """What is wrong with a line that failed validation, for a warning: the first failing field
+    and its value (`turns.0.confidence = 7.0: Input should be less than or equal to 1`), and how
+    many more failed."""
+    errors = e.errors(include_url=False)
+    if not errors:
+        return str(e)
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    msg = str(first.get("msg", "invalid"))
+    if first.get("type") == "json_invalid":
+        text = f"not a JSON record ({first.get('ctx', {}).get('error', msg)})"
+    elif where:
+        text = f"{where} = {_shown(first.get('input'))}: {msg}"
+    else:  # a check of the whole record (a CLadder label, say): its message names the value
+        text = msg
+    more = len(errors) - 1
+    return text + (f" (and {more} more field{'s' if more > 1 else ''})" if more else "")

@@ -7,6 +7,7 @@ In a source checkout they are the repository's top-level `prompts/` and `configs
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,12 @@ def find_config(given: Path) -> Path:
         if path.is_file():
             return path
     stem = candidate.name.removesuffix(".toml")
-    close = [c.name for c in ready_configs() if c.name.split("/")[-1] == stem]
+    names = [c.name for c in ready_configs()]
+    close = [n for n in names if n.split("/")[-1] == stem]  # the right name, another folder
+    close = close or difflib.get_close_matches(text.removesuffix(".toml"), names, n=1, cutoff=0.6)
+    close = close or [  # a mistyped name without its folder: jduge -> protocols/judge
+        n for n in names if difflib.get_close_matches(stem, [n.split("/")[-1]], n=1, cutoff=0.75)
+    ]
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ConfigError(
         f"config file not found: {given}{hint}; pass a TOML file, or a ready config by name"

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from crawdad.errors import CrawdadError
 from crawdad.records import DebateRecord, Turn
+
+if TYPE_CHECKING:
+    from crawdad.run.store import RunStore
 
 
 def _answer(answer: str | None, confidence: float | None) -> str:
@@ -17,11 +23,14 @@ def _header(record: DebateRecord) -> list[str]:
     final = record.final_answer or "none"
     if record.tie:
         final += " (tied vote" + (", broken by confidence)" if record.final_answer else ")")
-    elif record.consensus:
+    elif record.consensus and len(record.agents) > 1:  # one agent agrees with no one
         final += " (consensus)"
+    rung = f"rung {record.rung}" if record.rung is not None else None
+    about = ", ".join(str(p) for p in (rung, record.query_type, record.alignment) if p)
     head = [
-        f"Question {record.question_id} ({record.desc_id or '-'}): rung {record.rung}, "
-        f"{record.query_type}, {record.alignment}; gold answer: {record.gold or 'none (no exact answer)'}",
+        f"Question {record.question_id} ({record.desc_id or '-'})"
+        + (f": {about}" if about else "")
+        + f"; gold answer: {record.gold or 'none (no exact answer)'}",
         f"Protocol {record.protocol}, prompt set {record.prompt_set or 'crawdad-v1'}; agents: "
         + ", ".join(f"{name} ({model})" for name, model in record.agents.items())
         + (f"; judge: {record.judge}" if record.judge else ""),
@@ -80,7 +89,35 @@ def format_turn(turn: Turn, protocol: str, thinking: bool = False) -> str:
     return "\n".join(lines)
 
 
-def format_debate(record: DebateRecord, thinking: bool = False) -> str:
-    parts = ["\n".join(_header(record))]
+NO_TEXT = "(the question's text is not in the record: pass --data, the data the run read)"
+
+
+def format_debate(record: DebateRecord, thinking: bool = False, question: str | None = None) -> str:
+    """The debate as text; `question`: the question as the models saw it (background, given
+    information and the question; records do not hold it, the run's data does)."""
+    parts = ["\n".join(_header(record)), textwrap.indent((question or NO_TEXT).strip(), "  ")]
     parts += [format_turn(t, record.protocol, thinking) for t in record.turns]
     return "\n\n".join(parts) + "\n"
+
+
+def question_text(store: RunStore, question_id: str, data: Path | None = None) -> str | None:
+    """The question as the models saw it, from `data` or the data the run's manifest names
+    (None where neither can be read: a run made elsewhere, data moved)."""
+    from crawdad.data.questions import load_cladder
+
+    try:
+        info = store.read_manifest().dataset
+    except CrawdadError:
+        info = None
+    source = data or (Path(info.source) if info is not None else None)
+    if source is None:
+        return None
+    questions_file = info.selection.get("questions_file") if info is not None else None
+    try:
+        dataset = load_cladder(source, questions_file, require_answers=False)
+    except (CrawdadError, OSError):
+        if data is not None:
+            raise
+        return None
+    question = next((q for q in dataset.questions if str(q.question_id) == question_id), None)
+    return question.block if question is not None else None

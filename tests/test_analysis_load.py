@@ -140,8 +140,9 @@ def test_chunk_boundaries_split_lines_once(tmp_path):
     folder = _write(tmp_path / "r", [f'{{"n": {i}}}' for i in range(50)])
     path = folder / "debates.jsonl"
     size = path.stat().st_size
+    src = L._Source(folder, folder, "debates.jsonl")
     for n in (1, 2, 3, 7, 50):
-        got = [line for a, b in L._chunks(size, n) for _, line in L._iter_lines(path, a, b)]
+        got = [line for a, b in L._chunks(size, n) for _, line in L._iter_lines(src, a, b)]
         assert got == path.read_bytes().splitlines(keepends=True)
 
 

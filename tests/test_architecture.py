@@ -25,6 +25,7 @@ SHARED_NAMES = {
     "experiment.py",  # run/experiment.py, analysis/metrics and analysis/figures
     "protocols.py",  # analysis/metrics and analysis/figures
     "stopping.py",  # analysis/metrics and analysis/figures (an experiment's stopping decisions)
+    "servers.py",  # analysis/metrics and analysis/figures
 }
 
 

@@ -266,3 +266,21 @@ def test_advice_when_the_ceiling_still_rises_or_is_empty() -> None:
     assert "--parallel 32" in rising.suggestions[0]
     empty = advise(cfg, ceiling((8, 0.0)), [])
     assert empty.knee is None and "no figures" in empty.verdict
+
+
+def test_advice_reads_the_servers_own_metrics() -> None:
+    from crawdad.run.server_series import ServerFigures
+
+    cfg = RunConfig().serve_all_from("http://h:8000/v1", "openai")
+    full = crawdad(64, 930, 40, 0.3)
+    full.servers = [ServerFigures("http://h:8000/v1", "vllm", 10, 30.0, 0.9, 0.97, 0.8)]
+    text = " ".join(advise(cfg, ceiling(*SWEEP), [full]).suggestions)
+    assert "KV cache full in 80% of the samples" in text and "--gpu-memory-utilization" in text
+    idle = crawdad(64, 930, 40, 0.3)
+    idle.servers = [ServerFigures("http://h:8000/v1", "vllm", 10, 32.0, 0.0, 0.3, 0.0)]
+    text = " ".join(advise(cfg, ceiling(*SWEEP), [idle]).suggestions)
+    assert "empty queue at the ceiling" in text and "--max-num-seqs" in text
+    assert "leaves room to raise" in text
+    few = crawdad(64, 930, 40, 0.3)
+    few.servers = [ServerFigures("http://h:8000/v1", "vllm", 2, 32.0, 0.0, 0.3, 0.0)]
+    assert "own metrics" not in " ".join(advise(cfg, ceiling(*SWEEP), [few]).suggestions)

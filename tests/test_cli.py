@@ -107,6 +107,8 @@ def test_run_show_doctor_and_set_override(tiny_cladder: Path, tmp_path: Path) ->
         assert "2/2 selected debates finished" in result.stdout
     shown = crawdad("show", str(out), "0")
     assert shown.returncode == 0
+    asked = next(q for q in questions if str(q.question_id) == "0").question.strip()
+    assert f"Question: {asked}" in shown.stdout and "None" not in shown.stdout.split("Round")[0]
     assert (
         "gold answer: yes" in shown.stdout
         and "— Round 0 by " in shown.stdout
@@ -240,7 +242,9 @@ def test_analyze_a_run_still_being_written(tmp_path: Path, monkeypatch, cli) -> 
     from crawdad.analysis.synthetic_runs import write_synthetic_run
 
     monkeypatch.setattr(
-        crawdad.analysis.report_files.ReportWriter, "draw", lambda self, workers=1: None
+        crawdad.analysis.report_files.ReportWriter,
+        "draw",
+        lambda self, workers=1, progress=None: None,
     )  # speed only
     run = write_synthetic_run(tmp_path / "r", 3, retry_errors=False)
     with (run / ".lock").open("w") as lock:

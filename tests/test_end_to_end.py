@@ -38,7 +38,7 @@ TABLES = [
     "lengths",
     "short_debate_turns",
     "timing",
-    "slowest",
+    "slowest_seconds",
     "accuracy_by_cap",
     "calibration",
     "reliability",

@@ -368,7 +368,7 @@ def test_self_consistency_curve_and_the_judge_at_its_cost(handmade: Path) -> Non
     paired = X.paired_comparisons(q, "paper", names, exp.universe())
     said = cost_sentence(match[match["variant"] == "judge"].iloc[0], paired, "paper")
     assert said.startswith(
-        "`judge` (270 tokens/question, 0.875 [0.625, 1.000]) is not distinguishable from "
+        "`judge` (270 tokens/question, 0.875 [0.529, 0.978]) is not distinguishable from "
         "self-consistency of qwen3:32b (the model of its first answers; variant `sc3`) at the "
         "same cost (0.526 at k\u22482.2): difference +34.9 points [\u2212"
     )
@@ -494,7 +494,7 @@ def test_no_baseline_no_solo_variant_and_a_missing_variant(handmade: Path, tmp_p
     text = path.read_text()
     assert "none named (no paired comparisons)" in text and "nothing to pair" in text
     assert (
-        "`judge` (270 tokens/question, 0.875 [0.625, 1.000]) has no self-consistency curve" in text
+        "`judge` (270 tokens/question, 0.875 [0.529, 0.978]) has no self-consistency curve" in text
     )
     assert "| later" in text  # listed, with no numbers
 

@@ -35,9 +35,9 @@ async def test_an_experiment_runs_and_loads_inside_a_running_loop(
     models |= {n: models["qwen3:32b"] for n in names if n not in models}
     server = FakeServer("ollama", models).start()  # its own thread: this loop stays free
     try:
-        monkeypatch.setenv("OLLAMA_HOST", server.url.removeprefix("http://"))
+        monkeypatch.delenv("OLLAMA_HOST", raising=False)  # the servers are named in Python
         summaries = crawdad.experiment_sync(  # a plain asyncio.run would fail in this loop
-            "experiments/paper-ablations", "examples", tmp_path / "exp", limit=6
+            "experiments/paper-ablations", "examples", tmp_path / "exp", limit=6, server=server.url
         )
     finally:
         server.stop()

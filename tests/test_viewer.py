@@ -9,6 +9,7 @@ import re
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from http.client import HTTPResponse
 from pathlib import Path
 
 import pytest
@@ -42,17 +43,26 @@ def run(tmp_path: Path) -> Path:
     return write_synthetic_run(tmp_path / "run", 300, trace_chars=(50, 100), error_rate=0.03)
 
 
+TOKEN = "the-session-token"  # every server here is started with it; `get` sends it
+
+
 @pytest.fixture
 def served(run: Path) -> Iterator[tuple[str, Viewer]]:
     viewer = Viewer.open([run])
-    server = Server(viewer, 0)
+    server = Server(viewer, 0, token=TOKEN)
     url = server.start()
     yield url, viewer
     server.stop()
 
 
+def opened(url: str) -> HTTPResponse:
+    """`url` opened with the session's token (as a script would: in the Authorization header)."""
+    request = urllib.request.Request(url, headers={"Authorization": f"token {TOKEN}"})
+    return urllib.request.urlopen(request, timeout=10)
+
+
 def get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with opened(url) as r:
         return r.read().decode()
 
 
@@ -163,7 +173,8 @@ def test_tool_calls_and_audit_appear_only_when_there_are_some(tmp_path: Path) ->
     ]
     rec = next(synthetic_records(1, seed=9, ids=[500], trace_chars=(10, 20)))
     raw = json.loads(rec.model_dump_json())
-    raw["turns"][0]["tool_calls"] = [{"name": "calculator", "arguments": {"x": "0.3*0.4"}}]
+    call = {"name": "calculator", "mode": "native", "arguments": {"x": "0.3*0.4"}}
+    raw["turns"][0]["tool_calls"] = [call]  # a valid record: every reader validates lines
     with (run / "debates.jsonl").open("a") as f:
         f.write(json.dumps(raw) + "\n")
     audit = tmp_path / "audit.json"
@@ -178,7 +189,7 @@ def test_tool_calls_and_audit_appear_only_when_there_are_some(tmp_path: Path) ->
         )
     )
     viewer = Viewer.open([run], audit)
-    server = Server(viewer, 0)
+    server = Server(viewer, 0, token=TOKEN)
     url = server.start()
     try:
         assert 'name="tools"' in get(url) and 'name="contradicted"' in get(url)
@@ -206,7 +217,7 @@ def test_experiment_variants_link_the_same_question(tmp_path: Path) -> None:
     )
     viewer = Viewer.open([exp])
     assert list(viewer.runs) == ["base", "judge"]
-    server = Server(viewer, 0)
+    server = Server(viewer, 0, token=TOKEN)
     url = server.start()
     try:
         page = get(url + "debate/base/3")
@@ -273,7 +284,7 @@ def test_report_page_serves_the_written_report(served: tuple[str, Viewer], run: 
     page = get(url + "report")
     assert '<img src="/report-files/0/r/figures/f.png"' in page
     assert '<a href="/report-files/0/r/t.csv"' in page
-    with urllib.request.urlopen(url + "report-files/0/r/figures/f.png") as r:
+    with opened(url + "report-files/0/r/figures/f.png") as r:
         assert r.read() == PIXEL
     with pytest.raises(urllib.error.HTTPError):
         get(url + "report-files/0/%2E%2E/manifest.json")  # nothing outside the report folder

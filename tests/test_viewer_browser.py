@@ -3,6 +3,7 @@ system's chromedriver (nothing is downloaded; .ci/run installs both from Debian'
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -54,10 +55,14 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 @pytest.fixture
-def site(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def site(tmp_path: Path, browser: webdriver.Chrome) -> Iterator[tuple[str, Path]]:
+    """The viewer over a run, opened once by its tokened URL (as `crawdad view` prints it): the
+    browser keeps the session's cookie, so `url` and its links work from there on."""
     run = write_synthetic_run(tmp_path / "run", 200, trace_chars=(200, 400), error_rate=0.02)
     server = Server(Viewer.open([run]), 0)
     url = server.start()
+    browser.get(server.token_url)
+    assert browser.current_url == url  # the token left the address for the cookie
     yield url, run
     server.stop()
 
@@ -133,3 +138,81 @@ def test_a_run_being_written_shows_new_debates_on_reload(browser: webdriver.Chro
     browser.get(url + "?sort=order&dir=desc")
     first = browser.find_element(By.CSS_SELECTOR, "table.debates tbody a.qid").text
     assert first == "9003"
+
+
+def test_without_the_token_the_viewer_says_what_to_open(tmp_path: Path, browser) -> None:
+    run = write_synthetic_run(tmp_path / "run", 5, trace_chars=(20, 40))
+    server = Server(Viewer.open([run]), 0)
+    url = server.start()
+    try:
+        browser.get(url)
+        assert "open the URL that `crawdad view` printed" in browser.page_source
+    finally:
+        server.stop()
+
+
+def test_scripts_styles_and_posts_of_its_own_work_under_its_policy(
+    browser: webdriver.Chrome, site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CSP lets the viewer's own script (the filters above), its nonced bar widths and its own
+    form post through; the report itself is faked (drawing the figures takes seconds)."""
+    import crawdad.analysis.report
+
+    def fake_report(run_dirs: list[Path], out: Path, **options: object) -> Path:
+        out.mkdir(exist_ok=True)
+        (out / "report.md").write_text("# A written report\n\n| a |\n|:--|\n| 1 |\n")
+        return out / "report.md"
+
+    monkeypatch.setattr(crawdad.analysis.report, "write_report", fake_report)
+    url, _ = site
+    browser.get(url + "outcomes")
+    segs = browser.find_elements(By.CSS_SELECTOR, "a.seg")
+    widths = [s.size["width"] for s in segs[:6]]
+    assert segs and all(w > 0 for w in widths) and len(set(widths)) > 1
+    browser.get(url + "report")
+    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    WebDriverWait(browser, 20).until(
+        lambda d: d.find_elements(By.XPATH, "//h1[text()='A written report']")
+    )
+    assert browser.current_url == url + "report#source-0"
+
+
+def test_the_live_view_follows_a_growing_run_without_a_reload(
+    tmp_path: Path, browser: webdriver.Chrome
+) -> None:
+    """The live page redraws from /live.json as debates.jsonl and servers.jsonl grow: its
+    progress text changes and the servers' charts appear, in the same page (no navigation)."""
+    run = write_synthetic_run(tmp_path / "run", 30, trace_chars=(10, 20), error_rate=0)
+    lines = (run / "debates.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "debates.jsonl").write_bytes(b"".join(lines[:10]))
+    server = Server(Viewer.open([run]), 0)
+    url = server.start()
+    try:
+        browser.get(server.token_url)
+        browser.get(url + "live")
+        progress = (By.CSS_SELECTOR, "#live-runs .progress")
+        WebDriverWait(browser, 20).until(
+            expected_conditions.text_to_be_present_in_element(progress, "10 / 30")
+        )
+        browser.execute_script("window.notReloaded = true;")
+        at = 1_800_000_000.0
+        fig = {"kind": "vllm", "source": "GET /metrics", "running": 12, "waiting": 3}
+        with (run / "servers.jsonl").open("w") as f:
+            for i in range(3):
+                f.write(json.dumps({"at": at + 5 * i, "servers": {"http://gpu:8000/v1": fig}}))
+                f.write("\n")
+        with (run / "debates.jsonl").open("ab") as f:
+            f.write(b"".join(lines[10:25]))
+        WebDriverWait(browser, 20).until(
+            expected_conditions.text_to_be_present_in_element(progress, "25 / 30")
+        )
+        WebDriverWait(browser, 20).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".server-card svg"))
+        )
+        card = browser.find_element(By.CSS_SELECTOR, ".server-card").text
+        assert "vLLM at http://gpu:8000/v1" in card and "requests running" in card
+        assert browser.execute_script("return window.notReloaded === true;")
+        newest = browser.find_element(By.CSS_SELECTOR, "#live-newest a.qid")
+        assert newest.text == "24" and newest.get_attribute("href").endswith("/debate/run/24")
+    finally:
+        server.stop()

@@ -124,17 +124,24 @@ def legend_below(fig: Figure, ax: Axes, ncol: int = 2, **kw: object) -> None:
         fig.legend(handles, labels, loc="outside lower center", ncol=ncol, **kw)  # type: ignore[arg-type]
 
 
-def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
-    """Write `name`.png and `name`.pdf into out_dir; return both paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def save(fig: Figure, root: Path, rel: str, name: str) -> list[Path]:
+    """Write `name`.png and `name`.pdf into the folder `rel` of `root` (made if missing, never
+    through a link: crawdad.safe_files); return both paths."""
+    import io
+
+    from crawdad.safe_files import Folder
+
     paths = []
-    with mpl.rc_context(RC):
+    with mpl.rc_context(RC), Folder(root, *Path(rel).parts) as out:
         for ext in ("png", "pdf"):
-            p = out_dir / f"{name}.{ext}"
+            buffer = io.BytesIO()
             fig.savefig(
-                p, dpi=DPI, metadata={"Creator": "crawdad analysis"} if ext == "pdf" else None
+                buffer,
+                format=ext,
+                dpi=DPI,
+                metadata={"Creator": "crawdad analysis"} if ext == "pdf" else None,
             )
-            paths.append(p)
+            paths.append(out.write_bytes(f"{name}.{ext}", buffer.getvalue()))
             # The constrained layout is done; keep it rather than solving it again for the PDF.
             fig.set_layout_engine("none")
     return paths

@@ -82,7 +82,7 @@ def change_figure(
     change: pd.DataFrame, colors: Mapping[str, str] | None = None, min_n: int = 5
 ) -> Figure:
     """Fig. 4: share of contradicted responses that switched to the opponent's answer, by the
-    opponent's stated confidence, per model, with 95% bootstrap CIs. Bins with fewer than `min_n`
+    opponent's stated confidence, per model, with 95% Wilson CIs. Bins with fewer than `min_n`
     responses are not drawn. Input: `metrics.change_vs_opponent_confidence` of one run."""
     c = one_run(change)
     c = c[(c["agent"] != ALL)]

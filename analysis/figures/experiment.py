@@ -1,5 +1,6 @@
 """The experiment's accuracy-against-compute figure: each variant a point (mean completion tokens
-per question, accuracy with its 95% CI), and the self-consistency curve of each solo agent for
+per question, accuracy with its 95% CI), numbered, its name and protocol (the marker's shape) in
+the key below, and the self-consistency curve of each solo agent for
 k = 1..K samples, so that a debate can be read against a vote of the same cost."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from crawdad.analysis.figures._style import (
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Annotation, Text
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import Bbox
@@ -186,7 +188,7 @@ def _label_points(
             if c < 1e-3:
                 break
         assert best is not None
-        taken.append((extent(best[1]), _HEAVY))
+        taken.append((extent(best[1]).padded(3 * px), _HEAVY))  # a gap between numbers
 
 
 def _solo_color(
@@ -268,22 +270,27 @@ def compute_figure(
     if pts.empty:
         return no_data_figure(TITLE, "no variant has finished questions with token counts")
     colors = dict(colors or curve_colors(list(curves["model"])))
-    fig = new_figure(3.1, COLUMN_WIDTH)
+    n_curves = len(_distinct_curves(curves)) if len(curves) else 0
+    fig = new_figure(3.1 + 0.13 * (len(pts) + 1) / 2 + 0.15 * n_curves, COLUMN_WIDTH)
     ax = fig.add_subplot()
     point_colors = [_solo_color(p, curves, colors) for _, p in pts.iterrows()]
     ends = {v for v, c in zip(pts["variant"], point_colors, strict=True) if c is not None}
     _draw_curves(ax, curves, colors, ends)
-    labels = []
-    for (_, p), solo in zip(pts.iterrows(), point_colors, strict=True):
+    # Each point carries a number (short labels find a free place even among crowded points);
+    # the key below names each number's variant beside its marker, whose shape is its protocol.
+    key: list[tuple[Line2D, str]] = []
+    for i, ((_, p), solo) in enumerate(zip(pts.iterrows(), point_colors, strict=True), 1):
         col = solo or POINT_COLOR
         y = 100 * p["acc"]
+        marker = MARKERS.get(str(p["protocol"]), "o")
+        face = "white" if p["baseline"] else col
         ax.errorbar(
             p["tokens"],
             y,
             yerr=[[y - 100 * p["ci_lo"]], [100 * p["ci_hi"] - y]],
-            fmt=MARKERS.get(str(p["protocol"]), "o"),
+            fmt=marker,
             ms=5,
-            mfc="white" if p["baseline"] else col,
+            mfc=face,
             mec=col,
             mew=1.2,
             ecolor=col,
@@ -292,9 +299,11 @@ def compute_figure(
             zorder=4,
         )
         k = curves.loc[curves["variant"] == p["variant"], "k"]
-        labels.append(
-            f"{p['variant']} (k={int(k.max())})" if solo and len(k) else str(p["variant"])
-        )
+        name = f"{p['variant']} (k={int(k.max())})" if solo and len(k) else str(p["variant"])
+        what = str(p["protocol"]) + (", baseline" if p["baseline"] else "")
+        handle = Line2D([], [], ls="none", marker=marker, ms=5, mfc=face, mec=col, mew=1.2)
+        key.append((handle, f"{i} {name} ({what})"))
+    labels = [str(i) for i in range(1, len(pts) + 1)]
     xs = np.r_[pts["tokens"].to_numpy(float), curves["tokens"].to_numpy(float)]
     xs = xs[xs > 0]
     if xs.max() / xs.min() >= LOG_RATIO:
@@ -315,7 +324,15 @@ def compute_figure(
     ax.set_title(TITLE)
     ax.grid(color="#E5E5E5", lw=0.6)
     ax.set_axisbelow(True)
-    if len(curves):
-        fig.legend(loc="outside lower center", ncol=1, fontsize=7, handlelength=2.6)
+    lines, names = ax.get_legend_handles_labels()  # the self-consistency curves
+    fig.legend(
+        [*(h for h, _ in key), *lines],
+        [*(n for _, n in key), *names],
+        loc="outside lower center",
+        ncol=2 if len(key) > 3 else 1,
+        fontsize=6.5,
+        handlelength=2.2,
+        columnspacing=1.0,
+    )
     _label_points(ax, fig, pts, labels, [c or POINT_COLOR for c in point_colors])
     return fig

@@ -30,7 +30,7 @@ __all__ = ["accuracy_figure", "persuasion_figure", "reliability_figure"]
 @styled
 def accuracy_figure(table1: pd.DataFrame, colors: Mapping[str, str] | None = None) -> Figure:
     """Initial (open) and final (filled) accuracy per first-speaker model, overall and by rung,
-    with 95% bootstrap CIs. Input: `metrics.table1` of one run."""
+    with 95% Wilson CIs. Input: `metrics.table1` of one run."""
     t = one_run(table1)
     t = t[(t["agent"] != ALL) & t["dimension"].isin(["overall", "rung"])]
     title = "Accuracy before and after debate"

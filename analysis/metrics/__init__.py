@@ -8,6 +8,11 @@ from crawdad.analysis.metrics._stats import (
     bootstrap_paired_difference,
     bootstrap_proportion,
     mcnemar_exact,
+    newcombe_paired_difference,
+    paired_mean_difference,
+    wilson_interval,
+    wilson_mean,
+    wilson_proportion,
 )
 from crawdad.analysis.metrics.accuracy import (
     ALIGNMENT_LABELS,
@@ -95,6 +100,8 @@ __all__ = [
     "lengths",
     "mcnemar",
     "mcnemar_exact",
+    "newcombe_paired_difference",
+    "paired_mean_difference",
     "persuasion",
     "reliability",
     "rounds_to_finish",
@@ -109,4 +116,7 @@ __all__ = [
     "time_sources",
     "timed_turns",
     "timing",
+    "wilson_interval",
+    "wilson_mean",
+    "wilson_proportion",
 ]

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 from crawdad.analysis.metrics._stats import (
     add_proportion_ci,
-    bootstrap_paired_difference,
     mcnemar_exact,
+    newcombe_paired_difference,
 )
 
 __all__ = [
@@ -138,7 +138,7 @@ def mcnemar(debates: pd.DataFrame) -> pd.DataFrame:
     Pairs: for each question where the agent spoke first, (its round-0 answer correct?, the
     debate's final answer correct?). Discordant pairs: `i_to_c` (wrong first, right final) and
     `c_to_i` (right first, wrong final); p = two-sided binomial test of i_to_c in
-    i_to_c + c_to_i at 1/2. `gain` = final - initial accuracy, with a paired bootstrap CI.
+    i_to_c + c_to_i at 1/2. `gain` = final - initial accuracy, with Newcombe's paired score CI.
     Agent "all" pools every debate (the first speaker's answer vs the debate's answer).
     """
     ic = (debates["initial_answer"] == debates["gold"]).to_numpy(dtype=bool)
@@ -161,7 +161,7 @@ def mcnemar(debates: pd.DataFrame) -> pd.DataFrame:
                 int(g[c].sum()) for c in ("both_correct", "c_to_i", "i_to_c", "both_wrong")
             )
             n = both + ci_ + ic_ + bw
-            lo, hi = bootstrap_paired_difference(both, ci_, ic_, bw)
+            lo, hi = newcombe_paired_difference(both, ci_, ic_, bw)
             rows.append(
                 {
                     "run": run,

@@ -245,7 +245,7 @@ def change_vs_opponent_confidence(
     """P(changing one's answer) by the contradicting opponent's confidence (binned), per agent.
 
     Input: `challenged_turns(...)`. Turns whose opponent gave no confidence are left out.
-    Columns: run, agent, bin, lo, hi, n, n_changed, p_change, ci_lo, ci_hi (bootstrap 95%).
+    Columns: run, agent, bin, lo, hi, n, n_changed, p_change, ci_lo, ci_hi (Wilson 95%).
     """
     cols = ["run", "agent", "bin", "lo", "hi", "n", "n_changed", "p_change", "ci_lo", "ci_hi"]
     c = challenged[challenged["opp_confidence"].notna()]

@@ -4,8 +4,9 @@ comparisons with the baseline. Pure functions of the frames `analysis.experiment
 
 Rules: a question counts for a comparison only if every variant in it finished it (no error);
 the rest are left out and counted. An unextracted or tied final answer counts as wrong. Accuracy
-CIs are percentile bootstraps of the questions; paired differences resample the questions,
-keeping each question's pair of outcomes together; McNemar tests are exact.
+CIs are Wilson score intervals; paired differences have Newcombe's score interval for paired
+proportions (neither collapses to a point at 0%, 100% or no discordant pair); McNemar tests are
+exact.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from crawdad.analysis.metrics._stats import (
-    bootstrap_paired_difference,
-    bootstrap_proportion,
     mcnemar_exact,
+    newcombe_paired_difference,
+    wilson_proportion,
 )
 from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, RUNG_LABELS
 
@@ -100,7 +101,7 @@ def _groups(q: pd.DataFrame) -> list[tuple[str, str, pd.Series]]:
 
 
 def accuracy_rows(q: pd.DataFrame, variants: Sequence[str], keep: set[str]) -> pd.DataFrame:
-    """Accuracy of the final answer with its bootstrap CI, per variant, overall and by rung,
+    """Accuracy of the final answer with its Wilson CI, per variant, overall and by rung,
     alignment and query type, over the questions `keep`."""
     rows = []
     for v in variants:
@@ -108,7 +109,7 @@ def accuracy_rows(q: pd.DataFrame, variants: Sequence[str], keep: set[str]) -> p
         for dim, group, mask in _groups(mine):
             sub = mine[mask]
             n, k = len(sub), int(sub["correct"].sum())
-            lo, hi = bootstrap_proportion(k, n)
+            lo, hi = wilson_proportion(k, n)
             rows.append(
                 {
                     "variant": v,
@@ -192,7 +193,7 @@ def _pair_row(base: pd.Series, var: pd.Series) -> dict[str, float | int]:
     both, only_b, only_v = int((b & v).sum()), int((b & ~v).sum()), int((~b & v).sum())
     neither = len(b) - both - only_b - only_v
     n = len(b)
-    lo, hi = bootstrap_paired_difference(both, only_b, only_v, neither)
+    lo, hi = newcombe_paired_difference(both, only_b, only_v, neither)
     return {
         "n": n,
         "baseline_acc": b.mean() if n else float("nan"),
@@ -228,7 +229,7 @@ def paired_comparisons(
     q: pd.DataFrame, baseline: str, variants: Sequence[str], universe: set[str]
 ) -> pd.DataFrame:
     """Each variant against the baseline on the questions both finished, overall and by rung:
-    difference in accuracy (variant - baseline) with its paired bootstrap CI and the exact
+    difference in accuracy (variant - baseline) with Newcombe's paired score CI and the exact
     McNemar p-value. `only_baseline` / `only_variant`: questions only one of them got right."""
     rows = []
     base = q[q["variant"] == baseline].set_index("question_id")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from crawdad.analysis.metrics._stats import LEVEL, SEED, add_proportion_ci, bootstrap_proportion
+from crawdad.analysis.metrics._stats import SEED, add_proportion_ci, wilson_mean, wilson_proportion
 from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, ALL, rung_label
 
 __all__ = [
@@ -194,7 +194,7 @@ def cost_per_question(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFram
                 },
             )
         )
-        total = {
+        total: dict[str, object] = {
             k: sum(p[k] for _, p in parties)  # type: ignore[misc]
             for k in ("requests", "prompt_tokens", "completion_tokens", "gpu_seconds")
         }
@@ -251,7 +251,7 @@ def cost_seconds(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
 
 
 def _share_row(run: str, measure: str, k: int, n: int, note: str = "") -> dict[str, object]:
-    lo, hi = bootstrap_proportion(k, n)
+    lo, hi = wilson_proportion(k, n)
     share = k / n if n else float("nan")
     return {
         "run": run,
@@ -498,24 +498,6 @@ def _subsets(size: int, k: int, rng: np.random.Generator) -> list[tuple[int, ...
     return [tuple(sorted(rng.choice(size, k, replace=False))) for _ in range(MAX_SUBSETS)]
 
 
-def bootstrap_mean(
-    values: np.ndarray, *, n_boot: int = 2000, seed: int = SEED, level: float = LEVEL
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of per-question values in [0, 1] (seeded)."""
-    n = len(values)
-    if n == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng([seed, n, round(1000 * float(values.sum()))])
-    means = np.empty(n_boot)
-    step = max(1, 2_000_000 // n)  # replicates per chunk, to bound memory
-    for i in range(0, n_boot, step):
-        m = min(step, n_boot - i)
-        means[i : i + m] = values[rng.integers(0, n, size=(m, n))].mean(axis=1)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(means, [a, 1 - a])
-    return float(lo), float(hi)
-
-
 def self_consistency(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
     """Solo runs: each agent's accuracy with a majority vote of k of its samples, k = 1..K.
 
@@ -523,7 +505,7 @@ def self_consistency(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame
     (a seeded sample of MAX_SUBSETS of them when there are more) under the protocol's vote (a
     count tie goes to the larger summed confidence; an exact tie counts wrong). An errored debate
     counts wrong at every k. At k = K it is the accuracy of the agent's own majority. CIs:
-    bootstrap over questions.
+    Wilson's, of the mean of the per-question shares.
     Columns: run, agent, k, n, acc, ci_lo, ci_hi.
     """
     cols = ["run", "agent", "k", "n", "acc", "ci_lo", "ci_hi"]
@@ -557,7 +539,7 @@ def self_consistency(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame
                     scores[k].append(sum(hits) / len(hits))
             for k, vals in scores.items():
                 v = np.asarray(vals, dtype=float)
-                lo, hi = bootstrap_mean(v)
+                lo, hi = wilson_mean(v)
                 rows.append(
                     {
                         "run": run,

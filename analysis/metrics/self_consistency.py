@@ -18,14 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from crawdad.analysis.metrics._stats import LEVEL, N_BOOT, SEED, bootstrap_proportion
+from crawdad.analysis.metrics._stats import SEED, paired_mean_difference, wilson_proportion
 
 __all__ = [
     "DEBATE_PROTOCOLS",
     "MATCH_COLUMNS",
     "MAX_SUBSETS",
     "Curve",
-    "bootstrap_mean",
     "cost_match",
     "curve_frame",
     "sc_curves",
@@ -179,25 +178,6 @@ def curve_frame(curves: Sequence[Curve]) -> pd.DataFrame:
 # --- debates against self-consistency at equal cost -----------------------------------------------
 
 
-def bootstrap_mean(
-    values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of per-question values (questions resampled)."""
-    n = len(values)
-    if n == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng([seed, n])
-    means = np.empty(n_boot)
-    step = max(1, 4_000_000 // n)
-    for start in range(0, n_boot, step):
-        m = min(step, n_boot - start)
-        idx = rng.integers(0, n, size=(m, n))
-        means[start : start + m] = values[idx].mean(axis=1)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(means, [a, 1 - a])
-    return float(lo), float(hi)
-
-
 MATCH_COLUMNS = [
     "variant",
     "protocol",
@@ -235,7 +215,8 @@ def cost_match(
     """Each debate variant against self-consistency at its own token cost, on `keep`: the curve
     of the model that gave the debate's first answers when there is one such model with a
     curve ("same model"), else the curve best at that cost ("best"). diff = debate accuracy
-    minus the self-consistency accuracy there, with a paired bootstrap CI over questions."""
+    minus the self-consistency accuracy there, with Newcombe's square-and-add interval of the
+    paired per-question values (Wilson intervals of both, their correlation)."""
     rows = []
     for v, kind in protocols.items():
         if kind not in DEBATE_PROTOCOLS:
@@ -244,7 +225,7 @@ def cost_match(
         if mine.empty:
             continue
         n, k_correct = len(mine), int(mine["correct"].sum())
-        lo, hi = bootstrap_proportion(k_correct, n)
+        lo, hi = wilson_proportion(k_correct, n)
         row: dict[str, object] = {
             "variant": v,
             "protocol": kind,
@@ -256,7 +237,7 @@ def cost_match(
         }
         first = {m for s in mine["first_models"] for m in s.split(",") if m}
         cands, chosen_as = _candidates(curves, first)
-        best: tuple[float, Curve, float, np.ndarray, str] | None = None
+        best: tuple[float, Curve, float, np.ndarray, np.ndarray, str] | None = None
         for c in cands:
             qids = [x for x in c.qids if x in mine.index]
             if not qids:
@@ -264,12 +245,13 @@ def cost_match(
             k, p, where = c.at(float(mine.loc[qids, "tokens"].mean()))
             pos = {x: i for i, x in enumerate(c.qids)}
             p = p[[pos[x] for x in qids]]
-            diff = mine.loc[qids, "correct"].to_numpy(float) - p
+            debate = mine.loc[qids, "correct"].to_numpy(float)
             if best is None or p.mean() > best[0]:
-                best = (float(p.mean()), c, k, diff, where)
+                best = (float(p.mean()), c, k, debate, p, where)
         if best is not None:
-            sc_acc, c, k, diff, where = best
-            dlo, dhi = bootstrap_mean(diff)
+            sc_acc, c, k, debate, p, where = best
+            diff = debate - p
+            dlo, dhi = paired_mean_difference(debate, p)
             row |= {
                 "curve_variant": c.variant,
                 "curve_agent": c.agent,

@@ -6,11 +6,11 @@ import json
 import re
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from crawdad.backends.guard import StreamGuard
 from crawdad.errors import GarbledReply
-from crawdad.records import ModelBuild, StopReason
+from crawdad.records import Count, ModelBuild, Seconds, StopReason
 
 
 class ToolCallOut(BaseModel):
@@ -60,6 +60,31 @@ class ChatResult(BaseModel):
         False  # answered from an experiment's response store (crawdad/run/response_store.py)
     )
     tool_calls: list[ToolCallOut] = Field(default_factory=list)  # native tool calls
+
+    @field_validator("prompt_tokens", "completion_tokens", mode="before")
+    @classmethod
+    def _count_or_unknown(cls, value: Any) -> int | None:
+        """A server's token count that is no count (negative, huge, not a number) is unknown:
+        the record's checks would refuse it, and a run never fails over a server's figure."""
+        return _valid(_COUNT, value)
+
+    @field_validator("server_seconds", mode="before")
+    @classmethod
+    def _seconds_or_unknown(cls, value: Any) -> float | None:
+        return _valid(_SECONDS, value)
+
+
+_COUNT: TypeAdapter[int] = TypeAdapter(Count)
+_SECONDS: TypeAdapter[float] = TypeAdapter(Seconds)
+
+
+def _valid(adapter: TypeAdapter[Any], value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return adapter.validate_python(value)
+    except ValidationError:
+        return None
 
 
 # crawdad's fake servers put this header on every response, so that a run against

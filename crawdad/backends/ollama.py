@@ -182,7 +182,7 @@ class OllamaBackend:
             found = [str(m.get("model") or m.get("name")) for m in models]  # checks each shape
         except (OllamaError, *TRANSPORT_ERRORS) as e:
             raise translate_error(e, self.url, "") from e
-        except (*GARBAGE_ERRORS, KeyError, TypeError, AttributeError) as e:
+        except GARBAGE_ERRORS as e:  # Key-, Type- and AttributeError among them
             raise garbled(self.url, "Ollama's list of models", e) from e
         return [{**m, "model": name} for m, name in zip(models, found, strict=True)], fake
 
@@ -194,7 +194,8 @@ class OllamaBackend:
         models, fake = await self._listing()
         builds: dict[str, ModelBuild] = {}
         for m in models:
-            details = m.get("details") if isinstance(m.get("details"), dict) else {}
+            raw = m.get("details")
+            details: dict[str, Any] = raw if isinstance(raw, dict) else {}
             build = ModelBuild(
                 digest=text_or_none(m.get("digest")),
                 quantization=text_or_none(details.get("quantization_level")),

@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import openai
@@ -31,6 +32,7 @@ from crawdad.backends.base import (
     text_or_none,
 )
 from crawdad.backends.guard import StreamGuard
+from crawdad.backends.serve_hints import vllm_serve
 from crawdad.backends.streaming import REASONING_FIELDS, StreamConnections, StreamError, read_sse
 from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
@@ -59,8 +61,8 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     kind, cause = diagnose(e) or (None, f"{type(e).__name__}: {e}")
     if kind == "refused":
         return ServerUnavailable(
-            f"cannot connect to the OpenAI-compatible server at {url}; start it (vLLM: `vllm serve "
-            f"{model or 'MODEL'} --reasoning-parser deepseek_r1`; llama.cpp: `llama-server -m "
+            f"cannot connect to the OpenAI-compatible server at {url}; start it (vLLM: "
+            f"`{vllm_serve(model or 'MODEL', _port(url))}`; llama.cpp: `llama-server -m "
             "FILE.gguf`) or fix base_urls",
             endpoint=url,
         )
@@ -69,6 +71,10 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     if kind == "broken" or isinstance(e, openai.APIConnectionError):
         return BackendError(f"connection to {url} failed: {cause}", transient=True, endpoint=url)
     return BackendError(f"{url}: {cause}", endpoint=url)
+
+
+def _port(url: str) -> str | None:
+    return str(urlsplit(url).port) if urlsplit(url).port else None
 
 
 def status_error(status: int, message: str, url: str, model: str) -> BackendError:

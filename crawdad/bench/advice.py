@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from crawdad.bench.meter import CrawdadResult, LoadResult
 from crawdad.config import RunConfig
+from crawdad.run.server_series import KIND_LABEL
 
 SERVER_BOUND = 0.9  # of the ceiling
 BUSY_CORE = 0.8  # cores of crawdad's process that count as "one core, full"
@@ -194,6 +195,7 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
         + ": the requests beyond the server's slots then wait in crawdad, where the debates "
         "furthest behind go first."
     )
+    suggestions += _server_metrics_advice(run, fraction)
     if run.finished_all:
         suggestions.append(
             f"The crawdad run at concurrency {run.concurrency} finished its questions before "
@@ -209,3 +211,38 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
         fraction=fraction,
         same_load=same_load,
     )
+
+
+def _server_metrics_advice(run: CrawdadResult, fraction: float) -> list[str]:
+    """What the servers' own metrics say of the best crawdad phase: a KV cache full, or a queue
+    empty at the ceiling."""
+    out = []
+    for s in run.servers:
+        if s.samples < 3:
+            continue
+        label = f"the {KIND_LABEL.get(s.kind, s.kind)} server at {s.url}"
+        if s.kv_full_share is not None and s.kv_full_share >= 0.5:
+            out.append(
+                f"By its own metrics, {label} had its KV cache full in {s.kv_full_share:.0%} of "
+                f"the samples at concurrency {run.concurrency}: more requests cannot run "
+                "together there. Give it more KV cache (vLLM: a higher --gpu-memory-utilization "
+                "or a shorter --max-model-len) before raising concurrency."
+            )
+        elif fraction >= SERVER_BOUND and s.waiting_share is not None and s.waiting_share <= 0.1:
+            room = f", its KV cache at most {s.kv_max:.0%} full" if s.kv_max is not None else ""
+            out.append(
+                f"By its own metrics, {label} had an empty queue at the ceiling ({s.running_mean:.1f} "
+                f"running on average{room}): what bounds it is how many it runs at once (vLLM: "
+                "--max-num-seqs; llama.cpp: -np), which the KV cache "
+                + (
+                    "leaves room to raise."
+                    if s.kv_max is not None and s.kv_max < 0.8
+                    else "may not allow raising."
+                )
+            )
+        elif s.waiting_share is not None and s.waiting_share >= 0.5:
+            out.append(
+                f"By its own metrics, {label} had requests waiting in {s.waiting_share:.0%} of "
+                f"the samples at concurrency {run.concurrency}: it was busy with all it could run."
+            )
+    return out

@@ -38,7 +38,9 @@ from crawdad.run.runner import (
     pools_of,
     run_jobs,
 )
+from crawdad.run.server_series import figures_of
 from crawdad.run.store import RunStore, make_writable_folder
+from crawdad.safe_files import write_file
 
 RESULT_FILE = "bench.json"
 TEXT_FILE = "bench.txt"
@@ -177,7 +179,11 @@ async def crawdad_phase(
         cpu0 = cpu_seconds()
         start = time.monotonic()
         close = start + seconds
-        run = asyncio.create_task(run_jobs([job], gate, False, concurrency, None))
+        # the servers' metrics, often enough for a phase of seconds (servers.jsonl in `folder`)
+        every = min(config.server_metrics, max(0.2, seconds / 20))
+        run = asyncio.create_task(
+            run_jobs([job], gate, False, concurrency, None, metrics=(folder, every))
+        )
         finished_all = False
         cut = 0
         ticked = start
@@ -213,6 +219,7 @@ async def crawdad_phase(
             errors=log.errors(),
             finished_all=finished_all,
             folder=str(folder),
+            servers=figures_of(folder),
         )
     finally:
         store.close()
@@ -285,8 +292,8 @@ async def run_bench(
         advice=advise(config, ceiling, runs),
         out=str(out),
     )
-    (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=1, default=str))
-    (out / TEXT_FILE).write_text("\n".join(report_lines(result)) + "\n")
+    write_file(out, RESULT_FILE, json.dumps(result.to_json(), indent=1, default=str))
+    write_file(out, TEXT_FILE, "\n".join(report_lines(result)) + "\n")
     return result
 
 

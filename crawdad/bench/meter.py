@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from crawdad.backends.base import Backend, ChatRequest, ChatResult, ServerInfo
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.pool import ModelPool
+from crawdad.run.server_series import ServerFigures
 
 
 @dataclass(slots=True)
@@ -175,6 +176,8 @@ class CrawdadResult:
     finished_all: bool  # the questions ran out before the window closed
     folder: str
     errors: list[str] = field(default_factory=list)  # why requests failed, most common first
+    # the servers' own metrics over the phase (crawdad.run.server_series.figures_of)
+    servers: list[ServerFigures] = field(default_factory=list)
 
     @property
     def cpu_ms_per_token(self) -> float | None:

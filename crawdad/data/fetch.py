@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 
 from crawdad.data.questions import load_cladder
 from crawdad.errors import DataError
+from crawdad.safe_files import Folder
 
 DEFAULT_URL = "https://github.com/causalNLP/cladder/raw/main/data/cladder-v1.zip"
 FILE_NAME = "cladder-v1.zip"
@@ -22,14 +23,14 @@ def fetch(dest: Path, url: str = DEFAULT_URL, timeout: float = 60.0) -> Path:
     if target.exists():
         load_cladder(target)
         return target
-    part = target.with_suffix(".zip.part")
     try:
         with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as resp:
             resp.raise_for_status()
             total = int(resp.headers.get("content-length", 0)) or None
             digest = hashlib.sha256()
-            with (
-                part.open("wb") as f,
+            with (  # written beside the target, renamed over it when whole (never via a link)
+                Folder(dest) as folder,
+                folder.replacing(FILE_NAME, binary=True) as f,
                 tqdm(total=total, unit="B", unit_scale=True, desc=FILE_NAME) as bar,
             ):
                 for chunk in resp.iter_bytes():
@@ -37,13 +38,11 @@ def fetch(dest: Path, url: str = DEFAULT_URL, timeout: float = 60.0) -> Path:
                     digest.update(chunk)
                     bar.update(len(chunk))
     except httpx.HTTPError as e:
-        part.unlink(missing_ok=True)
         raise DataError(
             f"could not download CLadder from {url} ({type(e).__name__}: {e}). Without network, copy "
             f"the official cladder-v1.zip (from the CLadder repository, data/cladder-v1.zip) or its "
             f"Hugging Face files onto this machine and pass it with --data PATH, or put it at {target}."
         ) from None
-    part.replace(target)
     dataset = load_cladder(target)
     print(
         f"downloaded {target} (sha256 {digest.hexdigest()[:16]}), {dataset.info.n_total} questions"

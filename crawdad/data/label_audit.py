@@ -22,6 +22,7 @@ from crawdad.causal.model import BinaryModel
 from crawdad.causal.queries import QUANTITY
 from crawdad.data.questions import load_cladder, read_raw
 from crawdad.errors import CrawdadError, DataError
+from crawdad.safe_files import read_input
 
 AUDIT_SCHEMA = 1
 EXACT, CLOSE = 1e-9, 1e-4  # |stored - exact| up to EXACT is float noise; up to CLOSE, rounding
@@ -355,7 +356,7 @@ def render_markdown(audit: AuditFile) -> str:
 def read_audit(path: Path) -> AuditFile:
     """An audit file written by `crawdad data audit --json`."""
     try:
-        return AuditFile.model_validate_json(Path(path).read_bytes())
+        return AuditFile.model_validate_json(read_input(path, "audit file"))
     except FileNotFoundError:
         raise DataError(
             f"audit file not found: {path}. Write one with `crawdad data audit DATA --json {path}`"

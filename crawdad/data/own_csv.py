@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from crawdad.config import TableLimits
 from crawdad.data.table_files import PLAIN_NAME
 from crawdad.errors import ConfigError, DataError
+from crawdad.safe_files import read_input
 
 if TYPE_CHECKING:
     import numpy as np
@@ -131,11 +132,14 @@ def read_own_table(path: Path, codes: Mapping[str, str]) -> OwnTable:
 def _read_frame(path: Path) -> pd.DataFrame:
     """Every cell as stripped text, the header's names as columns, indexed by the file's line;
     blank lines dropped, nothing converted."""
+    import io
+
     import pandas as pd
 
     try:
+        raw = read_input(path, "CSV file")
         frame = pd.read_csv(
-            path,
+            io.BytesIO(raw),
             header=None,
             dtype=str,
             keep_default_na=False,

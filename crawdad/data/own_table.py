@@ -25,11 +25,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawdad.causal.edge_text import parse_edges
-from crawdad.data.own_csv import TABLES_DIR, Column, OwnTable, read_own_table
+from crawdad.data.own_csv import Column, OwnTable, read_own_table
 from crawdad.errors import ConfigError, DataError
+from crawdad.safe_files import Folder
 
 QUESTIONS_FILE = "own-q.json"
 MODELS_FILE = "own-meta-models.json"
+LOCK_FILE = ".own.lock"  # held while a process reads, adds to and writes the folder
 STORY = "own"  # the story_id and graph_id of every own question and model
 RUNGS = {"correlation": 1, "ate": 2, "ett": 3}  # the query types an own question may ask
 _ARROW = re.compile(r"->|→")
@@ -239,14 +241,28 @@ class Added:
 
 
 def add_own_question(csv: Path, out: Path, spec: OwnSpec) -> Added:
-    """Add the question `spec` asks of the CSV's table to the folder `out` (created if need be)."""
+    """Add the question `spec` asks of the CSV's table to the folder `out` (created if need be).
+
+    The folder's files are read, added to and written back under its lock (`.own.lock`), each
+    replaced atomically and never through a link: processes adding to one folder at once wait
+    for each other, and no question is lost."""
     table = read_own_table(csv, spec.codes)
-    questions, models = read_folder(out)
+    out = Path(out)
+    if not out.exists():  # the spec checked first: a refused question makes no folder
+        _add(table, out, None, spec)
+    with Folder(out) as folder, folder.locked(LOCK_FILE):
+        return _add(table, out, folder, spec)
+
+
+def _add(table: OwnTable, out: Path, folder: Folder | None, spec: OwnSpec) -> Added:
+    """The question added to the folder's (`None`: to an empty folder, nothing written)."""
+    questions, models = read_folder(out, folder) if folder is not None else ([], [])
     x, y = table.column(spec.treatment, "--treatment"), table.column(spec.outcome, "--outcome")
     if x is y:
         raise ConfigError(f"--treatment and --outcome both name {x.name}; name two columns")
     old = next((m for m in models if (m.get("data") or {}).get("table") == table.file), None)
-    _check_content(out, table)
+    if folder is not None:
+        _check_content(folder, table)
     model = _model_for(table, spec, old, _next_id(models, "model_id"), out)
     if edges := parse_edges(model["structure"]):
         in_graph = {v for e in edges for v in e}
@@ -268,7 +284,8 @@ def add_own_question(csv: Path, out: Path, spec: OwnSpec) -> Added:
         questions.append(question)
         if new_table:
             models.append(model)
-        _write(out, table, questions, models)
+        if folder is not None:
+            _write(folder, table, questions, models)
     return Added(
         folder=out,
         question=asked or question,
@@ -334,9 +351,16 @@ def _asked(questions: list[dict[str, Any]], new: dict[str, Any]) -> dict[str, An
     return None
 
 
-def _check_content(out: Path, table: OwnTable) -> None:
-    path = out / table.file
-    if path.is_file() and path.read_text() != table.csv_text():
+def _check_content(folder: Folder, table: OwnTable) -> None:
+    path = folder.path / table.file
+    sub, name = _table_place(table)
+    try:
+        tables = folder.sub(sub, create=False)
+    except FileNotFoundError:
+        return
+    with tables:
+        if not tables.is_file(name) or tables.read_text(name) == table.csv_text():
+            return
         raise DataError(
             f"{path} holds another table already; the table is named after the CSV "
             f"({table.source.name}), and a name holds one table: rename the CSV, or write to "
@@ -344,10 +368,15 @@ def _check_content(out: Path, table: OwnTable) -> None:
         )
 
 
-def read_folder(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The questions and models of an own-table folder; none for a folder that is not there."""
-    if not out.is_dir():
-        return [], []
+def _table_place(table: OwnTable) -> tuple[str, str]:
+    """(its folder, its file name): `tables/<name>.csv`."""
+    sub, _, name = table.file.partition("/")
+    return sub, name
+
+
+def read_folder(out: Path, folder: Folder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The questions and models of an own-table folder (none yet: empty lists); its files are
+    read without following a link."""
     clash = sorted(
         p.name for p in out.glob("*.json") if p.name not in (QUESTIONS_FILE, MODELS_FILE)
     )
@@ -356,15 +385,16 @@ def read_folder(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             f"{out} holds other JSON files ({', '.join(clash)}): `crawdad data own` adds to its "
             "own folders only; choose another --out"
         )
-    files = [out / QUESTIONS_FILE, out / MODELS_FILE]
-    if not any(f.is_file() for f in files):
+    files = [QUESTIONS_FILE, MODELS_FILE]
+    if not any([folder.is_file(f) for f in files]):
         return [], []
-    return _json_list(files[0]), _json_list(files[1])
+    return _json_list(folder, files[0]), _json_list(folder, files[1])
 
 
-def _json_list(path: Path) -> list[dict[str, Any]]:
+def _json_list(folder: Folder, name: str) -> list[dict[str, Any]]:
+    path = folder.path / name
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(folder.read_text(name))
     except FileNotFoundError:
         raise DataError(
             f"{path} is missing (its folder has the other file); write the folder again"
@@ -379,13 +409,15 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
 
 
 def _write(
-    out: Path, table: OwnTable, questions: list[dict[str, Any]], models: list[dict[str, Any]]
+    folder: Folder, table: OwnTable, questions: list[dict[str, Any]], models: list[dict[str, Any]]
 ) -> None:
-    (out / TABLES_DIR).mkdir(parents=True, exist_ok=True)
-    if not (out / table.file).is_file():
-        (out / table.file).write_text(table.csv_text())
-    for name, items in ((QUESTIONS_FILE, questions), (MODELS_FILE, models)):
-        (out / name).write_text(json.dumps(items, indent=1, ensure_ascii=False) + "\n")
+    """The table (if new), then the models and the questions, each replaced atomically."""
+    sub, name = _table_place(table)
+    with folder.sub(sub) as tables:
+        if not tables.is_file(name):
+            tables.write_text(name, table.csv_text())
+    for file, items in ((MODELS_FILE, models), (QUESTIONS_FILE, questions)):
+        folder.write_text(file, json.dumps(items, indent=1, ensure_ascii=False) + "\n")
 
 
 def summary(added: Added, configs: tuple[str, ...] = ("protocols/data-agent",)) -> list[str]:

@@ -32,6 +32,7 @@ from crawdad.config import SelectionConfig
 from crawdad.errors import DataError
 from crawdad.records import Alignment, Answer, DatasetInfo
 from crawdad.resources import examples
+from crawdad.safe_files import check_input, input_limit, read_input
 
 RUNG_NAMES = {1: "association", 2: "intervention", 3: "counterfactual"}
 
@@ -187,23 +188,28 @@ def _read_sources(path: Path, wanted: str | None) -> tuple[str, bytes, str, byte
             f"dataset not found: {path}. Download CLadder with `crawdad data fetch`, or pass the "
             "official cladder-v1.zip, its folder, or a questions JSON file"
         )
+    if not path.is_dir():  # a FIFO or a device is refused before it is opened
+        check_input(path, None, "dataset file")
     if path.is_file() and zipfile.is_zipfile(path):
         try:
             with zipfile.ZipFile(path) as zf:
                 names = [n for n in zf.namelist() if not n.endswith("/") and "__MACOSX" not in n]
                 q, m = _pick_questions(names, wanted, str(path)), _pick_models(names, str(path))
+                for member in (q, m):  # a member is never unpacked past the input limit
+                    if zf.getinfo(member).file_size > input_limit():
+                        check_input(path, 0, f"{member} of the zip")
                 return f"{path}!{q}", zf.read(q), f"{path}!{m}", zf.read(m)
         except zipfile.BadZipFile as e:
             raise DataError(f"{path} is a damaged zip file ({e}); download it again") from None
     if path.is_dir():
         names = [str(p.relative_to(path)) for p in path.rglob("*.json")]
         q, m = _pick_questions(names, wanted, str(path)), _pick_models(names, str(path))
-        return str(path / q), (path / q).read_bytes(), str(path / m), (path / m).read_bytes()
+        return str(path / q), read_input(path / q), str(path / m), read_input(path / m)
     if path.suffix == ".zip":
         raise DataError(f"{path} is not a valid zip file (cut short?); download it again")
     siblings = [p.name for p in path.parent.glob("*.json")]
     m = _pick_models(siblings, f"the folder of {path}")
-    return str(path), path.read_bytes(), str(path.parent / m), (path.parent / m).read_bytes()
+    return str(path), read_input(path), str(path.parent / m), read_input(path.parent / m)
 
 
 # --- validating and joining --------------------------------------------------------------------

@@ -12,7 +12,7 @@ before anything runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,8 @@ import numpy as np
 
 from crawdad.causal.estimate import Counts
 from crawdad.config import TableLimits
+from crawdad.errors import UnsafePathError
+from crawdad.safe_files import read_input
 
 DOMAIN = ("0", "1")  # CLadder's variables are binary
 PLAIN_NAME = re.compile(r"^[A-Za-z_]\w*$")  # a column name a table may have
@@ -35,7 +37,7 @@ class TableFile:
 
 
 def read_tables(
-    folder: Path, wanted: dict[str, Iterable[str]], limits: TableLimits | None = None
+    folder: Path, wanted: Mapping[str, Iterable[str]], limits: TableLimits | None = None
 ) -> dict[str, TableFile]:
     """Each file of `wanted` (relative path -> the columns its questions use), read and checked."""
     limits = limits or TableLimits()
@@ -99,7 +101,9 @@ def _inside(folder: Path, rel: str, out: TableFile) -> Path | None:
 
 def _text(path: Path, out: TableFile) -> str | None:
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_input(path, "table").decode("utf-8-sig")
+    except UnsafePathError as e:
+        out.problems.append(str(e))
     except UnicodeDecodeError:
         out.problems.append("not UTF-8 text: save it as a CSV file")
     except OSError as e:

@@ -45,6 +45,7 @@ from crawdad.causal.sample import sample_rows
 from crawdad.config import SelectionConfig
 from crawdad.data.questions import load_cladder, read_raw, select
 from crawdad.errors import CrawdadError, DataError
+from crawdad.safe_files import write_file
 
 QUESTIONS_FILE = "cladder-tables-q.json"
 MODELS_FILE = "cladder-tables-meta-models.json"
@@ -374,11 +375,10 @@ def write_tables(result: TablesResult, out: Path, source: Path, seed: int, rows:
             f"{out} already holds other JSON files ({', '.join(sorted(clash))}); the loader would "
             "not know which questions file to read: choose an empty folder"
         )
-    (out / TABLES_DIR).mkdir(exist_ok=True)
     for t in result.tables.values():
-        (out / t.file).write_text(csv_text(t))
-    (out / QUESTIONS_FILE).write_text(json.dumps(result.questions, indent=1, ensure_ascii=False))
-    (out / MODELS_FILE).write_text(json.dumps(result.models, indent=1, ensure_ascii=False))
+        write_file(out, t.file, csv_text(t))
+    write_file(out, QUESTIONS_FILE, json.dumps(result.questions, indent=1, ensure_ascii=False))
+    write_file(out, MODELS_FILE, json.dumps(result.models, indent=1, ensure_ascii=False))
     answers = Counter(q["answer"] for q in result.questions)
     n = len(result.questions)
     lines = [
@@ -396,5 +396,5 @@ def write_tables(result: TablesResult, out: Path, source: Path, seed: int, rows:
     if result.skipped:
         lines += ["", "Questions left out:", ""]
         lines += [f"- {why}: {k}" for why, k in sorted(result.skipped.items())]
-    (out / "TABLES.md").write_text("\n".join(lines) + "\n")
+    write_file(out, "TABLES.md", "\n".join(lines) + "\n")
     return out

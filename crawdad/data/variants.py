@@ -42,6 +42,7 @@ from crawdad.causal.model import BinaryModel
 from crawdad.causal.render import NO_NUMBERS, RenderError, render_question
 from crawdad.data.questions import load_cladder, read_raw
 from crawdad.errors import CrawdadError, DataError
+from crawdad.safe_files import write_file
 
 SOURCE_BINS = ((0.01, 0.2), (0.4, 0.6), (0.8, 0.99))
 DEFAULT_GAP = 0.2
@@ -323,8 +324,8 @@ def write_variants(result: VariantsResult, out: Path, source: Path, seed: int) -
             f"{out} already holds other JSON files ({', '.join(sorted(clash))}); the loader would "
             "not know which questions file to read: choose an empty folder"
         )
-    (out / QUESTIONS_FILE).write_text(json.dumps(result.questions, indent=1, ensure_ascii=False))
-    (out / MODELS_FILE).write_text(json.dumps(result.models, indent=1, ensure_ascii=False))
+    write_file(out, QUESTIONS_FILE, json.dumps(result.questions, indent=1, ensure_ascii=False))
+    write_file(out, MODELS_FILE, json.dumps(result.models, indent=1, ensure_ascii=False))
     answers = Counter(q["answer"] for q in result.questions if q["meta"].get("variant") == "fresh")
     lines = [
         "# Fresh CLadder questions (crawdad data variants)",
@@ -340,5 +341,5 @@ def write_variants(result: VariantsResult, out: Path, source: Path, seed: int) -
     if result.skipped:
         lines += ["", "Questions not varied:", ""]
         lines += [f"- {why}: {k}" for why, k in sorted(result.skipped.items())]
-    (out / "VARIANTS.md").write_text("\n".join(lines) + "\n")
+    write_file(out, "VARIANTS.md", "\n".join(lines) + "\n")
     return out

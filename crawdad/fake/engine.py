@@ -44,10 +44,13 @@ from crawdad.fake.protocol import (
     ServerStats,
     Timings,
 )
+from crawdad.fake.server_load import ServerLoad
 
 # Faults that happen after the response started (so the reply is generated first).
 STREAMED_FAULTS = ("cut", "stream_error", *GARBAGE_FAULTS)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# What a watcher of the server reads (crawdad's sampler, Prometheus): not counted with the API.
+METRICS_PATHS = frozenset({"/metrics", "/slots", "/api/ps"})
 
 
 class Engine:
@@ -65,6 +68,7 @@ class Engine:
         self.faults = faults or FaultPlan()
         self.stats = ServerStats()
         self.scheduler = Scheduler(latency, self.stats.latency)
+        self.load = ServerLoad(self.scheduler)  # what /metrics, /slots tell
         self.requests: deque[dict[str, Any]] = deque(maxlen=settings.max_recorded_requests)
         self.calls: deque[CallRecord] = deque(maxlen=settings.max_recorded_requests)
         self._attempts: dict[tuple[str, str], int] = {}
@@ -94,6 +98,9 @@ class Engine:
         @web.middleware
         async def fake_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
             stats = self.stats
+            if request.path in METRICS_PATHS:  # a watcher's reads: apart from the API's counts
+                stats.metrics_requests += 1
+                return await handler(request)
             stats.requests += 1
             route = f"{request.method} {request.path}"
             stats.by_route[route] = stats.by_route.get(route, 0) + 1
@@ -215,6 +222,8 @@ class Engine:
             slot = await self.scheduler.acquire(job.request.model, job.request.digest)
         except QueueFull:
             raise api.busy() from None
+        model = job.request.model
+        held = self.load.admit(model, _prompt_text(job.request), job.prompt_tokens, job.plan.count)
         try:
             return await self._serve(request, job, render, slot)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -223,6 +232,7 @@ class Engine:
             raise
         finally:
             self.scheduler.release(slot)
+            self.load.release(model, held)
 
     async def _serve(
         self, request: web.Request, job: Job, render: Renderer, slot: Slot
@@ -361,6 +371,11 @@ class Engine:
             prompt_tokens=job.prompt_tokens,
             eval_tokens=job.plan.count,
         )
+
+
+def _prompt_text(request: FakeRequest) -> str:
+    """The conversation as one text, for the simulated prefix cache."""
+    return "".join(f"<{m.get('role')}>{m.get('content')}" for m in request.messages or [])
 
 
 class _Aborted(Exception):

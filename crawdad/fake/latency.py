@@ -27,6 +27,9 @@ class LatencyModel(BaseModel):
     per_prompt_token_seconds: float = Field(default=0.0, ge=0)
     capacity: int = Field(default=1, ge=1)  # P: requests in flight at once per model
     max_queue: int = Field(default=512, ge=0)  # waiting requests beyond this are refused with 503
+    # Tokens the simulated KV cache holds (contexts of the running requests; /metrics);
+    # None: 4,096 per slot.
+    kv_cache_tokens: int | None = Field(default=None, ge=1)
     slowdown: float = Field(
         default=0.0, ge=0
     )  # extra time per token for each other request in flight
@@ -115,6 +118,14 @@ class Scheduler:
     @property
     def resident(self) -> list[str]:
         return list(self._rt.resident)
+
+    def active(self, model: str) -> int:
+        """Requests of `model` in a slot now."""
+        return self._rt.active.get(model, 0)
+
+    def waiting(self, model: str) -> int:
+        """Requests of `model` queued for a slot now."""
+        return sum(1 for m, f, _ in self._rt.waiters if m == model and not f.done())
 
     def reset(self) -> None:
         """Forget in-flight state (not the counters): the server restarted."""

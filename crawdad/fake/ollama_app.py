@@ -277,7 +277,12 @@ def build_ollama_app(engine: Engine, settings: OllamaSettings) -> web.Applicatio
 
     async def ps(request: web.Request) -> web.Response:
         running = [
-            {**_model_entry(n, engine.models[n]), "expires_at": "2099-01-01T00:00:00Z"}
+            {
+                **_model_entry(n, engine.models[n]),
+                "expires_at": "2099-01-01T00:00:00Z",
+                "size_vram": _model_entry(n, engine.models[n])["size"],
+                "context_length": engine.models[n].context_length,
+            }
             for n in engine.scheduler.resident
             if n in engine.models
         ]

@@ -34,6 +34,7 @@ from crawdad.fake.protocol import (
     Job,
     Timings,
 )
+from crawdad.fake.server_load import MetricsStyle, metrics_text, slots_json
 
 ReasoningStyle = Literal[
     "reasoning", "reasoning_content", "both", "inline", "inline_no_open", "none"
@@ -64,6 +65,9 @@ class OpenAISettings(CommonSettings):
     # vLLM started with --enable-auto-tool-choice --tool-call-parser: `tools` with tool_choice
     # "auto" (the default) work; without, such a request is refused with 400.
     auto_tool_choice: bool = True
+    # What the server tells of its load: vLLM's /metrics (its names since 0.9, or 0.8's
+    # `gpu_*` ones), llama-server's /metrics and /slots, or nothing (llama-cpp-python's server).
+    metrics: MetricsStyle = "vllm"
 
 
 class OpenAIStyle:
@@ -321,6 +325,18 @@ def build_openai_app(engine: Engine, settings: OpenAISettings) -> web.Applicatio
     async def health(request: web.Request) -> web.Response:
         return web.Response()
 
+    async def metrics(request: web.Request) -> web.Response:
+        page = metrics_text(engine.load, list(engine.models), settings.metrics)
+        return web.Response(body=page, content_type="text/plain", charset="utf-8")
+
+    async def slots(request: web.Request) -> web.Response:
+        n_ctx = settings.max_model_len or 4096
+        return web.json_response(slots_json(engine.load, list(engine.models), n_ctx))
+
+    if settings.metrics != "none":
+        app.router.add_get("/metrics", metrics)
+    if settings.metrics == "llamacpp":
+        app.router.add_get("/slots", slots)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/version", version)

@@ -41,7 +41,8 @@ class CommonSettings(BaseModel):
 class ServerStats(BaseModel):
     """Counters of a fake server (the scheduler's are in `latency`)."""
 
-    requests: int = 0  # HTTP requests of any kind
+    requests: int = 0  # HTTP requests of any kind but reads of its metrics
+    metrics_requests: int = 0  # GET /metrics, /slots, /api/ps
     connections: int = 0  # distinct client connections (keep-alive reuses one)
     # Requests sent on a connection closed after a streamed reply (close_after_stream): dropped.
     stale_requests: int = 0

@@ -395,7 +395,7 @@ def history(
             label = prompts.label("opponent", t.round)
         else:
             label = prompts.label("other", t.round, others.index(t.agent) + 1)
-        entries.append((label, t.followup if t.role == "verdict" else t.text))
+        entries.append((label, (t.followup or "") if t.role == "verdict" else t.text))
     return prompts.history(entries), prompts["history_entry"].version
 
 
@@ -426,7 +426,7 @@ def agree(answers: Sequence[Answer | None]) -> bool:
 
 @dataclass(frozen=True)
 class Vote:
-    answer: Answer | None
+    answer: str | None  # a task's answer (CLadder's: yes or no)
     confidence: float | None
     tie: bool
 
@@ -450,6 +450,6 @@ def majority(turns: Sequence[Turn]) -> Vote:
     return Vote(leaders[0], _mean_confidence(turns, leaders[0]), True)
 
 
-def _mean_confidence(turns: Sequence[Turn], answer: Answer) -> float | None:
+def _mean_confidence(turns: Sequence[Turn], answer: str) -> float | None:
     values = [t.confidence for t in turns if t.answer == answer and t.confidence is not None]
     return sum(values) / len(values) if values else None

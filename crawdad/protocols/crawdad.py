@@ -17,7 +17,7 @@ from crawdad.protocols.base import (
     history,
     speaking_order,
 )
-from crawdad.records import Answer, DebateRecord, Role, Turn
+from crawdad.records import DebateRecord, Role, Turn
 from crawdad.tasks.base import Item
 
 
@@ -52,7 +52,7 @@ def render(
     )
 
 
-def latest_answers(turns: list[Turn], order: list[str]) -> dict[str, Answer | None]:
+def latest_answers(turns: list[Turn], order: list[str]) -> dict[str, str | None]:
     """Each debater's latest answer, in speaking order, for those who have spoken."""
     latest = {t.agent: t.answer for t in turns}
     return {n: latest[n] for n in order if n in latest}

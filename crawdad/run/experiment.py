@@ -14,10 +14,8 @@ runs them all in one process (`run_experiment`).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import itertools
-import os
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -46,6 +44,7 @@ from crawdad.run.runner import (
 )
 from crawdad.run.scheduler import Scheduler, rule_judge
 from crawdad.run.store import EXPERIMENT, RunStore, Scan, read_experiment, selection_for
+from crawdad.safe_files import Folder, plain_name_problem, read_input, use_input_limit
 
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.=,+-]+$")
 
@@ -119,7 +118,7 @@ def load_experiment(path: Path) -> tuple[ExperimentFile, str]:
             lines.append(f"  - {loc}: {err['msg']}{hint}")
         raise ConfigError("\n".join(lines)) from None
     check_stop(spec, str(path))
-    return spec, hashlib.sha256(path.read_bytes()).hexdigest()
+    return spec, hashlib.sha256(read_input(path, "experiment file")).hexdigest()
 
 
 def check_stop(spec: ExperimentFile, source: str) -> None:
@@ -154,6 +153,11 @@ def variant_configs(
     if not variants:
         raise ConfigError(f"{source} names no variants: add [variants.NAME] tables or [axes]")
     for name, overrides in variants.items():
+        if problem := plain_name_problem(name):
+            raise ConfigError(
+                f"{source}: variant name {problem}: it names the variant's folder inside the "
+                "experiment folder, so it must be letters, digits and _ . = , + - (not . or ..)"
+            )
         if not VARIANT_NAME.match(name):
             raise ConfigError(
                 f"{source}: variant name {name!r} must be letters, digits and _ . = , + - "
@@ -198,13 +202,10 @@ def experiment_manifest(
     )
 
 
-def _lock(out: Path) -> IO[str]:
-    out.mkdir(parents=True, exist_ok=True)
-    handle = (out / ".lock").open("w")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
+def _lock(out: Path) -> IO[bytes]:
+    with Folder(out) as folder:
+        handle = folder.lock(".lock", wait=False)
+    if handle is None:
         raise StoreError(
             f"another crawdad process is running the experiment in {out}; wait for it or stop it"
         ) from None
@@ -242,7 +243,9 @@ async def run_experiment(
             data = dataset[name] if isinstance(dataset, Mapping) else dataset
             setup, _ = build_setup(config, simulated, pools, responses)
             servers = await check_servers_of(config) if check_servers else None
-            store = RunStore(out / name)
+            if servers is not None and servers.simulated:  # fakes: every record says so too
+                setup.simulated = True
+            store = RunStore(out / name, root=out)
             try:
                 scan = store.open(
                     manifest_for(config, data, setup, servers, simulated), force=force
@@ -256,11 +259,19 @@ async def run_experiment(
             )
         _write_manifest(out, manifest)
         concurrency = max(c.concurrency for c in configs.values())  # per variant
+        every = min(c.server_metrics for c in configs.values())  # the servers are shared
         scheduler = None
         if manifest.stop is not None:
             scheduler = experiment_scheduler(manifest, jobs, scans, concurrency)
         return await run_jobs(
-            jobs, gate, progress, concurrency, on_summary, responses, scheduler=scheduler
+            jobs,
+            gate,
+            progress,
+            concurrency,
+            on_summary,
+            responses,
+            metrics=(out, every),
+            scheduler=scheduler,
         )
     finally:
         for store in stores:
@@ -305,10 +316,8 @@ def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
         old = None
     if old is not None:
         manifest = manifest.model_copy(update={"created_at": old.created_at})
-    path = out / EXPERIMENT
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    with Folder(out) as folder:
+        folder.write_text(EXPERIMENT, manifest.model_dump_json(indent=2))
 
 
 def prepare(
@@ -330,6 +339,7 @@ def prepare(
         spec = spec.model_copy(update={"stop": {**(spec.stop or {}), **stop}})
         check_stop(spec, "--stop")
     configs = variant_configs(spec, str(file), flags)
+    use_input_limit(max(c.input_limits.max_file_mb for c in configs.values()))
     first = next(iter(configs.values()))
     if out is not None:
         selection = selection_for(first.selection, out)

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from crawdad.backends.base import ChatRequest, ChatResult
 from crawdad.backends.schedule import CURRENT_DEBATE
 from crawdad.records import Record
+from crawdad.safe_files import Folder
 
 log = logging.getLogger("crawdad")
 
@@ -62,10 +63,17 @@ class ResponseStore:
     # --- opening and closing ------------------------------------------------------------
 
     def open(self) -> ResponseStore:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Read the index and open the file for appending; inside its folder, never through a
+        link (crawdad.safe_files)."""
+        with Folder(self.path.parent) as folder:
+            self._open_in(folder)
+        return self
+
+    def _open_in(self, folder: Folder) -> None:
+        name = self.path.name
         good_end = 0
-        if self.path.exists():
-            with self.path.open("rb") as f:
+        if folder.is_file(name):
+            with folder.open_read(name) as f:
                 offset = 0
                 for line in f:
                     start, offset = offset, offset + len(line)
@@ -80,18 +88,18 @@ class ResponseStore:
                             "%s: a line at byte %d cannot be read; skipped", self.path, start
                         )
                         good_end = offset
-            if good_end < self.path.stat().st_size:
-                self._set_aside_tail(good_end)
-        self._file = self.path.open("ab")
-        self._reader = self.path.open("rb")
-        self._end = self._file.tell()
-        return self
+                size = os.fstat(f.fileno()).st_size
+            if good_end < size:
+                self._set_aside_tail(folder, good_end)
+        self._file = folder.open_append(name)
+        self._reader = folder.open_read(name)
+        self._end = self._file.seek(0, os.SEEK_END)
 
-    def _set_aside_tail(self, good_end: int) -> None:
-        with self.path.open("rb+") as f:
+    def _set_aside_tail(self, folder: Folder, good_end: int) -> None:
+        with folder.open_update(self.path.name) as f:
             f.seek(good_end)
             tail = f.read()
-            with self.path.with_suffix(".torn.jsonl").open("ab") as side:
+            with folder.open_append(self.path.with_suffix(".torn.jsonl").name) as side:
                 side.write(tail if tail.endswith(b"\n") else tail + b"\n")
             f.truncate(good_end)
         log.warning("%s ended in a torn line; it was set aside and will be asked again", self.path)

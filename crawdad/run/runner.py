@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from tqdm.auto import tqdm
 
@@ -28,8 +28,9 @@ from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.scheduler import Scheduler
+from crawdad.run.server_series import ServerSampler
 from crawdad.run.store import RunStore, Scan
-from crawdad.run.watch import Watchdog, stall_note, stalls
+from crawdad.run.watch import Watchdog, host_of, stall_note, stalls
 from crawdad.tasks import task_named
 from crawdad.tools.registry import is_data
 
@@ -61,6 +62,8 @@ class RunSummary:
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
     decision: str | None = None  # a stopping rule's decision, in words: the rest is not run
+    agents: int = 2  # debaters: with one, there is no consensus to report
+    servers: list[str] = field(default_factory=list)  # the servers' verdicts (server_series.py)
 
     @property
     def remaining(self) -> int:
@@ -87,6 +90,7 @@ class RunSummary:
                 f"{self.errored} debates failed (recorded with their error; a resume retries them):"
             )
             out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
+        out += [f"servers: {line}" for line in self.servers]
         if self.decision:
             left = f" ({self.remaining} questions not run)" if self.remaining else ""
             out.append(f"{self.decision}{left}")
@@ -98,7 +102,11 @@ class RunSummary:
         done, scored = self.done_total, self.done_total - self.unscored
         if not done:
             return "no debate of this selection is finished yet: no accuracy to report"
-        consensus = f"consensus rate {self.consensus / done:.3f}"
+        consensus = (
+            f"consensus rate {self.consensus / done:.3f}"
+            if self.agents > 1
+            else "consensus n/a (one agent)"
+        )
         if self.graphs:
             return (
                 f"graphs exactly right (the same edges as the truth) over these {done}: "
@@ -190,7 +198,7 @@ def server_pools(configs: list[RunConfig], gate: ModelGate | None) -> dict[Serve
             }
         )
         pools[key] = ModelPool(
-            pool_spec, lambda url, s=pool_spec: make_backend(s, url), configs[0].retry, gate
+            pool_spec, functools.partial(make_backend, pool_spec), configs[0].retry, gate
         )
     return pools
 
@@ -367,6 +375,7 @@ def make_job(
         outside_ids=sorted(outside, key=_id_order),
         unknown_ids=sorted(outside - known, key=_id_order) if known is not None else [],
         graphs=setup.task.answers is None,
+        agents=len(setup.agents),
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name, [str(q.question_id) for q in questions])
@@ -397,6 +406,7 @@ class Progress:
         }
         self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), self._tokens())])
         self._last = 0.0
+        self.sampler: ServerSampler | None = None  # the servers' own running/waiting, if read
 
     def _tokens(self) -> int:
         return sum(j.setup.tokens[0] for j in self.jobs)
@@ -421,14 +431,17 @@ class Progress:
         notes: dict[str, str] = {}
         for pool in pools:
             for e in pool.endpoints:
-                host = urlparse(e.url).netloc or e.url
+                host = host_of(e.url)
                 flights[host] = flights.get(host, 0) + e.in_flight
                 if not e.healthy(now):
                     notes[host] = "down"
                 elif e.limited and host not in notes:
                     notes[host] = "full"
+        said = self.sampler.postfix(host_of) if self.sampler is not None else {}
         servers = " ".join(
-            f"{host}={n}" + (f" ({notes[host]})" if host in notes else "")
+            f"{host}={n}"
+            + (f" ({notes[host]})" if host in notes else "")
+            + (f" [{said[host]}]" if host in said else "")
             for host, n in flights.items()
         )
         stalled = stall_note(stalls(pools, now))
@@ -441,7 +454,8 @@ class Progress:
         done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
         scored = s.done_total - s.unscored
         acc = f"acc={s.correct / scored:.3f}" if scored else "acc=-"
-        return f"{acc} cons={s.consensus / done:.2f} err={s.errored}"
+        cons = f" cons={s.consensus / done:.2f}" if s.agents > 1 else ""
+        return f"{acc}{cons} err={s.errored}"
 
     def postfix(self, now: float) -> str:
         """The single bar of a plain run: its figures and the servers."""
@@ -519,7 +533,17 @@ async def _watch(dog: Watchdog, halt: Callable[[RunStopped], None], log_stalls: 
             log.warning("%s", note)
 
 
-async def run(
+async def _sample(sampler: ServerSampler) -> None:
+    """The servers' metrics, sampled until the run ends; a failure here never stops the run."""
+    try:
+        await sampler.run()
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a bug or a full disk: the run is worth more than its gauges
+        log.warning("sampling the servers' metrics stopped: %s: %s", type(e).__name__, e)
+
+
+async def run_debates(
     config: RunConfig,
     dataset: Dataset,
     out: Path,
@@ -533,12 +557,16 @@ async def run(
 ) -> RunSummary:
     """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
     stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` the target): the run stops
-    starting debates once its accuracy's confidence sequence is that narrow."""
+    starting debates once its accuracy's confidence sequence is that narrow.
+
+    Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
+    subpackage `crawdad.run` takes over once any of its modules is imported)."""
     setup, gate = build_setup(config, simulated)
     servers: DoctorReport | None = None
     try:
         if check_servers:
             servers = await check_servers_of(config)
+            setup.simulated = setup.simulated or servers.simulated  # every record says so too
         store = RunStore(out)
         manifest = manifest_for(config, dataset, setup, servers, simulated)
         if stop is not None:
@@ -567,7 +595,13 @@ async def run(
                     on_summary(summaries[0])
 
             summaries = await run_jobs(
-                [job], gate, progress, config.concurrency, report, scheduler=scheduler
+                [job],
+                gate,
+                progress,
+                config.concurrency,
+                report,
+                metrics=(out, config.server_metrics),
+                scheduler=scheduler,
             )
             return summaries[0]
         finally:
@@ -575,6 +609,9 @@ async def run(
     finally:
         for pool in pools_of(setup):
             await pool.aclose()
+
+
+run = run_debates  # the name crawdad's own modules and tests import
 
 
 async def check_servers_of(config: RunConfig) -> DoctorReport:
@@ -592,10 +629,12 @@ async def run_jobs(
     concurrency: int,
     on_summary: Callable[[list[RunSummary]], None] | None,
     responses: ResponseStore | None = None,
+    metrics: tuple[Path, float] | None = None,
     scheduler: Scheduler | None = None,
 ) -> list[RunSummary]:
-    """`scheduler`: which debates may start (an experiment's stopping rule); without one each
-    job runs every debate of its `todo`, `concurrency` at a time."""
+    """`metrics`: the folder of servers.jsonl and the seconds between samples (0: none).
+    `scheduler`: which debates may start (an experiment's stopping rule); without one each job
+    runs every debate of its `todo`, `concurrency` at a time."""
     bar = Progress(jobs, progress)
     names = [j.name for j in jobs]
     sched = scheduler or Scheduler(names, concurrency)
@@ -641,6 +680,17 @@ async def run_jobs(
     )
     ticker = asyncio.create_task(bar.tick()) if progress else None
     watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
+    sampler = sampling = None
+    if metrics is not None and metrics[1] > 0:
+        sampler = ServerSampler(
+            pools_of(*(j.setup for j in jobs)),
+            metrics[1],
+            metrics[0],
+            lambda: sum(s.finished for s in summaries),
+            concurrency,
+        )
+        bar.sampler = sampler
+        sampling = asyncio.create_task(_sample(sampler))
     start = time.monotonic()
 
     async def one(job: Job, question: Question) -> None:
@@ -689,7 +739,7 @@ async def run_jobs(
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        for helper in (ticker, watcher):
+        for helper in (ticker, watcher, sampling):
             if helper is not None:
                 helper.cancel()
         queue.put_nowait(None)
@@ -702,6 +752,8 @@ async def run_jobs(
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)
+        if sampler is not None:  # the servers are shared: said once, after the last variant
+            summaries[-1].servers = sampler.summary_lines()
         bar.close()
         if on_summary is not None:
             on_summary(summaries)

@@ -4,6 +4,10 @@ Every finished debate is one line of debates.jsonl, written and fsynced as it fi
 only ever appended to. A crash mid-write leaves at most a torn last line, which the next open
 moves to debates.torn.jsonl. A debate recorded with an error is retried on resume and its new
 line supersedes the old one (the last line for a question wins).
+
+A whole line that fails the records' checks (a value out of its range, a field of the wrong type)
+is never moved or rewritten: resume names it, keeps it in place and does not run its question
+again (a finished debate is never traded for a check); the readers leave it out.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import fcntl
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +27,16 @@ from typing import IO, Any, Literal
 from pydantic import ValidationError
 
 from crawdad.config import SelectionConfig, diff_settings, normalized_config, result_settings
-from crawdad.errors import StoreError, StoreWriteError
-from crawdad.records import DebateRecord, ExperimentManifest, RunManifest, ServedBy, merge_served
+from crawdad.errors import CrawdadError, StoreError, StoreWriteError, UnsafePathError
+from crawdad.records import (
+    DebateRecord,
+    ExperimentManifest,
+    RunManifest,
+    ServedBy,
+    invalid_reason,
+    merge_served,
+)
+from crawdad.safe_files import Folder, plain_name_problem, read_inside
 
 log = logging.getLogger("crawdad")
 
@@ -33,6 +46,45 @@ TORN = "debates.torn.jsonl"
 EXPERIMENT = "experiment.json"  # an experiment folder's manifest; its variants are run folders
 LOCK = ".lock"
 IDS = "selected-ids.txt"  # the run's selected question ids, one per line
+
+
+@dataclass(frozen=True)
+class InvalidLine:
+    """A line of debates.jsonl that is not a valid record: where, which question (when its
+    JSON tells), whether it records a failed debate, its seed, and why it fails."""
+
+    line_no: int  # 1-based
+    why: str
+    qid: str | None = None  # None: not a JSON object with a question id
+    errored: bool = False  # the line itself records an error
+    seed: int | None = None
+
+    def describe(self, path: Path) -> str:
+        which = f" (question {self.qid})" if self.qid is not None else ""
+        return f"{path} line {self.line_no}{which} fails the record checks: {self.why}"
+
+
+def read_line(line: bytes, line_no: int) -> DebateRecord | InvalidLine:
+    """One line of debates.jsonl as a record, or what is wrong with it."""
+    try:
+        return DebateRecord.model_validate_json(line)
+    except ValidationError as e:
+        why = invalid_reason(e)
+    try:
+        raw = json.loads(line)
+    except ValueError:  # not JSON (UnicodeDecodeError is one)
+        return InvalidLine(line_no, why)
+    qid = raw.get("question_id") if isinstance(raw, dict) else None
+    if not isinstance(qid, int | str) or isinstance(qid, bool):
+        return InvalidLine(line_no, why)
+    seed = raw.get("seed", 0)
+    return InvalidLine(
+        line_no,
+        why,
+        qid=str(qid),
+        errored=raw.get("error") is not None,
+        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+    )
 
 
 @dataclass
@@ -50,28 +102,20 @@ class Scan:
     unscored_ids: set[str] = field(default_factory=set)  # finished, no exact answer to score
     bad_lines: list[int] = field(default_factory=list)  # unparseable lines kept in place (1-based)
     other_seed: dict[str, int] = field(default_factory=dict)  # question id -> seed of its line
+    # Question id -> (line number, why) of a finished debate whose latest line fails the
+    # records' checks: kept in place, counted finished (not run again), left out of analysis.
+    held: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def questions(self) -> set[str]:
         """Every question id the folder has a (latest) line for, finished or failed."""
         return self.finished | set(self.errored)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def make_writable_folder(folder: Path) -> None:
     """Make `folder` and write a file in it: a folder that cannot take files fails here (OSError),
-    before any work, not halfway through it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / ".write-test"
-    probe.write_text("ok")
-    probe.unlink()
+    before any work, not halfway through it (a link where the probe goes: UnsafePathError)."""
+    with Folder(folder) as f:
+        f.check_writable()
 
 
 def manifest_differences(old: RunManifest, new: RunManifest) -> list[str]:
@@ -97,10 +141,27 @@ def manifest_differences(old: RunManifest, new: RunManifest) -> list[str]:
 
 
 class RunStore:
-    def __init__(self, path: Path) -> None:
+    """A run folder. `root`: the folder it must stay inside (an experiment's folder for a
+    variant's run folder); by default the run folder itself. Every file in it is opened without
+    following a link, and no folder between `root` and the run folder may be a link."""
+
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path
+        self._parts = self.path.relative_to(self.root).parts
+        self._dir: Folder | None = None
         self._file: IO[bytes] | None = None
-        self._lock: IO[str] | None = None
+        self._lock: IO[bytes] | None = None
+
+    @contextlib.contextmanager
+    def _folder(self) -> Iterator[Folder]:
+        """The run folder, opened without following links below `root` (the open store's own
+        while it is open)."""
+        if self._dir is not None:
+            yield self._dir
+            return
+        with Folder(self.root, *self._parts, create=False) as f:
+            yield f
 
     @property
     def debates_path(self) -> Path:
@@ -116,32 +177,33 @@ class RunStore:
         written, noting what it replaced (a damaged one is kept beside it).
         """
         self._make_folder()
-        self._take_lock()
         try:
+            self._take_lock()
             manifest = self._settle_manifest(manifest, force)
             scan = self.scan(seed=_seed_of(manifest))
-        except StoreError:
+            # Unbuffered: a failed write leaves nothing behind in a buffer to be flushed later.
+            assert self._dir is not None
+            self._file = self._dir.open_append(DEBATES, buffering=0)
+        except CrawdadError:
             self.close()
             raise
         except OSError as e:  # a full disk while writing the manifest or setting a tail aside
             self.close()
             raise StoreWriteError(self.write_failure(e, MANIFEST)) from None
-        # Unbuffered: a failed write leaves nothing behind in a buffer to be flushed later.
-        self._file = self.debates_path.open("ab", buffering=0)
         return scan
 
     def _settle_manifest(self, manifest: RunManifest, force: bool) -> RunManifest:
         """The manifest the run goes on under, written to disk; the selected ids file too."""
-        manifest_path = self.path / MANIFEST
+        assert self._dir is not None
         now = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        if manifest_path.exists():
+        if self._dir.is_file(MANIFEST):
             try:
                 old = self.read_manifest()
             except StoreError as e:
                 if not force:
                     raise StoreError(f"{e}. {self._choices()}") from None
                 aside = f"manifest.damaged.{now}.json"
-                os.replace(manifest_path, self.path / aside)
+                self._dir.rename(MANIFEST, aside)
                 return self._write_new(
                     manifest, f"manifest.json was damaged (kept as {aside}); replaced by --force"
                 )
@@ -155,7 +217,7 @@ class RunStore:
                         "run again)."
                     )
                 stamp = old.created_at.strftime("%Y%m%dT%H%M%S")
-                os.replace(manifest_path, self.path / f"manifest.{stamp}.json")
+                self._dir.rename(MANIFEST, f"manifest.{stamp}.json")
                 return self._write_new(manifest, "", keep_notes=old.notes)
             self._add_selected_ids(old, manifest)
             return self._add_served(old, manifest)
@@ -187,11 +249,12 @@ class RunStore:
             log.warning("%s: %s", self.path, note)
             notes.append(f"{datetime.now(UTC).isoformat(timespec='seconds')}: {note}")
         dataset = manifest.dataset
+        assert self._dir is not None
         if dataset.selected_ids is not None:
-            _atomic_write(self.path / IDS, "".join(f"{q}\n" for q in dataset.selected_ids))
+            self._dir.write_text(IDS, "".join(f"{q}\n" for q in dataset.selected_ids))
             dataset = dataset.model_copy(update={"ids_file": IDS})
         manifest = manifest.model_copy(update={"notes": notes, "dataset": dataset})
-        _atomic_write(self.path / MANIFEST, manifest.model_dump_json(indent=2))
+        self._dir.write_text(MANIFEST, manifest.model_dump_json(indent=2))
         return manifest
 
     def _add_selected_ids(self, old: RunManifest, new: RunManifest) -> None:
@@ -199,11 +262,17 @@ class RunStore:
         ids = new.dataset.selected_ids
         if old.dataset.ids_file is None or ids is None:
             return  # a run folder from before selected ids were kept: the selection stays unknown
-        path = self.path / old.dataset.ids_file
-        known = read_selected_ids(path) or set()
+        name = old.dataset.ids_file
+        if problem := plain_name_problem(name):
+            raise UnsafePathError(
+                f"{self.path / MANIFEST}: dataset.ids_file {problem}; it names a file of the run "
+                "folder itself. Restore the manifest, or use another --out folder"
+            )
+        assert self._dir is not None
+        text = self._dir.read_text(name) if self._dir.is_file(name) else ""
+        known = {line for line in text.splitlines() if line.strip()}
         if added := [q for q in ids if q not in known]:
-            text = path.read_text(encoding="utf-8") if path.exists() else ""
-            _atomic_write(path, text + "".join(f"{q}\n" for q in added))
+            self._dir.write_text(name, text + "".join(f"{q}\n" for q in added))
 
     def _add_served(self, old: RunManifest, new: RunManifest) -> RunManifest:
         """A resume answered by another build of a model (a re-pulled tag, another server
@@ -223,31 +292,35 @@ class RunStore:
             log.warning("%s: %s", self.path, note)
             notes.append(f"{datetime.now(UTC).isoformat(timespec='seconds')}: {note}")
         manifest = old.model_copy(update={"served": served, "notes": notes})
-        _atomic_write(self.path / MANIFEST, manifest.model_dump_json(indent=2))
+        assert self._dir is not None
+        self._dir.write_text(MANIFEST, manifest.model_dump_json(indent=2))
         return manifest
 
     def _count_lines(self) -> int:
         """Non-blank lines of debates.jsonl (0 when there is none)."""
-        if not self.debates_path.exists():
-            return 0
-        with self.debates_path.open("rb") as f:
-            return sum(1 for line in f if line.strip())
+        with self._folder() as folder:
+            if not folder.is_file(DEBATES):
+                return 0
+            with folder.open_read(DEBATES) as f:
+                return sum(1 for line in f if line.strip())
 
     def _make_folder(self) -> None:
         try:
-            make_writable_folder(self.path)
+            self._dir = Folder(self.root, *self._parts)
+            self._dir.check_writable()
+        except CrawdadError:
+            self.close()
+            raise
         except OSError as e:
+            self.close()
             raise StoreError(
                 f"cannot write to the run folder {self.path}: {e.strerror}; choose another --out"
             ) from None
 
     def _take_lock(self) -> None:
-        self._lock = (self.path / LOCK).open("w")
-        try:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
-            self._lock = None
+        assert self._dir is not None
+        self._lock = self._dir.lock(LOCK, wait=False)
+        if self._lock is None:
             raise StoreError(
                 f"another crawdad process is running on {self.path}; wait for it or stop it"
             ) from None
@@ -255,7 +328,11 @@ class RunStore:
     def read_manifest(self) -> RunManifest:
         path = self.path / MANIFEST
         try:
-            return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+            with self._folder() as folder:
+                text = folder.read_text(MANIFEST)
+            return RunManifest.model_validate_json(text)
+        except UnsafePathError:
+            raise
         except OSError as e:
             why = e.strerror or str(e)
         except UnicodeDecodeError:
@@ -277,18 +354,33 @@ class RunStore:
         scan = Scan()
         if not self.debates_path.exists():
             return scan
-        latest: dict[str, tuple[bool, bool, bool, str | None]] = {}
+        latest: dict[str, tuple[bool, bool, bool, str | None, bool]] = {}
+        held: dict[str, InvalidLine] = {}  # question id -> its finished, invalid latest line
+        rerun: list[InvalidLine] = []  # invalid lines of failed debates or of another seed
         good_end = offset = number = 0
-        with self.debates_path.open("rb") as f:
+        with self._folder() as folder, folder.open_read(DEBATES) as f:
             for number, line in enumerate(f, start=1):
                 offset += len(line)
-                try:
-                    if not line.endswith(b"\n"):
-                        raise ValueError("no line end")
-                    record = DebateRecord.model_validate_json(line)
-                except (ValueError, ValidationError):
+                if not line.endswith(b"\n"):  # torn: set aside below
                     if line.strip():
                         scan.bad_lines.append(number)
+                    continue
+                record = read_line(line, number)
+                if isinstance(record, InvalidLine):
+                    if record.qid is None:  # not a record at all: skipped, left in place
+                        if line.strip():
+                            scan.bad_lines.append(number)
+                        continue
+                    # A whole record that fails the checks: never set aside, never rewritten.
+                    good_end = offset
+                    scan.lines += 1
+                    if record.errored or (seed is not None and record.seed != seed):
+                        rerun.append(record)  # a failed debate or another run's: not held
+                        held.pop(record.qid, None)
+                        continue
+                    held[record.qid] = record
+                    latest.pop(record.qid, None)
+                    scan.other_seed.pop(record.qid, None)
                     continue
                 good_end = offset
                 scan.lines += 1
@@ -297,6 +389,7 @@ class RunStore:
                     latest.pop(str(record.question_id), None)
                     continue
                 scan.other_seed.pop(str(record.question_id), None)
+                held.pop(str(record.question_id), None)
                 latest[str(record.question_id)] = (
                     record.ok,
                     record.gold is not None and record.final_answer == record.gold,
@@ -312,6 +405,21 @@ class RunStore:
                 "%s line %d cannot be parsed; it is skipped (left in place)",
                 self.debates_path,
                 line_no,
+            )
+        for bad in rerun:
+            log.warning(
+                "%s; it records a failed debate or another seed's: it is left in place and "
+                "left out (its question runs again unless another line finished it)",
+                bad.describe(self.debates_path),
+            )
+        for qid, bad in held.items():
+            scan.finished.add(qid)
+            scan.held[qid] = (bad.line_no, bad.why)
+            log.warning(
+                "%s; the debate is kept in place and not run again, but every reader leaves it "
+                "out (correct or remove the line to count it, or remove it to run the question "
+                "again)",
+                bad.describe(self.debates_path),
             )
         if scan.other_seed:
             log.warning(
@@ -338,10 +446,10 @@ class RunStore:
         return scan
 
     def _set_aside_tail(self, good_end: int) -> None:
-        with self.debates_path.open("rb+") as f:
+        with self._folder() as folder, folder.open_update(DEBATES) as f:
             f.seek(good_end)
             tail = f.read()
-            with (self.path / TORN).open("ab") as side:
+            with folder.open_append(TORN) as side:
                 side.write(tail if tail.endswith(b"\n") else tail + b"\n")
                 side.flush()
                 os.fsync(side.fileno())
@@ -355,17 +463,25 @@ class RunStore:
         )
 
     def records(self) -> list[DebateRecord]:
-        """All parseable lines, latest per question (for `crawdad show` and small runs)."""
+        """All valid lines, latest per question (for `crawdad show` and small runs); lines
+        that fail the records' checks are left out (`read_records` names them)."""
+        return self.read_records()[0]
+
+    def read_records(self) -> tuple[list[DebateRecord], list[InvalidLine]]:
+        """The valid lines, latest per question, and every other non-blank line, named."""
         out: dict[str, DebateRecord] = {}
+        invalid: list[InvalidLine] = []
         if self.debates_path.exists():
-            with self.debates_path.open("rb") as f:
-                for line in f:
-                    try:
-                        record = DebateRecord.model_validate_json(line)
-                    except (ValueError, ValidationError):
+            with self._folder() as folder, folder.open_read(DEBATES) as f:
+                for number, line in enumerate(f, start=1):
+                    if not line.strip():
                         continue
-                    out[str(record.question_id)] = record
-        return list(out.values())
+                    record = read_line(line, number)
+                    if isinstance(record, InvalidLine):
+                        invalid.append(record)
+                    else:
+                        out[str(record.question_id)] = record
+        return list(out.values()), invalid
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -411,6 +527,9 @@ class RunStore:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+        if self._dir is not None:
+            self._dir.close()
+            self._dir = None
 
 
 SEEDED_ORDER_SCHEMA = 8  # run folders made before it work through their questions in file order
@@ -444,29 +563,37 @@ def _seed_of(manifest: RunManifest) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
-def read_selected_order(path: Path) -> list[str] | None:
-    """The ids in a selected-ids file, in the run's order (None if it cannot be read)."""
+def read_selected_order(folder: Path, name: str, root: Path | None = None) -> list[str] | None:
+    """The ids in the run folder's selected-ids file `name`, in the run's order (None if it is
+    missing or cannot be read). Read without following a link (`root`: the folder the run folder
+    must stay inside): a link or a FIFO is refused with `UnsafePathError`, naming it."""
     try:
-        with Path(path).open(encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f if line.strip()]
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def read_selected_ids(path: Path) -> set[str] | None:
-    """The ids in a selected-ids file (None if it cannot be read)."""
-    try:
-        with Path(path).open(encoding="utf-8") as f:
-            return {line.rstrip("\n") for line in f if line.strip()}
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def is_being_written(folder: Path) -> bool:
-    """True while a crawdad process holds the run folder's lock (a run still writing it)."""
-    try:
-        handle = (Path(folder) / LOCK).open("rb")  # never created here: analysis writes nothing
+        data = read_inside(folder, name, root=root)
+    except UnsafePathError:
+        raise
     except OSError:
+        return None
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def read_selected_ids(folder: Path, name: str, root: Path | None = None) -> set[str] | None:
+    """The ids in the run folder's selected-ids file `name`, as a set (`read_selected_order`)."""
+    order = read_selected_order(folder, name, root)
+    return set(order) if order is not None else None
+
+
+def is_being_written(folder: Path, root: Path | None = None) -> bool:
+    """True while a crawdad process holds the run folder's lock (a run still writing it)."""
+    try:  # never created here (analysis writes nothing); a link or a FIFO is no lock
+        with Folder.inside(root if root is not None else folder, folder) as f:
+            handle = os.fdopen(f.open_fd(LOCK, os.O_RDONLY), "rb")
+    except (OSError, StoreError):
         return False
     with handle:
         try:

@@ -117,11 +117,15 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def steps_from(value: dict[str, Any]) -> dict[str, Any]:
     """The fields of a StepExtraction from a parsed reply, whatever a small model got wrong."""
-    edges = value.get("edges") if isinstance(value.get("edges"), list) else []
+    edges = _list(value.get("edges"))
     numbers = []
-    for n in value.get("numbers") if isinstance(value.get("numbers"), list) else []:
+    for n in _list(value.get("numbers")):
         if isinstance(n, dict) and (v := _number(n.get("value"))) is not None:
             numbers.append(StepNumber(event=str(n.get("event", "")), value=v))
     qt, est = value.get("query_type"), value.get("estimand")
@@ -156,22 +160,18 @@ async def extract_steps(
     prompt = step_prompt(source, result.text)
     reply = await ask(prompt, SCHEMA)
     parsed, method = parse_steps(reply.text)
-    cost = {
+    read: dict[str, Any] = {
+        "model": model,
+        "raw": reply.text,
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "seconds": reply.seconds,
     }
     if parsed is None:
-        return StepExtraction(method="none", model=model, raw=reply.text, reason=method, **cost)
+        return StepExtraction.model_validate({**read, "method": "none", "reason": method})
     fields = steps_from(parsed)
-    return StepExtraction(
-        method=method,  # type: ignore[arg-type]
-        model=model,
-        raw=reply.text,
-        **fields,
-        scores=score(source, {k: v for k, v in fields.items() if k != "estimand"}),
-        **cost,
-    )
+    scores = score(source, {k: v for k, v in fields.items() if k != "estimand"})
+    return StepExtraction.model_validate({**read, "method": method, **fields, "scores": scores})
 
 
 def score_call(source: CausalSource, arguments: dict[str, Any], value: Any) -> Any:

@@ -14,6 +14,21 @@ from crawdad.tasks.base import Task
 
 if TYPE_CHECKING:
     from crawdad.config import TableLimits
+    from crawdad.data.questions import Dataset
+    from crawdad.tasks.cladder import CladderTask
+    from crawdad.tasks.cladder_data import CladderDataTask
+    from crawdad.tasks.discovery.pairs import DiscoveryPairsTask, PairDataset
+    from crawdad.tasks.discovery.whole_graph import DiscoveryGraphTask, GraphDataset
+
+    def _conforms() -> None:
+        """For mypy alone: each task in _WHERE is a Task of its dataset type (the registry
+        imports them by name, so nothing else checks them against the protocol)."""
+        cladder: Task[Dataset] = CladderTask()
+        data: Task[Dataset] = CladderDataTask()
+        pairs: Task[PairDataset] = DiscoveryPairsTask()
+        graph: Task[GraphDataset] = DiscoveryGraphTask()
+        del cladder, data, pairs, graph
+
 
 # name -> (module, class, arguments). A task's module is imported when a run uses it: the
 # discovery tasks read data with pandas, the data tasks estimate with numpy, and a CLadder run

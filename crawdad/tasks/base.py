@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crawdad.backends.base import ChatResult
 from crawdad.records import ExtractionMethod
@@ -42,6 +42,10 @@ class Items(Protocol):
     def info(self) -> DatasetInfo: ...
 
 
+# A task's own dataset type: what its `load` returns is what its `select` takes and gives back.
+ItemsT = TypeVar("ItemsT", bound=Items)
+
+
 @dataclass(frozen=True)
 class Reading:
     """An answer read out of a response (by the extractor model and the task's parser): null with
@@ -53,8 +57,9 @@ class Reading:
     reason: str | None = None
 
 
-class Task(Protocol):
-    """What a protocol and the runner need of a task kind.
+class Task(Protocol[ItemsT]):
+    """What a protocol and the runner need of a task kind: `Task[D]`, whose items come in a
+    `D` (an `Items`: CLadder's `Dataset`, say); a bare `Task` is a task of any dataset type.
 
     Three members are optional (read with getattr): `prompt_tasks`, the tasks whose prompt sets
     it takes (its own name alone by default); `tool_context(item)`, what the tools of the
@@ -72,12 +77,12 @@ class Task(Protocol):
 
     def load(
         self, path: Path, questions_file: str | None = None, *, limits: TableLimits | None = None
-    ) -> Items:
+    ) -> ItemsT:
         """A dataset file or folder -> validated items; a DataError naming what to fix.
         `limits`: the size bounds of the items' table files, for a task whose items have them."""
         ...
 
-    def select(self, dataset: Items, selection: SelectionConfig, seed: int) -> Items:
+    def select(self, dataset: ItemsT, selection: SelectionConfig, seed: int) -> ItemsT:
         """The items a run's selection picks (ids, ranges, a seeded sample)."""
         ...
 

@@ -175,7 +175,7 @@ def _checked_files(
     wanted: dict[str, set[str]] = {}
     for data in datas:
         if isinstance(data, dict) and isinstance(data.get("table"), str):
-            columns = data.get("columns") if isinstance(data.get("columns"), list) else []
+            columns = data["columns"] if isinstance(data.get("columns"), list) else []
             wanted.setdefault(data["table"], set()).update(str(c) for c in columns)
     files = read_tables(folder, wanted, limits)
     bad = [f for f in files.values() if f.problems]

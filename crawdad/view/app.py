@@ -1,5 +1,6 @@
 """`crawdad view`: a local web app over run folders and experiments (aiohttp + jinja2, loopback
-only, no JavaScript framework, nothing fetched from elsewhere)."""
+only, no JavaScript framework, nothing fetched from elsewhere). Who may use it, and the headers
+every response carries: `crawdad.view.access`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,16 @@ from aiohttp import web
 
 from crawdad.errors import CrawdadError
 from crawdad.show import _answer, _title, format_debate
-from crawdad.view.index import PERSUASION, Entry, RunIndex, Source, open_sources
+from crawdad.view.access import NONCE, middlewares, new_token
+from crawdad.view.index import (
+    PERSUASION,
+    Entry,
+    RunIndex,
+    Source,
+    new_variants,
+    open_sources,
+)
+from crawdad.view.live import Live
 from crawdad.view.query import SORTS, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
@@ -62,6 +72,9 @@ class Viewer:
 
     def __init__(self, sources: list[Source], audit: set[str] | None = None) -> None:
         self.sources = sources
+        # Each folder's real path, resolved once: nothing is served from outside it, whatever
+        # links the folder holds later.
+        self.roots = [s.path.resolve() for s in sources]
         self.audit = audit
         self.runs: dict[str, RunIndex] = {r.label: r for s in sources for r in s.runs}
         self.env = jinja2.Environment(
@@ -71,6 +84,7 @@ class Viewer:
             lstrip_blocks=True,
         )
         self.env.globals.update(outcome_labels=OUTCOME_LABELS, urlencode=urlencode)
+        self.live = Live(sources)
         self.refresh()
 
     @classmethod
@@ -78,15 +92,26 @@ class Viewer:
         return cls(open_sources(paths), read_audit(audit) if audit else None)
 
     def refresh(self) -> None:
+        for run in new_variants(self.sources, set(self.runs)):
+            self.runs[run.label] = run
         for run in self.runs.values():
             run.refresh()
 
     def entries(self) -> list[Entry]:
         return [e for r in self.runs.values() for e in r.entries.values()]
 
-    def render(self, name: str, **kw: Any) -> web.Response:
-        body = self.env.get_template(name).render(viewer=self, **kw)
-        return web.Response(text=body, content_type="text/html")
+    def render(
+        self, name: str, request: web.Request | None = None, status: int = 200, **kw: Any
+    ) -> web.Response:
+        nonce = request.get(NONCE, "") if request is not None else ""
+        body = self.env.get_template(name).render(viewer=self, nonce=nonce, **kw)
+        return web.Response(text=body, content_type="text/html", status=status)
+
+    def report_dir(self, i: int) -> Path | None:
+        """Source i's report folder, resolved; None when it leaves the source's real folder (a
+        link to elsewhere: nothing is read, served or written through it)."""
+        path = (self.sources[i].path / "report").resolve()
+        return path if path.is_relative_to(self.roots[i]) else None
 
     # --- pages ---------------------------------------------------------------------------------
 
@@ -101,6 +126,7 @@ class Viewer:
         }
         return self.render(
             "table.html",
+            request,
             params=params,
             facets=facets,
             options=options,
@@ -114,9 +140,39 @@ class Viewer:
         self.refresh()
         label, qid = request.match_info["run"], request.match_info["qid"]
         run = self.runs.get(label)
-        if run is None or qid not in run.entries:
+        if run is None:
+            raise web.HTTPNotFound(text=f"no run {label}")
+        if qid not in run.entries and run.problem is not None:  # its debates cannot be read
+            return self.render(
+                "problem.html",
+                request,
+                status=422,
+                heading=f"The debates of {label} cannot be shown",
+                problem=run.problem,
+            )
+        if qid not in run.entries:
+            why = run.invalid.get(qid)
+            if why is not None:  # its line fails the records' checks: say so, as analyze does
+                return self.render(
+                    "problem.html",
+                    request,
+                    status=422,
+                    heading=f"Question {qid} in {label} cannot be shown",
+                    problem=f"{why}; `crawdad analyze` leaves it out too",
+                )
             raise web.HTTPNotFound(text=f"no debate {qid} in run {label}")
-        record, tools = run.read(qid)
+        try:
+            record, tools = run.read(qid)
+        except (OSError, ValueError, TypeError, AttributeError, CrawdadError) as e:  # can't show
+            why = " ".join(str(e).split())[:2000]
+            return self.render(
+                "problem.html",
+                request,
+                status=422,
+                heading=f"Question {qid} in {label} cannot be shown",
+                problem=f"its line in {run.debates_path} is not a debate record this crawdad "
+                f"reads ({e.__class__.__name__}: {why}); `crawdad analyze` leaves it out too",
+            )
         if request.query.get("format") == "text":
             return web.Response(text=format_debate(record, thinking=True))
         same = [
@@ -126,6 +182,7 @@ class Viewer:
         prev_next = self._neighbours(back, label, qid)
         return self.render(
             "debate.html",
+            request,
             run=run,
             entry=run.entries[qid],
             record=record,
@@ -175,26 +232,41 @@ class Viewer:
                 a: dict(sorted(r.items(), key=lambda kv: (kv[0] == "all", kv[0])))
                 for a, r in sorted(per.items())
             }
-        return self.render("outcomes.html", bars=bars, outcomes=PERSUASION)
+        return self.render("outcomes.html", request, bars=bars, outcomes=PERSUASION)
+
+    async def live_page(self, request: web.Request) -> web.Response:
+        """The live view: a page whose figures static/live.js fetches from /live.json."""
+        self.refresh()
+        return self.render("live.html", request, page="live")
+
+    async def live_json(self, request: web.Request) -> web.Response:
+        """The live view's figures (`crawdad.view.live`), read from what was appended since the
+        last request."""
+        self.refresh()
+        data = self.live.payload(self.runs)
+        return web.json_response(data, headers={"Cache-Control": "no-store"})
 
     async def report(self, request: web.Request) -> web.Response:
         from crawdad.analysis.html import body_html
 
         reports = []
         for i, src in enumerate(self.sources):
-            md = src.path / "report" / "report.md"
-            body = None
-            if md.is_file():
+            md, root = src.path / "report" / "report.md", self.report_dir(i)
+            body, refused = None, root is None
+            real = md.resolve()
+            if root is not None and real.is_relative_to(root) and real.is_file():
                 url = functools.partial(_report_url, i)
-                body = body_html(md, url, url)
-            reports.append((i, src, md, body))
-        return self.render("report.html", reports=reports)
+                body = body_html(real, url, url)
+            reports.append((i, src, md, body, refused))
+        return self.render("report.html", request, reports=reports)
 
     async def build_report(self, request: web.Request) -> web.Response:
         i = int(request.match_info["i"])
         if not 0 <= i < len(self.sources):
             raise web.HTTPNotFound()
         src = self.sources[i]
+        if self.report_dir(i) is None:
+            return self.render("report.html", request, reports=[], problem=_leaves(src.path))
 
         def build() -> None:
             from crawdad.analysis.report import write_report
@@ -204,26 +276,31 @@ class Viewer:
         try:
             await asyncio.get_running_loop().run_in_executor(None, build)
         except CrawdadError as e:
-            return self.render("report.html", reports=[], problem=str(e))
+            return self.render("report.html", request, reports=[], problem=str(e))
         raise web.HTTPSeeOther(f"/report#source-{i}")
 
     async def report_file(self, request: web.Request) -> web.FileResponse:
         i = int(request.match_info["i"])
         if not 0 <= i < len(self.sources):
             raise web.HTTPNotFound()
-        root = (self.sources[i].path / "report").resolve()
+        root = self.report_dir(i)
+        if root is None:
+            raise web.HTTPForbidden(text=_leaves(self.sources[i].path) + "\n")
         path = (root / request.match_info["path"]).resolve()
         if not path.is_relative_to(root) or not path.is_file():
             raise web.HTTPNotFound()
         return web.FileResponse(path)
 
-    def app(self) -> web.Application:
-        app = web.Application()
+    def app(self, token: str) -> web.Application:
+        """The viewer's app; every request needs `token` (in the URL once, then the cookie)."""
+        app = web.Application(middlewares=middlewares(token))
         app.add_routes(
             [
                 web.get("/", self.table),
                 web.get("/debate/{run:.+}/{qid}", self.debate),
                 web.get("/outcomes", self.outcomes),
+                web.get("/live", self.live_page),
+                web.get("/live.json", self.live_json),
                 web.get("/report", self.report),
                 web.post("/report/{i:\\d+}", self.build_report),
                 web.get("/report-files/{i:\\d+}/{path:.+}", self.report_file),
@@ -234,11 +311,15 @@ class Viewer:
 
 
 class Server:
-    """The viewer's app on 127.0.0.1, served from a thread of its own (for the CLI and tests)."""
+    """The viewer's app on 127.0.0.1, served from a thread of its own (for the CLI and tests).
 
-    def __init__(self, viewer: Viewer, port: int = 0) -> None:
+    `url` is the address to build links on; `token_url` the one to open first (it carries the
+    session's `token`, which the viewer then keeps in a cookie), as `crawdad view` prints it."""
+
+    def __init__(self, viewer: Viewer, port: int = 0, token: str | None = None) -> None:
         self.viewer = viewer
         self.port = port
+        self.token = token or new_token()
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -250,7 +331,7 @@ class Server:
         failure: list[BaseException] = []
 
         async def setup() -> None:
-            self._runner = web.AppRunner(self.viewer.app(), access_log=None)
+            self._runner = web.AppRunner(self.viewer.app(self.token), access_log=None)
             await self._runner.setup()
             site = web.TCPSite(self._runner, "127.0.0.1", self.port)
             await site.start()
@@ -281,6 +362,11 @@ class Server:
             raise e
         return self.url
 
+    @property
+    def token_url(self) -> str:
+        """The URL to open: the viewer's, with the session's token."""
+        return f"{self.url}?token={self.token}"
+
     def stop(self) -> None:
         if self._thread is None:
             return
@@ -293,6 +379,13 @@ class Server:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._thread = None
+
+
+def _leaves(folder: Path) -> str:
+    return (
+        f"{folder / 'report'} is a link that leaves {folder}; crawdad view reads, serves and "
+        "writes nothing through it (remove the link, or run `crawdad analyze` with --out)"
+    )
 
 
 def summary(viewer: Viewer) -> Mapping[str, int]:

@@ -2,24 +2,33 @@
 debates.jsonl and the few small fields the filters and sorts need, never the texts.
 
 One streaming pass at start; `refresh` reads only the bytes appended since (a run still writing
-its folder), and starts over if the file shrank (the store set a torn tail aside).
+its folder), and starts over if the file shrank (the store set a torn tail aside). Every line is
+validated as a record, as every reader does: one that fails the checks never reaches the table,
+and its debate's page says why.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from crawdad.errors import CrawdadError
 from crawdad.records import DebateRecord, ExperimentManifest
 from crawdad.run.store import (
     DEBATES,
     MANIFEST,
+    InvalidLine,
     is_being_written,
     read_experiment,
+    read_line,
     require_run_folder,
 )
+from crawdad.safe_files import Folder, read_inside
 
 # Persuasion outcomes, then the debates that have none: an error, or no exact answer to score.
 OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error", "unscored")
@@ -52,6 +61,8 @@ class Entry:
     seconds: float
     tokens: int  # completion tokens, all turns
     started_at: str  # ISO text as written ("" if none)
+    finished_at: float | None = None  # Unix time, for the live view's rates
+    retries: int = 0  # requests retried, all turns (attempts beyond the first)
 
 
 def outcome_of(first: str | None, final: str | None, gold: str | None, errored: bool) -> str:
@@ -95,7 +106,42 @@ def _entry(run: str, raw: dict[str, Any], offset: int, length: int, line_no: int
         seconds=float(raw.get("seconds") or 0.0),
         tokens=sum(int(t.get("completion_tokens") or 0) for t in turns),
         started_at=str(raw.get("started_at") or ""),
+        finished_at=_unix(raw.get("finished_at")),
+        retries=sum(max(int(t.get("attempts") or 1) - 1, 0) for t in turns),
     )
+
+
+def _unix(text: object) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+RECENT = 5000  # the newest debates kept per run for the live view's rates and list
+
+
+@dataclass(slots=True)
+class Tally:
+    """A run's counts over the latest line of each question, kept up to date line by line (a
+    retried question's earlier line is taken out when its new one comes), so that the live view
+    never goes over all the entries again."""
+
+    done: int = 0
+    errors: int = 0
+    retries: int = 0
+    loops: int = 0
+    scored: int = 0  # not errored, with an exact answer to score against
+    correct: int = 0
+
+    def add(self, e: Entry, sign: int = 1) -> None:
+        self.done += sign
+        self.errors += sign * e.errored
+        self.retries += sign * e.retries
+        self.loops += sign * ("loop" in e.stop_reasons)
+        scored = not e.errored and e.gold is not None
+        self.scored += sign * scored
+        self.correct += sign * (scored and e.final_answer == e.gold)
 
 
 @dataclass
@@ -108,49 +154,105 @@ class RunIndex:
     scanned: int = 0  # bytes of debates.jsonl read (up to the end of the last whole line)
     lines: int = 0
     bad_lines: int = 0
+    # Question id -> why its line was left out (file, line, field, value), for its page.
+    invalid: dict[str, str] = field(default_factory=dict)
+    tally: Tally = field(default_factory=Tally)
+    # The newest valid lines, in file order (the live view's rates and newest debates).
+    recent: deque[Entry] = field(default_factory=lambda: deque(maxlen=RECENT))
+    models: dict[str, str] = field(default_factory=dict)  # agent -> model, of the newest line
+    # The folder the run folder must stay inside (an experiment's, for a variant): nothing is
+    # read through a link below it. None: the run folder itself.
+    root: Path | None = None
+    # Why the run's debates cannot be read (a debates.jsonl that is a link, a FIFO, ...): the
+    # run then shows no debates, and nothing is read through the link.
+    problem: str | None = None
 
     @property
     def debates_path(self) -> Path:
         return self.path / DEBATES
 
+    def _open(self) -> IO[bytes] | None:
+        """debates.jsonl, opened without following a link (None when there is none yet)."""
+        with Folder.inside(self.root or self.path, self.path) as f:
+            return f.open_read(DEBATES) if f.is_file(DEBATES) else None
+
     def refresh(self) -> bool:
         """Read what was appended since the last call; True if anything changed."""
         try:
-            size = self.debates_path.stat().st_size
-        except FileNotFoundError:
+            handle = self._open()
+        except (OSError, CrawdadError) as e:
+            changed = self.problem is None or bool(self.entries)
+            self.problem = str(e) if isinstance(e, CrawdadError) else f"{self.path}: {e}"
+            self.entries.clear()
+            self.invalid.clear()
+            self.scanned = self.lines = self.bad_lines = 0
+            return changed
+        self.problem = None
+        if handle is None:
             size = 0
+        else:
+            with handle:
+                size = os.fstat(handle.fileno()).st_size
+                return self._read_from(handle, size)
+        if size < self.scanned:
+            self.entries.clear()
+            self.invalid.clear()
+            self.scanned = self.lines = self.bad_lines = 0
+            return True
+        return False
+
+    def _read_from(self, f: IO[bytes], size: int) -> bool:
         if size < self.scanned:  # cut back (a torn tail set aside): start over
             self.entries.clear()
+            self.invalid.clear()
+            self.recent.clear()
+            self.tally = Tally()
             self.scanned = self.lines = self.bad_lines = 0
         if size == self.scanned:
             return False
-        with self.debates_path.open("rb") as f:
-            f.seek(self.scanned)
-            offset = self.scanned
-            for line in f:
-                if not line.endswith(b"\n"):
-                    break  # a line still being written: read it next time
-                self._add(line, offset)
-                offset += len(line)
-            self.scanned = offset
+        f.seek(self.scanned)
+        offset = self.scanned
+        for line in f:
+            if not line.endswith(b"\n"):
+                break  # a line still being written: read it next time
+            self._add(line, offset)
+            offset += len(line)
+        self.scanned = offset
         return True
 
     def _add(self, line: bytes, offset: int) -> None:
         if not line.strip():
             return
         self.lines += 1
+        record = read_line(line, self.lines)
+        if isinstance(record, InvalidLine):  # left out, as every reader leaves it out
+            self.bad_lines += 1
+            if record.qid is not None:
+                self.invalid[record.qid] = record.describe(self.debates_path)
+            return
         try:
             raw = json.loads(line)
             entry = _entry(self.label, raw, offset, len(line), self.lines)
         except (ValueError, KeyError, TypeError, AttributeError):
             self.bad_lines += 1
             return
-        self.entries[entry.qid] = entry  # the last line for a question wins
+        old = self.entries.get(entry.qid)
+        if old is not None:
+            self.tally.add(old, -1)
+        self.tally.add(entry)
+        self.recent.append(entry)
+        agents = raw.get("agents")
+        if isinstance(agents, dict):
+            self.models = {str(k): str(v) for k, v in agents.items()}
+        self.entries[entry.qid] = entry  # the last valid line for a question wins
 
     def read(self, qid: str) -> tuple[DebateRecord, list[list[dict[str, Any]]]]:
         """The full record of a question (read from disk by offset) and each turn's tool calls."""
         entry = self.entries[qid]
-        with self.debates_path.open("rb") as f:
+        handle = self._open()
+        if handle is None:
+            raise FileNotFoundError(f"{self.debates_path} is gone")
+        with handle as f:
             f.seek(entry.offset)
             raw = json.loads(f.read(entry.length))
         # Tool calls (issue 13) may not be in this crawdad's Turn model yet: take them apart.
@@ -159,11 +261,12 @@ class RunIndex:
 
     @property
     def live(self) -> bool:
-        return is_being_written(self.path)
+        return is_being_written(self.path, self.root)
 
     def manifest_text(self) -> str | None:
-        p = self.path / MANIFEST
-        return p.read_text(encoding="utf-8") if p.is_file() else None
+        """The run's manifest.json (never read through a link); None when there is none."""
+        data = read_inside(self.path, MANIFEST, root=self.root)
+        return None if data is None else data.decode("utf-8")
 
 
 @dataclass
@@ -173,6 +276,36 @@ class Source:
     path: Path
     runs: list[RunIndex]
     experiment: ExperimentManifest | None = None
+
+
+def _started(folder: Path) -> bool:
+    return (folder / MANIFEST).exists() or (folder / DEBATES).exists()
+
+
+def new_variants(sources: list[Source], taken: set[str]) -> list[RunIndex]:
+    """The variants of the experiments in `sources` whose folders have appeared since they were
+    opened (a running experiment starts them one after another), added to their sources and
+    labelled as `open_sources` labels them; `taken` (the labels in use) gets theirs."""
+    added: list[RunIndex] = []
+    prefix = len(sources) > 1
+    for src in sources:
+        if src.experiment is None:
+            continue
+        have = {r.path.name for r in src.runs}
+        for name in src.experiment.variants:
+            if name in have or not _started(src.path / name):
+                continue
+            base = f"{src.path.name}/{name}" if prefix else name
+            label, n = base, 2
+            while label in taken:
+                label, n = f"{base}~{n}", n + 1
+            taken.add(label)
+            run = RunIndex(label, src.path / name, root=src.path)
+            order = list(src.experiment.variants)
+            src.runs.append(run)
+            src.runs.sort(key=lambda r: order.index(r.path.name))
+            added.append(run)
+    return added
 
 
 def open_sources(paths: list[Path]) -> list[Source]:
@@ -188,9 +321,7 @@ def open_sources(paths: list[Path]) -> list[Source]:
             sources.append(Source(path, [RunIndex(path.name or str(path), path)]))
             continue
         runs = [
-            RunIndex(name, path / name)
-            for name in exp.variants
-            if (path / name / MANIFEST).exists() or (path / name / DEBATES).exists()
+            RunIndex(name, path / name, root=path) for name in exp.variants if _started(path / name)
         ]
         sources.append(Source(path, runs, exp))
     prefix = len(sources) > 1

@@ -10,13 +10,13 @@ Stages: "independent" is each model's first answer in a debate given before it s
 answer (round 0, a simultaneous first round, a solo sample); "final" is the debate's answer
 (agent "debate": twins may have different first speakers). As everywhere in the report, an
 unanswered or errored question counts as wrong. The difference is fresh minus original (negative: better on the
-originals), with a paired bootstrap CI and the exact McNemar p-value of the discordant pairs.
+originals), with Newcombe's paired score CI and the exact McNemar p-value of the discordant pairs.
 """
 
 from __future__ import annotations
 
 import pandas as pd
-from crawdad.analysis.metrics._stats import bootstrap_paired_difference, mcnemar_exact
+from crawdad.analysis.metrics._stats import mcnemar_exact, newcombe_paired_difference
 from crawdad.analysis.metrics.accuracy import rung_label
 from crawdad.analysis.section import Section, Table
 
@@ -82,7 +82,7 @@ def _answers(debates: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
 
 def _row(keys: tuple, both: int, only_o: int, only_f: int, neither: int) -> dict:
     n = both + only_o + only_f + neither
-    lo, hi = bootstrap_paired_difference(both, only_o, only_f, neither)
+    lo, hi = newcombe_paired_difference(both, only_o, only_f, neither)
     return dict(
         zip(["run", "agent", "stage", "rung"], keys, strict=True),
         n_pairs=n,
@@ -138,7 +138,7 @@ def contamination_section(debates: pd.DataFrame, turns: pd.DataFrame) -> list[Se
         "Pairs of a CLadder question and its fresh twin (`crawdad data variants`: the same "
         "wording, new numbers, the answer computed exactly). `independent`: each model's first "
         "answer before it saw another; `final`: the debate's answer (agent `debate`). `diff` = "
-        "fresh - original accuracy with its paired bootstrap 95% CI; `mcnemar_p`: exact McNemar "
+        "fresh - original accuracy with its 95% CI (Newcombe's paired score interval); `mcnemar_p`: exact McNemar "
         "test on the pairs answered right only once. Much better accuracy on the originals "
         "suggests the model has seen CLadder."
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 from crawdad.analysis.formatting import fmt_pct, fmt_pct_ci
-from crawdad.analysis.metrics._stats import bootstrap_proportion
+from crawdad.analysis.metrics._stats import wilson_proportion
 from crawdad.analysis.section import Block, Table
 
 from crawdad.records import DebateRecord, PipelineRun
@@ -125,13 +125,13 @@ def won(record: DebateRecord, p: PipelineRun) -> bool:
 
 
 def _rate(k: int, n: int) -> tuple[float, float, float]:
-    lo, hi = bootstrap_proportion(k, n)
+    lo, hi = wilson_proportion(k, n)
     return (k / n if n else float("nan"), lo, hi)
 
 
 def end_to_end_table(ways: Ways) -> pd.DataFrame:
     """Table 2 per run, agent and the question's task (LLM4Causal's ATE, HTE, MA; CLadder's
-    other types by name), and over all questions: the three rates with bootstrap CIs."""
+    other types by name), and over all questions: the three rates with Wilson CIs."""
     rows = []
     for label, records in ways.items():
         for agent, mine in _runs(records).items():
@@ -278,7 +278,7 @@ def pipeline_blocks(ways: Ways) -> list[Block]:
             "answered yes or no. Relevance Rate: passed with the right causal task. Win Rate: "
             "passed, the tool's results hold the question's own quantity, and the answer is the "
             "one it implies (the label for questions answered from the graph). The paper judged "
-            "these on its own outputs; no human raters here. 95% bootstrap CIs.",
+            "these on its own outputs; no human raters here. 95% Wilson CIs.",
             shown=shown2,
             fold="never",
         ),

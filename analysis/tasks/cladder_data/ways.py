@@ -2,7 +2,7 @@
 answering a run stands for (stated numbers, data in context, data + tools for one agent or a
 debate, LLM4Causal's pipeline) scored against the exact label and against the perfect
 estimator's answer (what perfect reasoning from the sample gives), by rung, query type and
-alignment, with bootstrap CIs; "uncertain" answers (the Causal Agent's, where the prompt set
+alignment, with Wilson CIs; "uncertain" answers (the Causal Agent's, where the prompt set
 allows them) scored as paper 001 scores any answer that is not the label, wrong, and counted
 apart from unreadable ones (no answer extracted); paired differences between the ways; the gap
 to the perfect estimator; LLM4Causal's pipeline under the paper's metrics (`pipeline_scores.py`
@@ -23,9 +23,9 @@ import pandas as pd
 from crawdad.analysis.formatting import fmt_p, fmt_pct, fmt_pct_ci
 from crawdad.analysis.load import Run
 from crawdad.analysis.metrics._stats import (
-    bootstrap_paired_difference,
-    bootstrap_proportion,
     mcnemar_exact,
+    newcombe_paired_difference,
+    wilson_proportion,
 )
 from crawdad.analysis.section import Block, Section, Table
 from crawdad.analysis.tasks.cladder_data.pipeline_scores import pipeline_blocks
@@ -84,8 +84,8 @@ def _row(label: str, dim: str, group: str, rs: list[DebateRecord], perfect: Mapp
     with_p = [r for r in rs if perfect.get(str(r.question_id)) is not None]
     kp = sum(r.ok and r.final_answer == perfect[str(r.question_id)] for r in with_p)
     ceiling = sum(perfect[str(r.question_id)] == r.gold for r in with_p)
-    lo, hi = bootstrap_proportion(k, n)
-    plo, phi = bootstrap_proportion(kp, len(with_p))
+    lo, hi = wilson_proportion(k, n)
+    plo, phi = wilson_proportion(kp, len(with_p))
     uncertain = sum(r.ok and r.final_answer == UNCERTAIN for r in rs)
     unreadable = sum(r.ok and r.final_answer is None for r in rs)
     return {
@@ -143,7 +143,7 @@ def accuracy_table(ways: Ways) -> pd.DataFrame:
 
 def paired_table(ways: Ways, baseline: str) -> pd.DataFrame:
     """Each run against `baseline` on the questions both finished: the difference in accuracy
-    against the label and against the perfect answer, with paired bootstrap CIs and McNemar."""
+    against the label and against the perfect answer, with Newcombe's paired score CIs and McNemar."""
     perfect = perfect_answers(ways)
     base = {str(r.question_id): r for r in ways.get(baseline, []) if r.ok}
     rows = []
@@ -160,7 +160,7 @@ def paired_table(ways: Ways, baseline: str) -> pd.DataFrame:
                 a, b = base[q].final_answer == want, mine[q].final_answer == want
                 cells[0 if a and b else 1 if a else 2 if b else 3] += 1
             n = len(ids)
-            lo, hi = bootstrap_paired_difference(*cells)
+            lo, hi = newcombe_paired_difference(*cells)
             rows.append(
                 {
                     "run": label,
@@ -258,7 +258,7 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
         'and `gap` the run\'s distance to it. `uncertain`: final answers "uncertain" (where '
         "the prompt set allows them, as the Causal Agent's do), counted wrong as paper 001 "
         "counts any answer that is not the label; `no answer`: finished debates whose answer "
-        "could not be read (also wrong). 95% bootstrap CIs.",
+        "could not be read (also wrong). 95% Wilson CIs.",
         Table("data_ways", kinds, "Ways of answering", shown=kinds),
         Table(
             "data_accuracy",
@@ -299,7 +299,7 @@ def data_section(named_runs: Sequence[tuple[str, list[DebateRecord]]]) -> list[S
                 "data_paired",
                 paired,
                 f"Each way against `{baseline}`",
-                "The first run given, on the questions both finished; paired bootstrap CI of the "
+                "The first run given, on the questions both finished; Newcombe's paired score CI of the "
                 "difference.",
                 shown=shown,
                 fold="never",

@@ -108,7 +108,7 @@ class GraphOnlyReply(BaseModel):
 
 class DiscoveryGraphTask:
     name = "discovery-graph"
-    answers = None
+    answers: tuple[str, ...] | None = None  # open answers: a graph (the Task protocol's type)
     prompt_set = "mac-graph"
     report_sections = ("crawdad.analysis.tasks.discovery",)
 

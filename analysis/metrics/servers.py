@@ -1,0 +1,176 @@
+"""The servers during a run: a folder's servers.jsonl (crawdad/run/server_series.py) as a frame,
+rates derived from its counters, and a summary per server.
+
+`server_series` has one row per server per sample: `run`, `server` (its base URL), `kind`
+(vllm, sglang, llamacpp, ollama; empty: no metrics), `source` (what was read), `at` (Unix
+time), `minutes` (since the run's first session began: the run's own clock), `running` and
+`waiting` (requests, as the server counts them), `kv_cache` (0-1 of its KV cache in use),
+`server_tokens_per_s` (generated tokens per second, from its counter), `prefix_hit_rate`
+(0-1: prompt tokens found in its prefix cache over those looked up since the sample before,
+or the server's own rate), `slots`, `in_flight` (crawdad's requests there), `received_tokens_per_s`
+(completion tokens crawdad received per second from it), `responses` (answered so far this
+session), `debates` (finished this session). A figure the server does not give is NaN.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crawdad.run.server_series import read_series
+from crawdad.run.store import is_experiment
+
+SERIES_COLUMNS = [
+    "run",
+    "server",
+    "kind",
+    "source",
+    "session",
+    "at",
+    "minutes",
+    "running",
+    "waiting",
+    "kv_cache",
+    "server_tokens_per_s",
+    "prefix_hit_rate",
+    "slots",
+    "in_flight",
+    "received_tokens_per_s",
+    "responses",
+    "debates",
+    # the counters, cumulative since the server started (crawdad's: since the session began)
+    "prompt_tokens",
+    "generation_tokens",
+    "prefix_queries",
+    "prefix_hits",
+    "tokens",
+]
+NOTE_COLUMNS = ["run", "server", "note"]
+
+
+def series_folder(folder: Path) -> Path:
+    """Where a run's series lies: its folder, or the experiment's around it (the variants of an
+    experiment share their servers, and one series)."""
+    folder = Path(folder)
+    if not (folder / "servers.jsonl").is_file() and is_experiment(folder.parent):
+        return folder.parent
+    return folder
+
+
+def server_series(folder: Path, run: str = "") -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """(the samples, the notes, the seconds between samples) of a run folder."""
+    lines = read_series(series_folder(folder))
+    rows: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    session, every, first = 0.0, 0.0, None
+    for line in lines:
+        if "session" in line:
+            session, every = float(line["session"]), float(line.get("every") or 0.0)
+            first = session if first is None else min(first, session)
+        elif "note" in line:
+            notes.append({"run": run, "server": line.get("server", ""), "note": line["note"]})
+        elif "servers" in line:
+            for url, s in (line.get("servers") or {}).items():
+                rows.append(
+                    {"run": run, "server": url, "session": session, "at": line.get("at"), **s}
+                )
+    df = pd.DataFrame(rows)
+    for col in SERIES_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    for col in ("kind", "source"):
+        df[col] = df[col].astype(object).where(df[col].notna(), "")
+    df["minutes"] = (df["at"] - (first or 0.0)) / 60.0
+    df = df.sort_values(["server", "at"], kind="stable")
+    df["server_tokens_per_s"] = _rate(df, "generation_tokens")
+    df["received_tokens_per_s"] = _rate(df, "tokens")
+    hit_rate = _delta(df, "prefix_hits") / _delta(df, "prefix_queries").replace(0, np.nan)
+    if "prefix_hit_rate" in df:
+        hit_rate = hit_rate.fillna(df["prefix_hit_rate"])
+    df["prefix_hit_rate"] = hit_rate
+    debates = {float(x.get("at", 0)): x.get("debates") for x in lines if "servers" in x}
+    df["debates"] = df["at"].map(debates)
+    kept = df[SERIES_COLUMNS].reset_index(drop=True)
+    return kept, pd.DataFrame(notes, columns=NOTE_COLUMNS), every
+
+
+def _delta(df: pd.DataFrame, col: str) -> pd.Series:
+    """The counter's growth since the server's sample before, in the same session; NaN where a
+    counter went down (the server restarted)."""
+    d = df.groupby(["server", "session"])[col].diff()
+    return d.where(d >= 0)
+
+
+def _rate(df: pd.DataFrame, col: str) -> pd.Series:
+    dt = df.groupby(["server", "session"])["at"].diff()
+    return _delta(df, col) / dt.where(dt > 0)
+
+
+SUMMARY_COLUMNS = [
+    "run",
+    "server",
+    "kind",
+    "source",
+    "samples",
+    "running_mean",
+    "running_max",
+    "waiting_share",
+    "waiting_mean",
+    "kv_cache_mean",
+    "kv_cache_max",
+    "server_tokens_per_s",
+    "received_tokens_per_s",
+    "prefix_hit_rate",
+    "in_flight_mean",
+]
+
+
+def server_summary(series: pd.DataFrame) -> pd.DataFrame:
+    """One row per server: samples, requests running (mean, max), the share of samples with
+    requests waiting and their mean, KV cache use (mean, max; 0-1), tokens/s generated by the
+    server and received by crawdad and the prefix-cache hit rate (0-1), each over the whole run
+    (the counters' growth from its first sample to its last, session by session), crawdad's
+    mean requests in flight there."""
+    rows = []
+    for (run, server), g in series.groupby(["run", "server"], sort=False):
+        rows.append(
+            {
+                "run": run,
+                "server": server,
+                "kind": g["kind"].iloc[-1],
+                "source": g["source"].iloc[-1],
+                "samples": int(g["running"].notna().sum()),
+                "running_mean": g["running"].mean(),
+                "running_max": g["running"].max(),
+                "waiting_share": (g["waiting"].dropna() > 0).mean(),
+                "waiting_mean": g["waiting"].mean(),
+                "kv_cache_mean": g["kv_cache"].mean(),
+                "kv_cache_max": g["kv_cache"].max(),
+                "server_tokens_per_s": _growth(g, "generation_tokens") / _growth(g, "at"),
+                "received_tokens_per_s": _growth(g, "tokens") / _growth(g, "at"),
+                "prefix_hit_rate": _hit_rate(g),
+                "in_flight_mean": g["in_flight"].mean(),
+            }
+        )
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _growth(g: pd.DataFrame, col: str) -> float:
+    """How much a counter grew over the samples, session by session (NaN: not counted)."""
+    total, seen = 0.0, False
+    for _, part in g.groupby("session"):
+        values = part[col].dropna()
+        if len(values) >= 2 and values.iloc[-1] >= values.iloc[0]:
+            total += float(values.iloc[-1] - values.iloc[0])
+            seen = True
+    return total if seen else np.nan
+
+
+def _hit_rate(g: pd.DataFrame) -> float:
+    if g["prefix_queries"].notna().any():
+        queries = _growth(g, "prefix_queries")
+        return _growth(g, "prefix_hits") / queries if queries else np.nan
+    return float(g["prefix_hit_rate"].mean())  # the server's own rate (SGLang, vLLM < 0.8)

@@ -1,0 +1,47 @@
+"""The report's progress on stderr: one tqdm bar whose description names the phase (loading the
+runs, computing the tables, writing the sections, drawing the figures) and which counts the
+phase's steps (tables, figures). Off unless asked for, and then off where stderr is not a
+terminal (tqdm's own rule), so that logs and tests stay clean."""
+
+from __future__ import annotations
+
+import sys
+from types import TracebackType
+
+from tqdm import tqdm
+
+
+class ReportProgress:
+    """`with ReportProgress(on) as p: p.phase("loading runs"); ...; p.step()`."""
+
+    def __init__(self, enabled: bool = False) -> None:
+        self.bar = tqdm(
+            total=0,
+            file=sys.stderr,
+            disable=None if enabled else True,  # None: off when stderr is not a terminal
+            unit="step",
+            leave=False,
+            bar_format="report: {desc} {n_fmt}/{total_fmt} [{elapsed}]",
+        )
+
+    def phase(self, name: str, steps: int = 1) -> None:
+        """A new phase of `steps` steps (the bar restarts at 0)."""
+        self.bar.reset(total=steps)
+        self.bar.set_description_str(name, refresh=True)
+
+    def step(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> ReportProgress:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

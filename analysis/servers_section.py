@@ -1,0 +1,92 @@
+"""The report's "Servers during the run": each server's own metrics over the run (requests
+running and waiting, KV cache, tokens/s, prefix-cache hit rate), crawdad's figures beside them,
+and a verdict in plain words (crawdad.run.server_series.verdict, as the run's end summary says).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from crawdad.analysis.figures.servers import servers_figure
+from crawdad.analysis.metrics.servers import server_series, server_summary
+from crawdad.analysis.section import Block, Plot, Section, Table
+
+from crawdad.run.server_series import KIND_LABEL, verdict
+
+HEADING = "Servers during the run"
+NOT_SHOWN = (
+    "its requests running and waiting, KV-cache use, tokens/s and prefix-cache hit rate cannot "
+    "be shown; crawdad's own figures for it (requests in flight, tokens received) are in the "
+    "series CSV"
+)
+
+
+def _list(s: pd.Series) -> list[float] | None:
+    values = [float(x) for x in s.dropna()]
+    return values or None
+
+
+def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> Section | None:
+    """The section for one run folder; None when no server was sampled (a run made before
+    crawdad sampled servers, one with `server_metrics = 0`, or one too short for a sample)."""
+    series, notes, every = server_series(folder, label)
+    if series.empty and notes.empty:
+        return None
+    concurrency = (config or {}).get("concurrency")
+    blocks: list[Block] = [
+        f"_Measured by the clock: each server's own metrics, read every {every:g} s "
+        "(`server_metrics`) while the run went, beside crawdad's own counts at the same "
+        "moments. Two runs of the same settings differ here._"
+    ]
+    verdicts = []
+    for server, g in series.groupby("server", sort=False):
+        kind = str(g["kind"].iloc[-1])
+        if not kind:
+            continue
+        slots = g["slots"].dropna()
+        said = verdict(
+            str(server),
+            kind,
+            _list(g["running"]) or [],
+            _list(g["waiting"]),
+            _list(g["kv_cache"]),
+            int(concurrency) if concurrency else None,
+            int(slots.iloc[-1]) if len(slots) else None,
+        )
+        source = str(g["source"].iloc[-1])
+        if said:
+            verdicts.append(f"- {said[0].upper()}{said[1:]} (source: {source}).")
+        elif kind == "ollama":
+            verdicts.append(
+                f"- The {KIND_LABEL[kind]} server at {server} tells which models it has loaded "
+                f"({source}), not its queue: no verdict on its load."
+            )
+    if verdicts:
+        blocks.append("**Verdict.**\n\n" + "\n".join(verdicts))
+    for _, n in notes.drop_duplicates("server").iterrows():
+        blocks.append(f"The server at {n['server']} served no metrics ({n['note']}): {NOT_SHOWN}.")
+    if not series.empty:
+        blocks.append(
+            Plot(
+                "servers",
+                "Each server over the run's own clock: requests running, waiting (the server's "
+                "counts) and in flight from crawdad (count); KV cache in use (%); tokens per "
+                "second generated (the server's counter) and received (crawdad); prefix-cache "
+                "hit rate (%, prompt tokens found in the cache over those looked up).",
+                servers_figure,
+                (series,),
+            )
+        )
+        blocks.append(
+            Table(
+                "servers_summary",
+                server_summary(series),
+                "Each server over the run",
+                "Means over the samples; shares and KV cache as fractions (0-1); tokens/s from "
+                "the counters' growth between samples.",
+            )
+        )
+        blocks.append(Table("servers_series", series, show=False))
+    return Section(HEADING, blocks)

@@ -1,0 +1,289 @@
+"""The live view's figures: what `/live.json` answers, polled every 2 s by static/live.js.
+
+Nothing here goes over a whole run again on a poll. Each run's index reads only the bytes of
+debates.jsonl appended since the last request and keeps its counts line by line
+(`index.Tally`) and its newest lines in a bounded deque; the rates come from those newest lines'
+own timestamps and token counts. Each folder's servers.jsonl is read the same way, from the
+byte where the last poll stopped (from the start again when the run rewrote it shorter, as it
+does to keep it bounded), into a series that keeps the last hour only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crawdad.run.server_series import KIND_LABEL, SERIES
+from crawdad.run.store import MANIFEST
+from crawdad.view.index import Entry, RunIndex, Source
+
+WINDOW_S = 300.0  # debates/min and tokens/s: over the last 5 minutes
+HOUR_S = 3600.0  # the servers' charts: the last hour
+MAX_POINTS = 1000  # per server, whatever the sampling interval (an hour at 3.6 s)
+SENT_POINTS = 240  # points per series in one answer (every n-th kept beyond that)
+NEWEST = 12  # newest debates listed
+Z95 = 1.959963984540054
+SERIES_KEYS = (
+    "at",
+    "running",
+    "waiting",
+    "kv_cache",
+    "generated_per_s",
+    "received_per_s",
+    "in_flight",
+)
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson's 95% interval of k successes in n (None for n = 0)."""
+    if n <= 0:
+        return None
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _selected(run: RunIndex, cache: dict[Path, int | None]) -> int | None:
+    """The questions the run selected, from its manifest (read once it exists)."""
+    if run.path in cache:
+        return cache[run.path]
+    try:
+        data = json.loads((run.path / MANIFEST).read_text(encoding="utf-8"))
+        n: int | None = int(data["dataset"]["n_selected"])
+    except FileNotFoundError:
+        return None  # not written yet: ask again next time
+    except (OSError, ValueError, KeyError, TypeError):
+        n = None
+    cache[run.path] = n
+    return n
+
+
+def rates(recent: deque[Entry], now: float) -> dict[str, float | None]:
+    """Debates per minute and completion tokens per second over the `WINDOW_S` before `now`,
+    from the finish times and token counts of the newest lines; None when none finished in it
+    (or the lines carry no finish time)."""
+    start = now - WINDOW_S
+    n = tokens = 0
+    first: float | None = None
+    for e in reversed(recent):
+        t = e.finished_at
+        if t is None or t > now + 60:  # a clock ahead of ours: not counted
+            continue
+        if t <= start:
+            break
+        n += 1
+        tokens += e.tokens
+        first = t if first is None else min(first, t)
+    if not n or first is None:
+        return {"debates_per_min": None, "tokens_per_s": None, "window_s": None}
+    # Over the window, or from the run's first finish in it when the run is younger than it.
+    oldest = recent[0].finished_at
+    began = start if oldest is not None and oldest <= start else first
+    span = max(now - began, 1.0)
+    return {"debates_per_min": 60 * n / span, "tokens_per_s": tokens / span, "window_s": span}
+
+
+@dataclass
+class ServerTrack:
+    """One server's samples of the last hour (`at` in Unix time), and the latest figures."""
+
+    url: str
+    kind: str = ""
+    source: str = ""
+    points: deque[dict[str, float | None]] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))
+    last: dict[str, Any] = field(default_factory=dict)  # the previous sample's counters
+    latest: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, at: float, fig: dict[str, Any]) -> None:
+        self.kind = str(fig.get("kind") or self.kind)
+        self.source = str(fig.get("source") or self.source)
+
+        def per_s(key: str) -> float | None:  # a counter's rate since the previous sample
+            was, now = self.last.get(key), fig.get(key)
+            dt = at - float(self.last.get("at", at))
+            if was is None or now is None or dt <= 0 or now < was:  # a reset: no rate
+                return None
+            return (float(now) - float(was)) / dt
+
+        point = {
+            "at": at,
+            "running": _num(fig.get("running")),
+            "waiting": _num(fig.get("waiting")),
+            "kv_cache": None if fig.get("kv_cache") is None else 100 * float(fig["kv_cache"]),
+            "generated_per_s": per_s("generation_tokens"),
+            "received_per_s": per_s("tokens"),
+            "in_flight": _num(fig.get("in_flight")),
+        }
+        self.points.append(point)
+        self.last = {**fig, "at": at}
+        self.latest = point
+
+    def trim(self, newest: float) -> None:
+        """Drop the samples more than an hour older than the newest."""
+        while self.points and float(self.points[0]["at"] or 0.0) < newest - HOUR_S:
+            self.points.popleft()
+
+
+def _num(x: Any) -> float | None:
+    try:
+        return None if x is None else float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class ServersTail:
+    """A folder's servers.jsonl, read from where the last call stopped."""
+
+    path: Path
+    offset: int = 0
+    inode: int = 0
+    tracks: dict[str, ServerTrack] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # server -> why it has no figures
+    newest: float | None = None
+
+    def refresh(self) -> None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return
+        if st.st_ino != self.inode or st.st_size < self.offset:  # rewritten: read it again
+            self.offset, self.inode, self.newest = 0, st.st_ino, None
+            self.tracks.clear()
+            self.notes.clear()
+        if st.st_size == self.offset:
+            return
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # being written: next time
+                self.offset += len(raw)
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict):
+                    self._line(line)
+        if self.newest is not None:
+            for track in self.tracks.values():
+                track.trim(self.newest)
+
+    def _line(self, line: dict[str, Any]) -> None:
+        if "session" in line:  # a new session: its counters start again
+            for track in self.tracks.values():
+                track.last = {}
+            return
+        at = _num(line.get("at"))
+        if "note" in line:
+            self.notes[str(line.get("server"))] = str(line["note"])
+            return
+        servers = line.get("servers")
+        if at is None or not isinstance(servers, dict):
+            return
+        self.newest = at if self.newest is None else max(self.newest, at)
+        for url, fig in servers.items():
+            if isinstance(fig, dict):
+                self.tracks.setdefault(str(url), ServerTrack(str(url))).add(at, fig)
+
+    def payload(self) -> list[dict[str, Any]]:
+        out = []
+        for url, track in self.tracks.items():
+            points = list(track.points)
+            step = max(1, math.ceil(len(points) / SENT_POINTS))
+            points = points[::-1][::step][::-1]  # the newest always kept
+            series = {key: [p[key] for p in points] for key in SERIES_KEYS}
+            out.append(
+                {
+                    "url": url,
+                    "kind": KIND_LABEL.get(track.kind, track.kind or "server"),
+                    "source": track.source,
+                    "latest": track.latest,
+                    "series": series,
+                    "note": self.notes.get(url),
+                }
+            )
+        for url, note in self.notes.items():
+            if url not in self.tracks:
+                out.append({"url": url, "kind": "server", "source": "", "note": note})
+        return out
+
+
+class Live:
+    """The live view's state over the viewer's sources: what each poll does not read again."""
+
+    def __init__(self, sources: list[Source]) -> None:
+        self.sources = sources
+        self.selected: dict[Path, int | None] = {}
+        self.servers: dict[Path, ServersTail] = {}
+
+    def _servers_of(self, src: Source) -> ServersTail:
+        tail = self.servers.get(src.path)
+        if tail is None:
+            tail = self.servers[src.path] = ServersTail(src.path / SERIES)
+        tail.refresh()
+        return tail
+
+    def payload(self, runs: dict[str, RunIndex], now: float | None = None) -> dict[str, Any]:
+        """The figures of every run (the viewer refreshed them just before) and every server."""
+        now = time.time() if now is None else now
+        out_runs, newest = [], []
+        for label, run in runs.items():
+            live = run.live
+            t = run.tally
+            # A run still writing is measured up to now; a finished one up to its last debate.
+            last = next((e.finished_at for e in reversed(run.recent) if e.finished_at), None)
+            end = now if live or last is None else last
+            ci = wilson(t.correct, t.scored)
+            out_runs.append(
+                {
+                    "label": label,
+                    "live": live,
+                    "done": t.done,
+                    "selected": _selected(run, self.selected),
+                    "errors": t.errors,
+                    "retries": t.retries,
+                    "loops": t.loops,
+                    "invalid_lines": run.bad_lines,
+                    "scored": t.scored,
+                    "correct": t.correct,
+                    "accuracy": t.correct / t.scored if t.scored else None,
+                    "interval": list(ci) if ci else None,
+                    "last_finished": last,
+                    "models": run.models,
+                    **rates(run.recent, end),
+                }
+            )
+            newest.extend(list(run.recent)[-NEWEST:])
+        newest.sort(key=lambda e: (e.finished_at or 0.0, e.line_no), reverse=True)
+        servers = []
+        for src in self.sources:
+            for server in self._servers_of(src).payload():
+                servers.append({"folder": src.path.name, **server})
+        return {
+            "now": now,
+            "runs": out_runs,
+            "servers": servers,
+            "newest": [
+                {
+                    "run": e.run,
+                    "qid": e.qid,
+                    "finished_at": e.finished_at,
+                    "outcome": e.outcome,
+                    "final_answer": e.final_answer,
+                    "gold": e.gold,
+                    "responses": e.responses,
+                    "tokens": e.tokens,
+                    "seconds": e.seconds,
+                    "stop_reasons": sorted(e.stop_reasons),
+                    "errored": e.errored,
+                }
+                for e in newest[:NEWEST]
+            ],
+        }
