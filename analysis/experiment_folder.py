@@ -26,7 +26,12 @@ from pydantic import ValidationError
 from crawdad.errors import StoreError, UnsafePathError
 from crawdad.records import DebateRecord, ExperimentManifest, Turn
 from crawdad.run.store import EXPERIMENT as EXPERIMENT_FILE
-from crawdad.run.store import is_experiment, read_experiment, read_selected_ids
+from crawdad.run.store import (
+    is_experiment,
+    read_experiment,
+    read_selected_ids,
+    read_selected_order,
+)
 from crawdad.safe_files import Folder
 
 __all__ = [
@@ -89,6 +94,7 @@ class Variant:
     overrides: dict[str, Any]
     questions: pd.DataFrame  # QUESTION_COLUMNS, one row per kept debate
     samples_frame: pd.DataFrame  # SAMPLE_COLUMNS (solo variants only)
+    order: list[str] = field(default_factory=list)  # the selected ids in the run's order
 
     @property
     def simulated(self) -> bool:
@@ -251,6 +257,16 @@ def _selected(run: Run) -> set[str] | None:
         return None  # load_run has said so already
 
 
+def _order(run: Run) -> list[str]:
+    m = run.manifest
+    if m is None or m.dataset.ids_file is None:
+        return []
+    try:
+        return read_selected_order(run.path, m.dataset.ids_file, run.root) or []
+    except UnsafePathError:
+        return []  # load_run has said so already
+
+
 def _agents(run: Run, records: list[DebateRecord]) -> dict[str, str]:
     if records:
         return dict(records[0].agents)
@@ -293,6 +309,7 @@ def load_variant(
         overrides=overrides,
         questions=q,
         samples_frame=s,
+        order=_order(run),
     )
 
 

@@ -437,6 +437,72 @@ def _compute_section(
     return Section("Accuracy against compute", blocks)
 
 
+def decisions_section(exp: Experiment) -> Section:
+    """The stopping rule's decisions: per variant the decision, the questions it used, its
+    sequence at the stop, the sequences narrowing, and what stopping saved."""
+    from crawdad.analysis.figures.stopping import sequences_figure
+    from crawdad.analysis.metrics import stopping as ST
+
+    from crawdad.run.experiment import stop_rule
+
+    rule = stop_rule(exp.manifest.stop or {})
+    decisions = ST.decision_table(exp)
+    seqs = ST.sequence_frame(exp)
+    spend = ST.spending_table(exp)
+    compared = max(1, len(decisions))
+    level = 100 * (1 - rule.alpha)
+    guarantee = (
+        f"The rule: alpha = {rule.alpha} shared among the {compared} variants compared with "
+        f"`{exp.baseline}` (Bonferroni), margin = {100 * rule.margin:.1f} points, at least "
+        f"{rule.min_questions} questions"
+        + (f", at most {rule.max_questions}" if rule.max_questions else "")
+        + ". Each sequence is an anytime-valid confidence sequence for the paired difference "
+        "over the selected questions (sampled without replacement, in the run's seeded order): "
+        f"with probability at least {level:g}% every variant's sequence holds the difference a "
+        "full run would report at every moment at once, however often it was looked at. So, "
+        f"with that probability, no variant is called better or worse than it is, nor "
+        f"equivalent when it differs by more than the margin. A decision uses only questions "
+        "every earlier one of which had finished for the variant and the baseline. An "
+        "undecided variant is not equivalent: its questions ran out first."
+    )
+    shown = decisions.assign(
+        sequence=[f"{_pts(r.estimate)} {_ci_pts(r.lower, r.upper)}" for r in decisions.itertuples()]
+    )[["variant", "decision", "questions", "sequence", "settled"]]
+    return Section(
+        "Decisions",
+        [
+            guarantee,
+            Table(
+                "decisions",
+                decisions,
+                "The stopping rule's decisions",
+                "Per variant, against the baseline: the decision, the questions it used, the "
+                "difference (points) with its confidence sequence at the stop, and the questions "
+                "settled in all. The full-run tables above are over every question run.",
+                shown=shown,
+                fold="never",
+            ),
+            Plot(
+                "sequences",
+                "Each variant's confidence sequence for its paired difference from the baseline "
+                "over the settled questions (dashed: ± the margin; dotted: the stop)",
+                sequences_figure,
+                (seqs, decisions, rule.margin),
+            ),
+            Table("sequences", seqs, show=False),
+            Table(
+                "spending",
+                spend,
+                "Spent against a full pass",
+                "Requests, completion tokens and GPU seconds each variant spent (debates "
+                "finished after its decision included) and a full pass over its selected "
+                "questions, projected from its mean cost per question.",
+                fold="never",
+            ),
+        ],
+    )
+
+
 def _servers(exp: Experiment) -> list[Section]:
     """The servers the variants shared, over the experiment (its one series)."""
     configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
@@ -488,6 +554,7 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
             ],
         ),
         _paired_section(paired, base),
+        *([decisions_section(exp)] if exp.manifest.stop is not None and base is not None else []),
         _compute_section(_points(q, exp, acc, keep), cframe, match, paired, base),
         # each task's own sections over every variant (MAC's pair and graph variants together)
         *experiment_task_sections(whole.variants, base),

@@ -39,6 +39,8 @@ _EXPORTS = {
     "load_frames": "crawdad.notebook",
     "report_tables": "crawdad.notebook",
     "report_figures": "crawdad.notebook",
+    "sequences": "crawdad.notebook",
+    "decisions": "crawdad.notebook",
     "fake_server": "crawdad.notebook",
 }
 

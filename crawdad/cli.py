@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from crawdad.config import RunConfig, deep_merge, load_config, url_hints
-from crawdad.errors import CrawdadError, DataError
+from crawdad.errors import ConfigError, CrawdadError, DataError
 
 
 class UsageProblem(CrawdadError):
@@ -133,9 +133,25 @@ def configs(
 DataOpt = Annotated[
     Path, typer.Option("--data", "-d", help="CLadder zip, folder or questions JSON file.")
 ]
-LimitOpt = Annotated[int | None, typer.Option(min=1, help="Only the first N selected questions.")]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="The first N selected questions of the run's order, drawn from its seed (a random "
+        "sample; --range names positions in the file).",
+    ),
+]
 SampleOpt = Annotated[
     int | None, typer.Option(min=1, help="Seeded sample of N, stratified by rung and alignment.")
+]
+StopOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--stop",
+        help="A stopping rule's setting, KEY=VALUE, repeated: alpha=0.05, margin=0.03 (an "
+        "experiment's smallest difference that matters), half_width=0.02 (a run's target), "
+        "min_questions=100, max_questions=N. Over an experiment file's [stop].",
+    ),
 ]
 RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]
 RungsOpt = Annotated[
@@ -287,6 +303,7 @@ def run(
     ],
     config: ConfigOpt = None,
     limit: LimitOpt = None,
+    stop: StopOpt = [],  # noqa: B006
     seed: Annotated[
         int | None, typer.Option(help="Run seed (first speakers, sampling seeds).")
     ] = None,
@@ -311,6 +328,7 @@ def run(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Run (or resume) the debates of the selected questions."""
+    from crawdad.run.store import selection_for
     from crawdad.tasks import load_items, task_named
 
     _check_out(out)
@@ -330,8 +348,37 @@ def run(
     )
     task = task_named(cfg.task)
     items = load_items(task, data, cfg.selection.questions_file, cfg.table_limits)
+    cfg.selection = selection_for(cfg.selection, out)
     dataset = task.select(items, cfg.selection, cfg.seed)
-    _run(cfg, dataset, out, force=force, progress=progress)
+    rule = None
+    if stop:
+        from crawdad.run.experiment import stop_rule
+
+        rule = stop_rule(_stop_settings(stop), "--stop")
+        if rule.half_width is None:
+            raise ConfigError(
+                "--stop: a single run stops when its accuracy is known closely enough: give the "
+                "target with --stop half_width=0.02 (margin compares variants: an experiment's)"
+            )
+    _run(cfg, dataset, out, force=force, progress=progress, stop=rule)
+
+
+def _stop_settings(items: list[str]) -> dict[str, Any]:
+    """--stop KEY=VALUE options as a [stop] table (numbers read as numbers)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--stop {item!r}: write KEY=VALUE, such as --stop alpha=0.05")
+        text = value.strip()
+        try:
+            out[key.strip()] = int(text)
+        except ValueError:
+            try:
+                out[key.strip()] = float(text)
+            except ValueError:
+                out[key.strip()] = text
+    return out
 
 
 def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
@@ -353,7 +400,7 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
         raise
     for line in summaries[-1].lines():
         typer.echo(line)
-    if summaries[-1].remaining:  # some debates failed: a script should notice
+    if summaries[-1].remaining and not summaries[-1].decision:  # failed debates: say so
         raise typer.Exit(3)
 
 
@@ -367,6 +414,7 @@ def experiment(
         Path, typer.Option("--out", "-o", help="Experiment folder: one run folder per variant.")
     ],
     limit: LimitOpt = None,
+    stop: StopOpt = [],  # noqa: B006
     sample: SampleOpt = None,
     ranges: RangesOpt = [],  # noqa: B006
     rungs: RungsOpt = [],  # noqa: B006
@@ -396,7 +444,7 @@ def experiment(
         alignments=alignments,
         questions_file=questions_file,
     )
-    configs, manifest, dataset = prepare(file, data, flags)
+    configs, manifest, dataset = prepare(file, data, flags, out, _stop_settings(stop))
     names = list(configs)
 
     def show(summaries: list[RunSummary]) -> None:
@@ -427,7 +475,7 @@ def experiment(
         raise
     show(runs[-1])
     typer.echo(f"analyse with: crawdad analyze {out}")
-    if any(s.remaining for s in runs[-1]):
+    if any(s.remaining and not s.decision for s in runs[-1]):
         raise typer.Exit(3)
 
 
@@ -806,6 +854,14 @@ def fake_server(
             "client's next request on it gets no answer)."
         ),
     ] = False,
+    accuracy: Annotated[
+        list[str],
+        typer.Option(
+            "--accuracy",
+            help="MODEL=P: this model's first answers are right on a share P of the questions, "
+            "every rung alike (repeated; a known effect for an experiment to find).",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Serve simulated debaters and extractor on 127.0.0.1 until Ctrl-C (for trying configs)."""
     from crawdad.demo import serve_forever, served_configs
@@ -825,7 +881,24 @@ def fake_server(
         config=base,
         data=data,
         close_after_stream=close_after_stream,
+        accuracies=_accuracies(accuracy),
     )
+
+
+def _accuracies(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name or not 0 <= share <= 1:
+            raise typer.BadParameter(
+                f"{item!r}: write MODEL=P with P between 0 and 1", param_hint="--accuracy"
+            )
+        out[name] = share
+    return out
 
 
 @data_app.command("fetch")

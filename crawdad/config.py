@@ -247,7 +247,11 @@ class SelectionConfig(Strict):
     # Only these commonsense alignments; empty: all.
     alignments: list[Alignment] = Field(default_factory=list)
     sample: int | None = Field(None, ge=1)  # seeded sample of N, stratified by rung and alignment
-    limit: int | None = Field(None, ge=1)  # first N after the filters
+    limit: int | None = Field(None, ge=1)  # first N of the run's order, after the filters
+    # The order the run works through its questions (and `limit` takes the first of): "seeded",
+    # drawn from the run's seed (the same for every variant of an experiment and on resume), or
+    # "file", the questions file's (run folders of record schema 7 and older resume so).
+    order: Literal["seeded", "file"] = "seeded"
 
 
 class RetryConfig(Strict):

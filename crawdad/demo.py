@@ -12,7 +12,7 @@ import errno
 import random
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +295,7 @@ def served_models(
     tools: bool = False,
     config: RunConfig | Sequence[RunConfig] | None = None,
     data: Path | None = None,
+    accuracies: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, FakeModel], list[str]]:
     """What `crawdad fake-server` serves: the paper's three models, or a config's (its
     debaters, judge and extractor; an experiment's variants give several configs, and every
@@ -322,12 +323,18 @@ def served_models(
     calls = data_calls(items, task) if data else None
     tool_names = dict.fromkeys(n for c in configs or [base] for n in c.tool_model_names())
     calling = names if tools or calls is not None else list(tool_names)
-    if not configs and not tools and calls is None:
+    if not configs and not tools and calls is None and not accuracies:
         return paper_models(key, seed=seed), []
     models: dict[str, FakeModel] = {}
     for extractor in dict.fromkeys(c.extractor.model for c in configs or [base]):
         models |= models_for(
-            names, extractor, key, seed=seed, tool_models=calling, data_calls=calls
+            names,
+            extractor,
+            key,
+            seed=seed,
+            tool_models=calling,
+            data_calls=calls,
+            accuracies=accuracies,
         )
     return with_graders(models, configs), calling
 
@@ -354,12 +361,13 @@ def serve_forever(
     config: RunConfig | Sequence[RunConfig] | None = None,
     data: Path | None = None,
     close_after_stream: bool = False,
+    accuracies: Mapping[str, float] | None = None,
 ) -> None:
     """`crawdad fake-server`: the paper's three models (or a config's) on 127.0.0.1 until
     Ctrl-C; with `tools`, or those a config gives tools, calling the causal calculator; with
     `data`, knowing that dataset's questions (and calling the data tools over its tables)."""
     model = LatencyModel(base_seconds=latency, capacity=capacity)
-    models, calling = served_models(seed, tools, config, data)
+    models, calling = served_models(seed, tools, config, data, accuracies)
     unknown = sorted(set(faults.models or []) - set(models)) if faults else []
     if unknown:
         raise CrawdadError(

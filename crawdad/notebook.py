@@ -125,6 +125,7 @@ async def run_async(
     model's `base_urls` (the config, or `overrides={"agents.1.base_urls": [URL]}`), and for
     Ollama models without one, `OLLAMA_HOST`."""
     from crawdad.run.runner import run_debates
+    from crawdad.run.store import selection_for
     from crawdad.tasks import load_items, task_named
 
     cfg = with_overrides(_config(config).model_copy(deep=True), overrides)
@@ -135,6 +136,7 @@ async def run_async(
         cfg.selection.limit = limit
     task = task_named(cfg.task)
     items = load_items(task, Path(data), cfg.selection.questions_file, cfg.table_limits)
+    cfg.selection = selection_for(cfg.selection, Path(out))
     dataset = task.select(items, cfg.selection, cfg.seed)
     return await _servers_named(
         run_debates(cfg, dataset, Path(out), progress=progress, simulated=simulated)
@@ -177,7 +179,7 @@ async def experiment_async(
             flags = deep_merge(flags, nest({".".join(map(str, path)): value}))
         else:
             rest[".".join(map(str, path))] = value
-    configs, manifest, dataset = prepare(Path(file), Path(data), flags or None)
+    configs, manifest, dataset = prepare(Path(file), Path(data), flags or None, Path(out))
     configs = {
         name: _serve(with_overrides(cfg, rest, f"overrides (variant {name!r})"), server)
         for name, cfg in configs.items()
@@ -387,3 +389,36 @@ def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
         raise CrawdadError(f"no run {label!r}; the runs are {', '.join(labels)}")
     chosen = next(r for r in frames.runs if r.label == label)
     return run_figures(chosen, report_tables(frames))
+
+
+# --- stopping rules --------------------------------------------------------------------------
+
+
+def sequences(folder: str | Path) -> pd.DataFrame:
+    """An experiment's confidence sequences (one with a `[stop]` rule), as its report draws them:
+    columns `variant`, `questions` (settled questions counted), `estimate`, `lower`, `upper`:
+    each variant's paired difference from the baseline (the baseline's own accuracy), valid at
+    every moment at once."""
+    from crawdad.analysis.experiment_folder import load_experiment
+    from crawdad.analysis.metrics.stopping import sequence_frame
+
+    return sequence_frame(_stopping_experiment(load_experiment(Path(folder)), folder))
+
+
+def decisions(folder: str | Path) -> pd.DataFrame:
+    """An experiment's stopping decisions, recomputed from its records as the run reached them:
+    columns `variant`, `decision` (better, worse, equivalent or undecided), `questions` (used),
+    `estimate`, `lower`, `upper` (the sequence at the stop), `settled`."""
+    from crawdad.analysis.experiment_folder import load_experiment
+    from crawdad.analysis.metrics.stopping import decision_table
+
+    return decision_table(_stopping_experiment(load_experiment(Path(folder)), folder))
+
+
+def _stopping_experiment(exp: Any, folder: str | Path) -> Any:
+    if exp.manifest.stop is None or exp.baseline is None:
+        raise ValueError(
+            f"{folder} was run without a stopping rule ([stop] in the experiment file, or "
+            "--stop): it has no decisions"
+        )
+    return exp

@@ -37,8 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # 7: a question without an exact answer (a table of the user's own, `crawdad data own`): `gold`
 #    is null, and scored nowhere; a data question's `alignment` may be null (a real table has no
 #    CLadder story alignment). Nothing else changed.
-# Version 1 to 6 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 7
+# 8: the run works through its questions in an order drawn from its seed, and `limit` takes the
+#    first N of it (before: the first N of the file); a folder made before resumes in file order
+#    (`store.recorded_order`). Lines are unchanged.
+# Version 1 to 7 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 8
 
 # Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
 # them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
@@ -431,13 +434,16 @@ class RunManifest(Record):
     # resume on another build adds its entries (and a note). Empty before schema 5.
     served: dict[str, list[ServedBy]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)  # what --force replaced, with a timestamp
+    # The run's stopping rule (`crawdad run --stop`, schema 8): alpha, half_width, min_questions,
+    # max_questions; None: the run answers every selected question.
+    stop: dict[str, Any] | None = None
 
 
 class ExperimentManifest(Record):
     """`experiment.json` of an experiment folder: its variants, each an ordinary run folder
     `DIR/<variant>/`, and the baseline the analysis compares them with."""
 
-    schema_version: int = 1  # the version of this schema
+    schema_version: int = 2  # the version of this schema (2: the stopping rule)
     crawdad_version: str  # crawdad's version
     created_at: datetime  # UTC
     file: str  # the experiment file, as given
@@ -445,6 +451,9 @@ class ExperimentManifest(Record):
     baseline: str | None = None  # the variant the others are compared with
     variants: dict[str, dict[str, Any]]  # name -> its overrides of the base config, in file order
     base: dict[str, Any] = Field(default_factory=dict)  # the base config as written in the file
+    # The stopping rule of the file's [stop] (schema 2): alpha, margin, min_questions,
+    # max_questions; None: every variant answers every question.
+    stop: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _plain_variant_names(self) -> ExperimentManifest:

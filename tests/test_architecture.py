@@ -24,6 +24,7 @@ SHARED_NAMES = {
     "confidence.py",  # analysis/metrics and analysis/figures
     "experiment.py",  # run/experiment.py, analysis/metrics and analysis/figures
     "protocols.py",  # analysis/metrics and analysis/figures
+    "stopping.py",  # analysis/metrics and analysis/figures (an experiment's stopping decisions)
     "servers.py",  # analysis/metrics and analysis/figures
 }
 

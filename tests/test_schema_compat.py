@@ -18,7 +18,7 @@ from crawdad.errors import StoreError
 from crawdad.fake import FakeServer, paper_models
 from crawdad.records import SCHEMA_VERSION
 from crawdad.run.runner import run
-from crawdad.run.store import RunStore
+from crawdad.run.store import RunStore, selection_for
 
 V1 = Path(__file__).parent / "golden" / "v1-run"
 
@@ -48,7 +48,9 @@ def test_schema_1_run_is_analysed(v1_run: Path, tmp_path: Path) -> None:
 
 
 async def resume(folder: Path, prompt_set: str, limit: int):  # type: ignore[no-untyped-def]
-    dataset = select(load_cladder(V1 / "data"), SelectionConfig(limit=limit), 0)
+    # a folder of schema 1 resumes in file order: its `--limit` took the first of the file
+    selection = selection_for(SelectionConfig(limit=limit), folder)
+    dataset = select(load_cladder(V1 / "data"), selection, 0)
     models = paper_models(answer_key(dataset.questions))
     async with FakeServer("ollama", models) as server:
         cfg = RunConfig(seed=0, concurrency=16, prompt_set=prompt_set).serve_all_from(server.url)

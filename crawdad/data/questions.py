@@ -510,7 +510,24 @@ def stratified_sample(questions: list[Question], k: int, seed: int) -> list[Ques
     return [q for q in questions if id(q) in chosen]
 
 
+def order_key(seed: int, item_id: object) -> bytes:
+    """An item's place in the run's order: a hash of (seed, id). Sorting by it draws a random
+    order from the seed in which every subset keeps its members' relative order, so that the
+    first N of a filtered selection are a random sample of it and `--limit 100` extends
+    `--limit 50`."""
+    return hashlib.sha256(f"order:{seed}:{item_id}".encode()).digest()
+
+
+def run_order(questions: Sequence[Question], seed: int) -> list[Question]:
+    """The questions in the run's seeded order (the same for every variant of an experiment,
+    and on resume)."""
+    return sorted(questions, key=lambda q: order_key(seed, q.question_id))
+
+
 def select(dataset: Dataset, sel: SelectionConfig, seed: int) -> Dataset:
+    """The selected questions, in the run's order: `ranges` name positions in the file (a
+    cluster's shards), the filters and `sample` narrow them, the seeded order (or the file's,
+    `order = "file"`) sorts them, and `limit` takes the first N of that order."""
     qs = dataset.questions
     if sel.ranges:
         qs = [qs[i] for i in parse_ranges(sel.ranges, len(qs))]
@@ -527,6 +544,8 @@ def select(dataset: Dataset, sel: SelectionConfig, seed: int) -> Dataset:
         qs = [q for q in qs if q.alignment in sel.alignments]
     if sel.sample:
         qs = stratified_sample(qs, sel.sample, seed)
+    if sel.order == "seeded":
+        qs = run_order(qs, seed)
     if sel.limit:
         qs = qs[: sel.limit]
     if not qs:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crawdad.fake.answer_key import AnswerKey
@@ -13,6 +13,10 @@ from crawdad.fake.profile import ProfileModel
 
 if TYPE_CHECKING:
     from crawdad.fake.data_agent import DataCalls
+
+
+# A known accuracy holds on every rung and alignment alike.
+NO_SHIFTS: dict[str, Any] = {"accuracy_by_rung": {}, "accuracy_by_alignment": {}}
 
 
 def paper_models(
@@ -46,6 +50,7 @@ def models_for(
     seed: int = 0,
     tool_models: Iterable[str] = (),
     data_calls: DataCalls | None = None,
+    accuracies: Mapping[str, float] | None = None,
 ) -> dict[str, FakeModel]:
     """The paper's fakes, plus a profile debater for every other model a config names (a
     DeepSeek-like one for names with "deepseek", a Qwen3-like one otherwise). Models in
@@ -53,16 +58,19 @@ def models_for(
     native tools (Ollama refuses them for the R1 distills), so crawdad talks to them in text.
     With `data_calls` (questions answered from data) every debater is a fake data agent: it
     calls the data tool that answers the question when offered the data tools, and writes the
-    question's task when the pipeline protocol asks for one."""
+    question's task when the pipeline protocol asks for one. `accuracies`: model name -> the
+    share of questions its first answers get right, on every rung (a known effect to find)."""
     from crawdad.fake.data_agent import DataAgentModel
     from crawdad.fake.tools import ToolCallingModel
 
     key = answer_key or AnswerKey()
     models = paper_models(key, seed=seed, extractor=extractor)
     for name in model_names:
-        if name not in models:
+        if name not in models or name in (accuracies or {}):
+            known = (accuracies or {}).get(name)
+            exact = {} if known is None else {"accuracy": known, **NO_SHIFTS}
             models[name] = ProfileModel(
-                key, "deepseek-r1" if "deepseek" in name else "qwen3", seed=seed
+                key, "deepseek-r1" if "deepseek" in name else "qwen3", seed=seed, **exact
             )
     if data_calls is not None:
         for name in [*model_names, *(n for n in models if n not in model_names)]:

@@ -196,7 +196,7 @@ class Writer:
             return f"P({y}=1 | {x}=1) - P({y}=1 | {x}=0) = {a} - {b} = {a - b:.2f}"
         if kind == 1:
             return f"{a} * {w} + {b} * {1 - w:.2f} = {a * w + b * (1 - w):.4f}"
-        if kind == 2:
+        if kind == 2 and a + b:  # both may be 0 (a question's stated numbers): no ratio then
             return f"{a} / ({a} + {b}) = {a / (a + b):.3f}"
         return f"({a} - {b}) * {w} = {(a - b) * w:.4f}"
 

@@ -33,6 +33,7 @@ from crawdad.records import ExperimentManifest
 from crawdad.resources import find_config
 from crawdad.run.response_store import RESPONSES, ResponseStore
 from crawdad.run.runner import (
+    Job,
     RunSummary,
     build_setup,
     check_servers_of,
@@ -41,7 +42,8 @@ from crawdad.run.runner import (
     run_jobs,
     server_pools,
 )
-from crawdad.run.store import EXPERIMENT, RunStore, read_experiment
+from crawdad.run.scheduler import Scheduler, rule_judge
+from crawdad.run.store import EXPERIMENT, RunStore, Scan, read_experiment, selection_for
 from crawdad.safe_files import Folder, plain_name_problem, read_input, use_input_limit
 
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.=,+-]+$")
@@ -55,6 +57,9 @@ class ExperimentFile(BaseModel):
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> overrides
     axes: dict[str, list[Any]] = Field(default_factory=dict)  # dotted key -> values
     exclude: list[dict[str, Any]] = Field(default_factory=list)  # dotted key -> value, all match
+    # The stopping rule (`crawdad.stopping.decide.Rule`: alpha, margin, min_questions,
+    # max_questions); absent: every variant answers every question (the paper's full run).
+    stop: dict[str, Any] | None = None
 
 
 def nest(dotted: dict[str, Any]) -> dict[str, Any]:
@@ -106,13 +111,36 @@ def load_experiment(path: Path) -> tuple[ExperimentFile, str]:
         for err in e.errors():
             loc = ".".join(str(p) for p in err["loc"])
             hint = (
-                " (known keys: baseline, base, variants, axes, exclude)"
+                " (known keys: baseline, base, variants, axes, exclude, stop)"
                 if err["type"] == "extra_forbidden"
                 else ""
             )
             lines.append(f"  - {loc}: {err['msg']}{hint}")
         raise ConfigError("\n".join(lines)) from None
+    check_stop(spec, str(path))
     return spec, hashlib.sha256(read_input(path, "experiment file")).hexdigest()
+
+
+def check_stop(spec: ExperimentFile, source: str) -> None:
+    """A stopping rule is refused before any work where it cannot hold."""
+    if spec.stop is None:
+        return
+    stop_rule(spec.stop, source)
+    if spec.baseline is None:
+        raise ConfigError(
+            f"{source}: [stop] decides each variant against the baseline: name one with "
+            'baseline = "VARIANT"'
+        )
+
+
+def stop_rule(stop: Mapping[str, Any], source: str = "[stop]") -> Any:
+    """The stopping rule of `[stop]` (or `--stop KEY=VALUE`), validated."""
+    from crawdad.stopping.decide import Rule
+
+    try:
+        return Rule.model_validate(dict(stop))
+    except ValidationError as e:
+        raise ConfigError(_describe(e, f"{source}, [stop]")) from None
 
 
 def variant_configs(
@@ -170,6 +198,7 @@ def experiment_manifest(
         baseline=spec.baseline,
         variants={n: variants[n] for n in names},
         base=spec.base,
+        stop=stop_rule(spec.stop).model_dump(mode="json") if spec.stop is not None else None,
     )
 
 
@@ -207,6 +236,7 @@ async def run_experiment(
     pools = server_pools(list(configs.values()), gate)
     responses = ResponseStore(out / RESPONSES).open()
     stores: list[RunStore] = []
+    scans: list[Scan] = []
     try:
         jobs = []
         for name, config in configs.items():
@@ -223,14 +253,25 @@ async def run_experiment(
             except StoreError as e:
                 raise StoreError(f"variant {name!r}: {e}") from None
             stores.append(store)
+            scans.append(scan)
             jobs.append(
                 make_job(setup, store, scan, data.questions, name, getattr(data, "known_ids", None))
             )
         _write_manifest(out, manifest)
         concurrency = max(c.concurrency for c in configs.values())  # per variant
         every = min(c.server_metrics for c in configs.values())  # the servers are shared
+        scheduler = None
+        if manifest.stop is not None:
+            scheduler = experiment_scheduler(manifest, jobs, scans, concurrency)
         return await run_jobs(
-            jobs, gate, progress, concurrency, on_summary, responses, metrics=(out, every)
+            jobs,
+            gate,
+            progress,
+            concurrency,
+            on_summary,
+            responses,
+            metrics=(out, every),
+            scheduler=scheduler,
         )
     finally:
         for store in stores:
@@ -239,6 +280,33 @@ async def run_experiment(
         for pool in pools.values():
             await pool.aclose()
         lock.close()
+
+
+def experiment_scheduler(
+    manifest: ExperimentManifest, jobs: list[Job], scans: list[Scan], concurrency: int
+) -> Scheduler:
+    """The scheduler of an experiment with a stopping rule: every variant against the baseline,
+    alpha shared among them (Bonferroni), over the run's order of questions."""
+    from tqdm.auto import tqdm
+
+    rule = stop_rule(manifest.stop or {})
+    orders = {tuple(j.order) for j in jobs}
+    if len(orders) != 1:
+        raise ConfigError(
+            "[stop] compares variants question by question: every variant must run the same "
+            "questions (these are of different tasks); leave [stop] out"
+        )
+    names = [j.name for j in jobs]
+    return Scheduler.of_scans(
+        names,
+        scans,
+        concurrency,
+        order=list(orders.pop()),
+        baseline=manifest.baseline,
+        judge=rule_judge(rule, comparisons=max(1, len(names) - 1)),
+        max_questions=rule.max_questions,
+        say=tqdm.write,
+    )
 
 
 def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
@@ -253,17 +321,30 @@ def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
 
 
 def prepare(
-    file: Path, data: Path, flags: dict[str, Any] | None = None
+    file: Path,
+    data: Path,
+    flags: dict[str, Any] | None = None,
+    out: Path | None = None,
+    stop: dict[str, Any] | None = None,
 ) -> tuple[dict[str, RunConfig], ExperimentManifest, dict[str, Any]]:
     """What `crawdad experiment FILE --data DATA` runs: each variant's config (the command's
     `flags` applied to all), the experiment's manifest, and each variant's questions (variants of
-    two tasks, as MAC's pairs and whole graphs, each get their task's items)."""
+    two tasks, as MAC's pairs and whole graphs, each get their task's items), in the order drawn
+    from the first variant's seed (every variant's, so that their outcomes stay paired); an
+    experiment folder `out` made before that order resumes in file order."""
     from crawdad.tasks import load_items, task_named
 
     spec, sha = load_experiment(file)
+    if stop:  # --stop KEY=VALUE over the file's [stop]
+        spec = spec.model_copy(update={"stop": {**(spec.stop or {}), **stop}})
+        check_stop(spec, "--stop")
     configs = variant_configs(spec, str(file), flags)
     use_input_limit(max(c.input_limits.max_file_mb for c in configs.values()))
     first = next(iter(configs.values()))
+    if out is not None:
+        selection = selection_for(first.selection, out)
+        for cfg in configs.values():
+            cfg.selection = selection
     by_task: dict[str, Any] = {}
     for cfg in configs.values():
         if cfg.task not in by_task:

@@ -27,6 +27,7 @@ from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.response_store import ResponseStore, SharedPool
+from crawdad.run.scheduler import Scheduler
 from crawdad.run.server_series import ServerSampler
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, host_of, stall_note, stalls
@@ -60,6 +61,7 @@ class RunSummary:
     interrupted: bool = False
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
+    decision: str | None = None  # a stopping rule's decision, in words: the rest is not run
     agents: int = 2  # debaters: with one, there is no consensus to report
     servers: list[str] = field(default_factory=list)  # the servers' verdicts (server_series.py)
 
@@ -89,7 +91,10 @@ class RunSummary:
             )
             out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
         out += [f"servers: {line}" for line in self.servers]
-        if self.interrupted or self.remaining:
+        if self.decision:
+            left = f" ({self.remaining} questions not run)" if self.remaining else ""
+            out.append(f"{self.decision}{left}")
+        elif self.interrupted or self.remaining:
             out.append(f"{self.remaining} questions left: run the same command again to resume.")
         return out
 
@@ -333,6 +338,7 @@ class Job:
     todo: list[Question]
     summary: RunSummary
     name: str = ""  # the variant's name in an experiment
+    order: list[str] = field(default_factory=list)  # every selected question's id, in run order
 
 
 def make_job(
@@ -372,7 +378,7 @@ def make_job(
         agents=len(setup.agents),
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
-    return Job(setup, store, todo, summary, name)
+    return Job(setup, store, todo, summary, name, [str(q.question_id) for q in questions])
 
 
 class Progress:
@@ -547,8 +553,11 @@ async def run_debates(
     simulated: bool = False,
     check_servers: bool = True,
     on_summary: Callable[[RunSummary], None] | None = None,
+    stop: Any | None = None,
 ) -> RunSummary:
-    """Run (or resume) every selected question's debate, appending records to `out`.
+    """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
+    stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` the target): the run stops
+    starting debates once its accuracy's confidence sequence is that narrow.
 
     Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
     subpackage `crawdad.run` takes over once any of its modules is imported)."""
@@ -559,11 +568,27 @@ async def run_debates(
             servers = await check_servers_of(config)
             setup.simulated = setup.simulated or servers.simulated  # every record says so too
         store = RunStore(out)
-        scan = store.open(manifest_for(config, dataset, setup, servers, simulated), force=force)
+        manifest = manifest_for(config, dataset, setup, servers, simulated)
+        if stop is not None:
+            manifest = manifest.model_copy(update={"stop": stop.model_dump(mode="json")})
+        scan = store.open(manifest, force=force)
         try:
             job = make_job(
                 setup, store, scan, dataset.questions, known=getattr(dataset, "known_ids", None)
             )
+            scheduler = None
+            if stop is not None:
+                from crawdad.run.scheduler import rule_judge
+
+                scheduler = Scheduler.of_scans(
+                    [job.name],
+                    [scan],
+                    config.concurrency,
+                    order=job.order,
+                    judge=rule_judge(stop, comparisons=1),
+                    max_questions=stop.max_questions,
+                    say=tqdm.write,
+                )
 
             def report(summaries: list[RunSummary]) -> None:
                 if on_summary is not None:
@@ -576,6 +601,7 @@ async def run_debates(
                 config.concurrency,
                 report,
                 metrics=(out, config.server_metrics),
+                scheduler=scheduler,
             )
             return summaries[0]
         finally:
@@ -604,14 +630,20 @@ async def run_jobs(
     on_summary: Callable[[list[RunSummary]], None] | None,
     responses: ResponseStore | None = None,
     metrics: tuple[Path, float] | None = None,
+    scheduler: Scheduler | None = None,
 ) -> list[RunSummary]:
-    """`metrics`: the folder of servers.jsonl and the seconds between samples (0: none)."""
+    """`metrics`: the folder of servers.jsonl and the seconds between samples (0: none).
+    `scheduler`: which debates may start (an experiment's stopping rule); without one each job
+    runs every debate of its `todo`, `concurrency` at a time."""
     bar = Progress(jobs, progress)
+    names = [j.name for j in jobs]
+    sched = scheduler or Scheduler(names, concurrency)
     summaries = [j.summary for j in jobs]
     stuck = _StuckServers(threshold=max(8, concurrency))
 
     def on_written(job: Job, record: DebateRecord) -> None:
         stuck.see(record)
+        sched.record(job.name, record)
         summary = job.summary
         if record.ok:
             summary.finished += 1
@@ -629,8 +661,8 @@ async def run_jobs(
     # of its job finishes, and each advances as soon as its last request is back. Memory does not
     # grow with the run. Each experiment variant has its own slots, so no variant waits for
     # another, and debates waiting on a request another variant has in flight do not take the
-    # servers' share of the variants that sent it.
-    slots = {id(job): asyncio.Semaphore(concurrency) for job in jobs}
+    # servers' share of the variants that sent it. A stopping rule's scheduler starts nothing
+    # more for a decided variant and gives its slots to the others.
     tasks: set[asyncio.Task[None]] = set()
     crashed: list[BaseException] = []
     halted: list[RunStopped] = []
@@ -665,7 +697,7 @@ async def run_jobs(
         try:
             queue.put_nowait((job, await run_debate(job.setup, question)))
         finally:
-            slots[id(job)].release()
+            sched.release(job.name)
 
     def finished(task: asyncio.Task[None]) -> None:
         tasks.discard(task)
@@ -679,8 +711,10 @@ async def run_jobs(
 
     async def feed(job: Job) -> None:
         for question in job.todo:
-            await slots[id(job)].acquire()
+            if not await sched.acquire(job.name, str(question.question_id)):
+                return  # decided (a stopping rule): its debates in flight finish
             if stopping():
+                sched.release(job.name)
                 return
             task = asyncio.create_task(one(job, question))
             tasks.add(task)
@@ -711,7 +745,10 @@ async def run_jobs(
         queue.put_nowait(None)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(writer)
-        for summary in summaries:
+        for job, summary in zip(jobs, summaries, strict=True):
+            verdict = sched.verdict(job.name)
+            # a baseline that ran every question stopped for nothing
+            summary.decision = verdict if summary.remaining or job.name != sched.baseline else None
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)

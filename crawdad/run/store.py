@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import ValidationError
 
-from crawdad.config import diff_settings, normalized_config, result_settings
+from crawdad.config import SelectionConfig, diff_settings, normalized_config, result_settings
 from crawdad.errors import CrawdadError, StoreError, StoreWriteError, UnsafePathError
 from crawdad.records import (
     DebateRecord,
@@ -532,15 +532,41 @@ class RunStore:
             self._dir = None
 
 
+SEEDED_ORDER_SCHEMA = 8  # run folders made before it work through their questions in file order
+
+
+def recorded_order(out: Path) -> Literal["seeded", "file"] | None:
+    """The order an existing run folder (or any variant of an experiment folder) was made in:
+    "file" for a manifest of record schema 7 or older, whose `limit` took the first questions of
+    the file, so that it resumes with the selection it recorded; None for a new folder."""
+    out = Path(out)
+    manifests = [out / MANIFEST, *sorted(out.glob(f"*/{MANIFEST}"))]
+    for path in manifests:
+        try:
+            version = json.loads(path.read_bytes()).get("schema_version", 1)
+        except (OSError, ValueError, AttributeError):
+            continue
+        return "file" if isinstance(version, int) and version < SEEDED_ORDER_SCHEMA else "seeded"
+    return None
+
+
+def selection_for(selection: SelectionConfig, out: Path) -> SelectionConfig:
+    """The selection a run into `out` takes: an old folder's (file order) where `out` holds one,
+    else the one given."""
+    if recorded_order(out) == "file" and selection.order != "file":
+        return selection.model_copy(update={"order": "file"})
+    return selection
+
+
 def _seed_of(manifest: RunManifest) -> int | None:
     seed = manifest.config.get("seed")
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
-def read_selected_ids(folder: Path, name: str, root: Path | None = None) -> set[str] | None:
-    """The ids in the run folder's selected-ids file `name` (None if it is missing or cannot be
-    read). Read without following a link (`root`: the folder the run folder must stay inside):
-    a link or a FIFO is refused with `UnsafePathError`, naming it."""
+def read_selected_order(folder: Path, name: str, root: Path | None = None) -> list[str] | None:
+    """The ids in the run folder's selected-ids file `name`, in the run's order (None if it is
+    missing or cannot be read). Read without following a link (`root`: the folder the run folder
+    must stay inside): a link or a FIFO is refused with `UnsafePathError`, naming it."""
     try:
         data = read_inside(folder, name, root=root)
     except UnsafePathError:
@@ -553,7 +579,13 @@ def read_selected_ids(folder: Path, name: str, root: Path | None = None) -> set[
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return {line for line in text.splitlines() if line.strip()}
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def read_selected_ids(folder: Path, name: str, root: Path | None = None) -> set[str] | None:
+    """The ids in the run folder's selected-ids file `name`, as a set (`read_selected_order`)."""
+    order = read_selected_order(folder, name, root)
+    return set(order) if order is not None else None
 
 
 def is_being_written(folder: Path, root: Path | None = None) -> bool:

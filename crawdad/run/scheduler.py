@@ -1,0 +1,306 @@
+"""Which debates may start: the one place a run's stopping rule meets the run machinery.
+
+The runner asks `Scheduler.acquire(job)` before each debate and tells `Scheduler.record(job, r)`
+each finished one. Without a stopping rule it is the runner's old per-job semaphore: each job (a
+plain run, or an experiment's variant) has `concurrency` slots. With one (`[stop]` in an experiment
+file, `--stop` on the command line):
+
+- **The prefix rule.** A decision uses only outcomes whose place in the run's order is settled:
+  every earlier question finished for the variant and for the baseline. Debates finish out of
+  order, and the long ones (disagreements, loops) finish last and are more often wrong: deciding
+  on whatever has finished would favour the quick, right ones. A failed debate is not finished:
+  it holds the prefix until a resume retries it.
+- A decided variant starts no new debate; its debates in flight finish and are recorded.
+- The baseline runs while any variant is undecided.
+- The slots a decided variant frees go to the undecided ones.
+- A decision is a function of the records in order (`decisions_of`), so a run killed and resumed
+  reaches the same ones, and the analysis recomputes them from the run folders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawdad.errors import ConfigError
+from crawdad.records import DebateRecord
+
+Outcome = int | None  # 1 right, 0 wrong, None: no exact answer to score (left out of the sums)
+# (the variant's settled outcomes, the baseline's over the same questions or None for a plain
+# run, the number of questions selected) -> a decision (`crawdad.stopping.decide.Decision`: its
+# `outcome`, `questions`, `lower`, `upper`), or None while undecided
+Judge = Callable[[Sequence[int], Sequence[int] | None, int], Any]
+
+DECIDED = ("better", "worse", "equivalent", "precise")  # a variant stops on these
+
+
+def outcome_of(record: DebateRecord) -> Outcome:
+    """A finished record's outcome, as the store's scan counts it."""
+    if record.gold is None:
+        return None
+    return int(record.final_answer == record.gold)
+
+
+def settled(order: Sequence[str], *outcomes: Mapping[str, Outcome]) -> int:
+    """How many questions of `order`, from its start, every one of `outcomes` has."""
+    for i, qid in enumerate(order):
+        if any(qid not in o for o in outcomes):
+            return i
+    return len(order)
+
+
+def settled_outcomes(
+    order: Sequence[str], mine: Mapping[str, Outcome], baseline: Mapping[str, Outcome] | None
+) -> tuple[list[int], list[int] | None]:
+    """The outcomes over the settled prefix, in order, paired with the baseline's (questions
+    without an exact answer left out of both)."""
+    n = settled(order, mine, *([baseline] if baseline is not None else []))
+    a: list[int] = []
+    b: list[int] = []
+    for qid in order[:n]:
+        x = mine[qid]
+        y = baseline[qid] if baseline is not None else 0
+        if x is None or y is None:
+            continue
+        a.append(x)
+        b.append(y)
+    return a, (b if baseline is not None else None)
+
+
+def variant_sequence(
+    a: Sequence[int], b: Sequence[int] | None, population: int, rule: Any, comparisons: int
+) -> Any:
+    """The confidence sequence a stopping rule decides on: the paired difference `a - b` from the
+    baseline (the accuracy of `a` for a plain run), at alpha shared among `comparisons`."""
+    from crawdad.stopping.decide import corrected_alpha
+    from crawdad.stopping.sequences import accuracy_sequence, difference_sequence
+
+    alpha = corrected_alpha(rule, comparisons)
+    if b is None:
+        return accuracy_sequence(list(a), population, alpha)
+    return difference_sequence(list(a), list(b), population, alpha)
+
+
+def rule_judge(rule: Any, comparisons: int) -> Judge:
+    """The judge of a stopping rule (`crawdad.stopping.decide.Rule`): `variant_sequence`,
+    decided by `decide`."""
+    from crawdad.stopping.decide import decide
+
+    def judge(a: Sequence[int], b: Sequence[int] | None, population: int) -> Any:
+        if not a:
+            return None
+        seq = variant_sequence(a, b, population, rule, comparisons)
+        decision = decide(seq, rule, comparisons=comparisons)
+        return decision if decision.outcome in DECIDED else None
+
+    return judge
+
+
+def decisions_of(
+    order: Sequence[str],
+    outcomes: Mapping[str, Mapping[str, Outcome]],
+    baseline: str | None,
+    judge: Judge,
+    population: int | None = None,
+) -> dict[str, Any]:
+    """Each variant's decision (None: undecided) from its records in the run's order: what the
+    run reaches, killed and resumed or not, and what the report shows."""
+    population = population or len(order)
+    base = outcomes.get(baseline) if baseline is not None else None
+    out = {}
+    for name, mine in outcomes.items():
+        if name == baseline:
+            continue
+        a, b = settled_outcomes(order, mine, base)
+        out[name] = judge(a, b, population)
+    return out
+
+
+@dataclass
+class Scheduler:
+    """Slots and decisions for the jobs of one run (`names`: their names, one per job)."""
+
+    names: list[str]
+    concurrency: int
+    order: list[str] = field(default_factory=list)  # the run's question ids, in its order
+    baseline: str | None = None  # the job the others are compared with (None: a plain run)
+    judge: Judge | None = None  # None: no stopping rule, every job runs to its end
+    max_questions: int | None = None  # no job starts a question past this place in the order
+    say: Callable[[str], None] = print  # a decision, as it happens
+    outcomes: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+    decided: dict[str, Any] = field(default_factory=dict)  # job -> its decision
+    # Settled questions at the last look, per job: a look costs a sequence over the whole prefix,
+    # so the next one waits for the prefix to grow (by 2%, at least 1): when a decision is seen,
+    # never which one it is (the judge takes the first place the rule holds).
+    _looked: dict[str, int] = field(default_factory=dict)
+    _settled: dict[str, int] = field(default_factory=dict)  # job -> its settled prefix so far
+    _in_use: dict[str, int] = field(default_factory=dict)
+    _place: dict[str, int] = field(default_factory=dict)
+    _changed: asyncio.Condition | None = None
+    _wakers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.judge is not None and not self.order:
+            raise ConfigError("a stopping rule needs the run's order of questions")
+        if self.baseline is not None and self.baseline not in self.names:
+            raise ConfigError(f"the baseline {self.baseline!r} is not one of the variants")
+        self._place = {qid: i for i, qid in enumerate(self.order)}
+        for name in self.names:
+            self.outcomes.setdefault(name, {})
+            self._in_use[name] = 0
+        if self.judge is not None:  # a resumed run: the decisions its records already reach
+            for name in self.names:
+                self._look(name, force=True, announce=False)
+
+    @classmethod
+    def of_scans(
+        cls,
+        names: list[str],
+        scans: Iterable[Any],
+        concurrency: int,
+        **kwargs: Any,
+    ) -> Scheduler:
+        """A scheduler that knows what each job's folder already holds (`Scan`s, in job order)."""
+        order = kwargs.get("order") or []
+        wanted = set(order)
+        outcomes = {
+            name: {
+                qid: (None if qid in scan.unscored_ids else int(qid in scan.correct_ids))
+                for qid in scan.finished
+                if qid in wanted
+            }
+            for name, scan in zip(names, scans, strict=True)
+        }
+        return cls(names, concurrency, outcomes=outcomes, **kwargs)
+
+    # --- what may start ------------------------------------------------------------------
+
+    def needs(self, name: str, qid: str | None = None) -> bool:
+        """May the job start (another) debate, on question `qid`?"""
+        if name in self.decided:
+            return False
+        if self.judge is not None and name == self.baseline:
+            others = [n for n in self.names if n != self.baseline]
+            if others and all(n in self.decided for n in others):
+                return False
+        past = self.max_questions is not None and qid is not None
+        return not (past and self._place.get(qid or "", 0) >= (self.max_questions or 0))
+
+    def capacity(self, name: str) -> int:
+        """The job's slots: `concurrency` each, and the slots of decided jobs (once their debates
+        in flight finish) shared among the jobs still running."""
+        if self.judge is None:
+            return self.concurrency
+        running = [n for n in self.names if self.needs(n)]
+        if name not in running:
+            return 0
+        total = self.concurrency * len(self.names)
+        busy = sum(self._in_use[n] for n in self.names if n not in running)
+        return max(1, (total - busy) // len(running))
+
+    def _condition(self) -> asyncio.Condition:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def acquire(self, name: str, qid: str | None = None) -> bool:
+        """Wait for a slot of the job; False (and no slot) when it is to start nothing more."""
+        changed = self._condition()
+        async with changed:
+            while self.needs(name, qid) and self._in_use[name] >= self.capacity(name):
+                await changed.wait()
+            if not self.needs(name, qid):
+                return False
+            self._in_use[name] += 1
+            return True
+
+    def release(self, name: str) -> None:
+        self._in_use[name] -= 1
+        self._notify()
+
+    def _notify(self) -> None:
+        changed = self._condition()
+
+        async def wake() -> None:
+            async with changed:
+                changed.notify_all()
+
+        with contextlib.suppress(RuntimeError):  # no loop: nobody waits
+            task = asyncio.get_running_loop().create_task(wake())
+            self._wakers.add(task)  # kept until done (a loop keeps only weak references)
+            task.add_done_callback(self._wakers.discard)
+
+    # --- what finished -------------------------------------------------------------------
+
+    def record(self, name: str, record: DebateRecord) -> None:
+        """A job's debate is written: its outcome counts, and decisions may follow."""
+        if not record.ok or self.judge is None:
+            return
+        self.outcomes[name][str(record.question_id)] = outcome_of(record)
+        looks = [n for n in self.names if n != self.baseline] if name == self.baseline else [name]
+        before = len(self.decided)
+        for n in looks:
+            self._look(n)
+        if len(self.decided) != before:
+            self._notify()
+
+    def _look(self, name: str, force: bool = False, announce: bool = True) -> None:
+        if self.judge is None or name in self.decided or name == self.baseline:
+            return
+        base = self.outcomes[self.baseline] if self.baseline is not None else None
+        n = self._advance(name, base)
+        last = self._looked.get(name, 0)
+        if not force and n < len(self.order) and n < last + max(1, math.ceil(0.02 * last)):
+            return
+        self._looked[name] = n
+        a, b = settled_outcomes(self.order, self.outcomes[name], base)
+        decision = self.judge(a, b, len(self.order))
+        if decision is not None:
+            self.decided[name] = decision
+            if announce:
+                self.say(describe(name, decision, self.baseline))
+
+    def _advance(self, name: str, base: Mapping[str, Outcome] | None) -> int:
+        """The job's settled prefix, moved on from where it was (outcomes are only ever added,
+        so it never moves back): each record costs what it settles, not the whole order."""
+        mine, n = self.outcomes[name], self._settled.get(name, 0)
+        while (
+            n < len(self.order)
+            and self.order[n] in mine
+            and (base is None or self.order[n] in base)
+        ):
+            n += 1
+        self._settled[name] = n
+        return n
+
+    def verdict(self, name: str) -> str | None:
+        """A stopped job's reason, in words (None: it ran on)."""
+        if name in self.decided:
+            return describe(name, self.decided[name], self.baseline).removeprefix(f"[{name}] ")
+        if self.judge is not None and name == self.baseline and not self.needs(name):
+            return "the baseline stopped: every variant is decided"
+        return None
+
+    def undecided(self) -> list[str]:
+        return [n for n in self.names if n != self.baseline and n not in self.decided]
+
+
+def describe(name: str, decision: Any, baseline: str | None) -> str:
+    """A decision in one line, as the run prints it."""
+    what = getattr(decision, "outcome", str(decision))
+    used = getattr(decision, "questions", None)
+    lo, hi = getattr(decision, "lower", None), getattr(decision, "upper", None)
+    label = f"[{name}] " if name else ""
+    against = f" than {baseline}" if baseline and what in ("better", "worse") else ""
+    against = f" to {baseline}" if baseline and what == "equivalent" else against
+    interval = (
+        f"; the {'difference' if baseline else 'accuracy'} lies in [{lo:+.3f}, {hi:+.3f}]"
+        if isinstance(lo, float | int) and isinstance(hi, float | int)
+        else ""
+    )
+    after = f" after {used} questions" if used is not None else ""
+    return f"{label}decided: {what}{against}{after}{interval}; it starts no new debate"

@@ -1,0 +1,267 @@
+"""The stopping scheduler: decisions on the settled prefix only (debates finish out of order), a
+decided variant starts nothing new and gives its slots to the others, the baseline runs while a
+variant needs it, and a resumed run reaches the same decisions from its records. The scheduler's
+unit tests use a stand-in judge (a plain count), no timers and no servers; the last test runs an
+experiment with [stop] on the fakes with crawdad.stopping's statistics."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from crawdad.run.scheduler import Scheduler, decisions_of, settled, settled_outcomes
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    questions: int
+
+
+class CountJudge:
+    """Better at the first place where the variant leads the baseline by `lead` right answers;
+    records every prefix it was shown."""
+
+    def __init__(self, lead: int = 3) -> None:
+        self.lead = lead
+        self.seen: list[tuple[list[int], list[int] | None]] = []
+
+    def __call__(
+        self, a: Sequence[int], b: Sequence[int] | None, population: int
+    ) -> Verdict | None:
+        self.seen.append((list(a), None if b is None else list(b)))
+        lead = 0
+        for i, x in enumerate(a):
+            lead += x - (b[i] if b is not None else 0)
+            if lead >= self.lead:
+                return Verdict("better", i + 1)
+        return None
+
+
+def record(qid: str, right: bool) -> SimpleNamespace:
+    """What the scheduler reads of a DebateRecord."""
+    return SimpleNamespace(
+        ok=True, question_id=qid, gold="yes", final_answer="yes" if right else "no"
+    )
+
+
+ORDER = [f"q{i}" for i in range(40)]
+# the variant is right on every question, the baseline on every other one
+TRUTH = {"base": {q: i % 2 for i, q in enumerate(ORDER)}, "v": {q: 1 for q in ORDER}}
+
+
+def feed(sched: Scheduler, arrivals: list[tuple[str, str]]) -> None:
+    for name, qid in arrivals:
+        sched.record(name, record(qid, bool(TRUTH[name][qid])))  # type: ignore[arg-type]
+
+
+def test_settled_prefix_waits_for_every_earlier_question_of_both() -> None:
+    mine: dict[str, int | None] = {"q0": 1, "q1": 0, "q3": 1}
+    base: dict[str, int | None] = {"q0": 0, "q1": 1, "q2": 1, "q3": 1}
+    assert settled(ORDER, mine) == 2 and settled(ORDER, mine, base) == 2
+    assert settled_outcomes(ORDER, mine, base) == ([1, 0], [0, 1])
+    mine["q2"] = None  # no exact answer: settled, left out of the sums
+    assert settled_outcomes(ORDER, mine, base) == ([1, 0, 1], [0, 1, 1])
+
+
+@pytest.mark.parametrize("shuffle_seed", range(6))
+def test_decisions_use_only_the_settled_prefix_whatever_order_debates_finish(
+    shuffle_seed: int,
+) -> None:
+    judge = CountJudge()
+    sched = Scheduler(
+        ["base", "v"], 4, order=ORDER, baseline="base", judge=judge, say=lambda _: None
+    )
+    arrivals = [(n, q) for n in ("base", "v") for q in ORDER]
+    random.Random(shuffle_seed).shuffle(arrivals)
+    feed(sched, arrivals)
+    for a, b in judge.seen:  # every look saw a prefix of the order, for both
+        n = len(a)
+        assert a == [TRUTH["v"][q] for q in ORDER[:n]]
+        assert b == [TRUTH["base"][q] for q in ORDER[:n]]
+    # the same decision however the debates finished: the first place the rule holds
+    assert sched.decided["v"] == Verdict("better", 5)
+    assert decisions_of(ORDER, TRUTH, "base", CountJudge()) == {"v": Verdict("better", 5)}
+
+
+async def test_a_decided_variant_starts_nothing_new_and_its_slots_go_to_the_others() -> None:
+    said: list[str] = []
+    sched = Scheduler(
+        ["base", "v", "w"], 2, order=ORDER, baseline="base", judge=CountJudge(), say=said.append
+    )
+    assert [sched.capacity(n) for n in ("base", "v", "w")] == [2, 2, 2]
+    assert await sched.acquire("v", "q0") and await sched.acquire("v", "q1")
+    waiting = asyncio.create_task(sched.acquire("v", "q2"))  # full: it waits
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    feed(sched, [(n, q) for q in ORDER[:8] for n in ("base", "v")])
+    assert "v" in sched.decided and said and "better" in said[0] and "[v]" in said[0]
+    assert await asyncio.wait_for(waiting, 1) is False  # woken, told to start nothing
+    assert not sched.needs("v") and await sched.acquire("v", "q9") is False
+    # v's two debates in flight still hold their slots; as they finish, w and base get them
+    assert sched.capacity("w") == (6 - 2) // 2
+    sched.release("v")
+    sched.release("v")
+    assert sched.capacity("w") == sched.capacity("base") == 3
+    assert sched.needs("base")  # w is undecided: the baseline runs on
+    assert sched.verdict("v") and sched.verdict("w") is None
+
+
+def test_the_baseline_stops_when_every_variant_is_decided() -> None:
+    sched = Scheduler(["base", "v"], 2, order=ORDER, baseline="base", judge=CountJudge())
+    feed(sched, [(n, q) for q in ORDER[:10] for n in ("base", "v")])
+    assert not sched.needs("base") and sched.capacity("base") == 0
+    assert "every variant is decided" in (sched.verdict("base") or "")
+
+
+def test_without_a_rule_every_job_runs_to_its_end_with_its_own_slots() -> None:
+    sched = Scheduler(["a", "b"], 3)
+    sched.record("a", record("q0", True))  # type: ignore[arg-type]
+    assert sched.needs("a") and sched.capacity("a") == sched.capacity("b") == 3
+    assert sched.verdict("a") is None
+
+
+def test_max_questions_ends_a_variant_at_that_place_in_the_order() -> None:
+    sched = Scheduler(
+        ["base", "v"], 2, order=ORDER, baseline="base", judge=CountJudge(99), max_questions=5
+    )
+    assert sched.needs("v", "q4") and not sched.needs("v", "q5")
+
+
+def test_a_resumed_run_reaches_its_decisions_from_its_records_silently() -> None:
+    finished = set(ORDER[:12])
+    scans = [
+        SimpleNamespace(
+            finished=finished,
+            unscored_ids=set(),
+            correct_ids={q for q in finished if TRUTH[name][q]},
+        )
+        for name in ("base", "v")
+    ]
+    said: list[str] = []
+    sched = Scheduler.of_scans(
+        ["base", "v"], scans, 2, order=ORDER, baseline="base", judge=CountJudge(), say=said.append
+    )
+    assert sched.decided == {"v": Verdict("better", 5)} and said == []
+    assert not sched.needs("v")
+
+
+# --- an experiment with [stop] on the fakes ------------------------------------------------------
+
+ACCURACIES = {"base:1b": 0.6, "better:1b": 0.95, "worse:1b": 0.25, "null:1b": 0.6}
+STOP_EXPERIMENT = """
+baseline = "base"
+[stop]
+alpha = 0.05
+margin = 0.03
+min_questions = 10
+[base]
+seed = 3
+concurrency = 6
+protocol = {{ kind = "solo", samples = 1 }}
+extractor = {{ base_urls = ["{url}"] }}
+""" + "".join(
+    f'[variants.{m.split(":")[0]}]\nagents = [{{{{ name = "a", model = "{m}", base_urls = ["{{url}}"] }}}}]\n'
+    for m in ACCURACIES
+)
+
+
+async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_decisions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crawdad.analysis.experiment_report import write_experiment_report
+
+    from crawdad.config import SelectionConfig
+    from crawdad.data.questions import load_cladder, select
+    from crawdad.demo import answer_key
+    from crawdad.fake import FakeServer, LatencyModel
+    from crawdad.fake.setups import models_for
+    from crawdad.notebook import decisions, sequences
+    from crawdad.resources import examples
+    from crawdad.run.experiment import (
+        experiment_manifest,
+        load_experiment,
+        run_experiment,
+        variant_configs,
+    )
+    from crawdad.run.store import read_experiment
+
+    dataset = select(load_cladder(examples()), SelectionConfig(limit=150), 3)
+    models = models_for(ACCURACIES, answer_key=answer_key(dataset.questions), accuracies=ACCURACIES)
+    out = tmp_path / "exp"
+    async with FakeServer("ollama", models, latency=LatencyModel(capacity=32)) as server:
+        path = tmp_path / "stop.toml"
+        path.write_text(STOP_EXPERIMENT.format(url=server.url))
+        spec, sha = load_experiment(path)
+        configs = variant_configs(spec, str(path))
+        manifest = experiment_manifest(spec, str(path), sha, list(configs))
+
+        async def go() -> dict[str, Any]:
+            summaries = await run_experiment(
+                configs, manifest, dataset, out, progress=False, simulated=True
+            )
+            return dict(zip(configs, summaries, strict=True))
+
+        first = await go()
+        printed = capsys.readouterr().out
+        again = await go()
+    assert read_experiment(out).stop["margin"] == 0.03  # type: ignore[union-attr,index]
+    table = decisions(out).set_index("variant")
+    assert table.loc["better", "decision"] == "better" and table.loc["worse", "decision"] == "worse"
+    assert table.loc["null", "decision"] not in ("better", "worse")
+    assert "[better] decided: better" in printed and "[worse] decided: worse" in printed
+    for name in ("better", "worse"):  # stopped early; the in-flight ones finished, no more
+        s = first[name]
+        assert s.decision and s.done_total < len(dataset.questions)
+        assert s.done_total <= table.loc[name, "settled"] + 6 * 4
+        assert again[name].finished == 0 and again[name].decision == s.decision
+    assert first["base"].done_total == len(dataset.questions)  # null is undecided: base ran on
+    seqs = sequences(out)
+    assert set(seqs.columns) >= {"variant", "questions", "lower", "upper"}
+    report = write_experiment_report(out, tmp_path / "report").read_text()
+    assert "## Decisions" in report and "Spent against a full pass" in report
+
+
+def test_a_single_run_stops_when_its_accuracy_is_known_closely_enough(
+    tmp_path: Path, cli: Any
+) -> None:
+    from crawdad.fake import FakeServer
+    from crawdad.fake.setups import paper_models
+    from crawdad.run.store import RunStore
+    from tests.conftest import paper_toml
+
+    with FakeServer("ollama", paper_models()) as server:
+        config = paper_toml(server.url, tmp_path / "paper.toml", head="concurrency = 4\n")
+        code, out, err = cli(
+            "run",
+            "--data",
+            "examples",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+            "--stop",
+            "half_width=0.25",
+            "--stop",
+            "min_questions=10",
+        )
+    assert code == 0, err
+    assert "decided: precise" in out and "questions not run" in out
+    manifest = RunStore(tmp_path / "r").read_manifest()
+    assert manifest.stop is not None and manifest.stop["half_width"] == 0.25
+    assert manifest.schema_version == 8
+
+
+def test_a_run_without_a_target_is_told_to_give_one(tmp_path: Path, cli: Any) -> None:
+    code, _, err = cli(
+        "run", "--data", "examples", "--out", str(tmp_path / "r"), "--stop", "alpha=0.05"
+    )
+    assert code != 0 and "half_width" in err
