@@ -244,3 +244,106 @@ async def test_the_live_page_opens_from_its_tokened_url(tmp_path: Path) -> None:
             assert r.status == 303 and r.headers["Location"] == "/live"
         async with client.get("/live") as r:
             assert r.status == 200 and 'id="live-runs"' in await r.text()
+
+
+def stop_experiment(
+    folder: Path, rights: dict[str, Any], n: int, stop: dict[str, Any] | None
+) -> Path:
+    """An experiment folder whose variants answer `n` questions, variant v right on question i
+    when `rights[v](i)`, its manifest holding the stopping rule `stop` (None: no rule)."""
+    folder.mkdir()
+    manifest = ExperimentManifest(
+        crawdad_version="0",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        file="exp.toml",
+        file_sha256="0" * 64,
+        baseline="base",
+        variants={name: {} for name in rights},
+        stop=stop,
+    )
+    (folder / "experiment.json").write_text(manifest.model_dump_json())
+    order = [str(i) for i in range(n)][::-1]  # the run's order is the ids file's, not the ids'
+    for name, right in rights.items():
+        run = write_synthetic_run(folder / name, n, trace_chars=(10, 20), error_rate=0)
+        data = json.loads((run / "manifest.json").read_text())
+        data["dataset"]["ids_file"] = "selected_ids.txt"
+        (run / "manifest.json").write_text(json.dumps(data))
+        (run / "selected_ids.txt").write_text("\n".join(order) + "\n")
+        lines = []
+        for raw in (run / "debates.jsonl").read_text().splitlines():
+            d = json.loads(raw)
+            gold = d["gold"]
+            d["final_answer"] = gold if right(int(d["question_id"])) else _flip(gold)
+            lines.append(json.dumps(d) + "\n")
+        (run / "debates.jsonl").write_text("".join(lines))
+    return folder
+
+
+def _flip(gold: str) -> str:
+    return "no" if gold == "yes" else "yes"
+
+
+async def test_a_variant_decided_by_the_stopping_rule_shows_its_decision_and_sequence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawdad.run.scheduler import decisions_of, rule_judge
+
+    rights = {
+        "base": lambda i: i % 2 == 0,  # right on half
+        "good": lambda i: True,  # right on every one: better
+        "same": lambda i: i % 2 == 0,  # the baseline's answers: never better nor worse
+    }
+    stop = {"alpha": 0.05, "margin": 0.03, "min_questions": 10}
+    exp = stop_experiment(tmp_path / "exp", rights, 300, stop)
+    async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
+        data = await poll(client)
+        by = {d["variant"]: d for d in data["decisions"]}
+        assert set(by) == {"good", "same"}
+        good = by["good"]
+        assert good["decision"] == "better" and good["baseline"] == "base"
+        assert 10 <= good["questions"] < 300 and good["settled"] == 300
+        assert 0 < good["lower"] <= good["upper"] and good["margin"] == 0.03
+        seq = good["sequence"]
+        assert 0 < len(seq["questions"]) <= 200 and seq["questions"][-1] == 300
+        assert all(lo <= hi for lo, hi in zip(seq["lower"], seq["upper"], strict=True))
+        assert by["same"]["decision"] not in ("better", "worse")
+        # the run's own judge reaches the same decision from the same records
+        order = [str(i) for i in range(300)][::-1]
+        outcomes = {n: {q: int(f(int(q))) for q in order} for n, f in rights.items()}
+        from crawdad.run.experiment import stop_rule
+
+        judged = decisions_of(order, outcomes, "base", rule_judge(stop_rule(stop), 2))
+        assert judged["good"].questions == good["questions"]
+        assert (judged["good"].lower, judged["good"].upper) == (good["lower"], good["upper"])
+
+        # a poll with nothing new computes nothing
+        import crawdad.view.live as live_module
+
+        calls: list[int] = []
+        real = live_module.variant_decision
+
+        def counted(*args: Any) -> Any:
+            calls.append(1)
+            return real(*args)
+
+        monkeypatch.setattr(live_module, "variant_decision", counted)
+        assert (await poll(client))["decisions"] == data["decisions"]
+        assert calls == []
+        same = exp / "same" / "debates.jsonl"
+        first = json.loads(same.read_text().splitlines()[0])
+        with same.open("a") as f:  # the same answer again: new lines, the same outcomes
+            f.write(json.dumps(first) + "\n")
+        await poll(client)
+        assert calls == []
+        first["final_answer"] = _flip(first["final_answer"])  # a retry that answered otherwise
+        with same.open("a") as f:
+            f.write(json.dumps(first) + "\n")
+        await poll(client)
+        assert len(calls) == 1  # only that variant's sequence is computed again
+
+
+async def test_without_a_stopping_rule_there_are_no_decisions(tmp_path: Path) -> None:
+    rights = {"base": lambda i: i % 2 == 0, "good": lambda i: True}
+    exp = stop_experiment(tmp_path / "exp", rights, 40, None)
+    async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
+        assert (await poll(client))["decisions"] == []

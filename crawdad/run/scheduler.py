@@ -24,7 +24,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from crawdad.errors import ConfigError
 from crawdad.records import DebateRecord
@@ -38,7 +38,16 @@ Judge = Callable[[Sequence[int], Sequence[int] | None, int], Any]
 DECIDED = ("better", "worse", "equivalent", "precise")  # a variant stops on these
 
 
-def outcome_of(record: DebateRecord) -> Outcome:
+class Scored(Protocol):
+    """What an outcome is read from: a DebateRecord, or the viewer's index entry of one."""
+
+    @property
+    def gold(self) -> str | None: ...
+    @property
+    def final_answer(self) -> str | None: ...
+
+
+def outcome_of(record: Scored) -> Outcome:
     """A finished record's outcome, as the store's scan counts it."""
     if record.gold is None:
         return None
@@ -85,16 +94,26 @@ def variant_sequence(
     return difference_sequence(list(a), list(b), population, alpha)
 
 
-def rule_judge(rule: Any, comparisons: int) -> Judge:
-    """The judge of a stopping rule (`crawdad.stopping.decide.Rule`): `variant_sequence`,
-    decided by `decide`."""
+def variant_decision(
+    a: Sequence[int], b: Sequence[int] | None, population: int, rule: Any, comparisons: int
+) -> tuple[Any, Any]:
+    """A variant's sequence (`variant_sequence`) and what the rule says of it
+    (`crawdad.stopping.decide.decide`: undecided too, with the interval where it looked last):
+    what the run's judge decides on, and what the live view shows."""
     from crawdad.stopping.decide import decide
+
+    seq = variant_sequence(a, b, population, rule, comparisons)
+    return seq, decide(seq, rule, comparisons=comparisons)
+
+
+def rule_judge(rule: Any, comparisons: int) -> Judge:
+    """The judge of a stopping rule (`crawdad.stopping.decide.Rule`): `variant_decision`, None
+    while undecided."""
 
     def judge(a: Sequence[int], b: Sequence[int] | None, population: int) -> Any:
         if not a:
             return None
-        seq = variant_sequence(a, b, population, rule, comparisons)
-        decision = decide(seq, rule, comparisons=comparisons)
+        _, decision = variant_decision(a, b, population, rule, comparisons)
         return decision if decision.outcome in DECIDED else None
 
     return judge

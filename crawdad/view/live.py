@@ -6,6 +6,11 @@ debates.jsonl appended since the last request and keeps its counts line by line
 own timestamps and token counts. Each folder's servers.jsonl is read the same way, from the
 byte where the last poll stopped (from the start again when the run rewrote it shorter, as it
 does to keep it bounded), into a series that keeps the last hour only.
+
+An experiment run with a stopping rule (`[stop]`) also gets each variant's decision and
+confidence sequence, from the index's latest line per question with the scheduler's own
+functions (`settled_outcomes`, `variant_decision`): what the run decides and the report shows.
+They are computed again only when one of the experiment's runs read new lines.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crawdad.run.scheduler import Outcome, outcome_of, settled_outcomes, variant_decision
 from crawdad.run.server_series import KIND_LABEL, SERIES
-from crawdad.run.store import MANIFEST
+from crawdad.run.store import MANIFEST, read_selected_order
 from crawdad.view.index import Entry, RunIndex, Source
 
 WINDOW_S = 300.0  # debates/min and tokens/s: over the last 5 minutes
@@ -27,6 +33,7 @@ HOUR_S = 3600.0  # the servers' charts: the last hour
 MAX_POINTS = 1000  # per server, whatever the sampling interval (an hour at 3.6 s)
 SENT_POINTS = 240  # points per series in one answer (every n-th kept beyond that)
 NEWEST = 12  # newest debates listed
+SEQUENCE_POINTS = 200  # points of a variant's confidence sequence in one answer
 Z95 = 1.959963984540054
 SERIES_KEYS = (
     "at",
@@ -215,6 +222,114 @@ class ServersTail:
         return out
 
 
+def _outcomes(run: RunIndex) -> dict[str, Outcome]:
+    """The run's outcome per finished question (its latest line; an errored one is not
+    finished), as the scheduler counts them."""
+    return {qid: outcome_of(e) for qid, e in run.entries.items() if not e.errored}
+
+
+def _order(run: RunIndex) -> list[str] | None:
+    """The run's question ids in its order (the selected-ids file its manifest names)."""
+    try:
+        data = json.loads(run.manifest_text() or "null")
+        name = data["dataset"]["ids_file"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str):
+        return None
+    try:
+        return read_selected_order(run.path, name, run.root) or None
+    except OSError:
+        return None
+
+
+def _thinned(seq: Any) -> dict[str, list[float]]:
+    """The sequence's questions, lower and upper bounds, at most SEQUENCE_POINTS of them (every
+    n-th, the newest always kept)."""
+    n = len(seq)
+    step = max(1, math.ceil(n / SEQUENCE_POINTS))
+    rows = seq.iloc[::-1].iloc[::step].iloc[::-1]
+    return {
+        "questions": [int(q) for q in rows["questions"]],
+        "lower": [round(float(x), 5) for x in rows["lower"]],
+        "upper": [round(float(x), 5) for x in rows["upper"]],
+    }
+
+
+@dataclass
+class Decisions:
+    """An experiment's stopping decisions, kept until one of its runs reads new lines."""
+
+    key: tuple[Any, ...] | None = None
+    order: list[str] | None = None
+    variants: list[dict[str, Any]] = field(default_factory=list)
+    # variant -> (its settled outcomes and the baseline's, its entry): a sequence over 10,112
+    # questions costs about 0.2 s, so a variant whose settled prefix did not move is not redone
+    done: dict[str, tuple[tuple[tuple[int, ...], tuple[int, ...]], dict[str, Any]]] = field(
+        default_factory=dict
+    )
+
+    def refresh(self, src: Source) -> list[dict[str, Any]]:
+        exp = src.experiment
+        if exp is None or exp.stop is None or exp.baseline is None:
+            return []
+        runs = {r.path.name: r for r in src.runs}
+        base = runs.get(exp.baseline)
+        if base is None:
+            return []
+        if self.order is None:
+            self.order = _order(base)
+            if self.order is None:
+                return []
+        key = tuple((r.label, r.lines, r.scanned) for r in src.runs)
+        if key == self.key:
+            return self.variants  # nothing new since the last poll: nothing computed
+        from crawdad.run.experiment import stop_rule
+
+        rule = stop_rule(exp.stop)
+        comparisons = max(1, len(exp.variants) - 1)  # as the run's scheduler shares alpha
+        theirs = _outcomes(base)
+        out = []
+        for name, run in runs.items():
+            if name == exp.baseline:
+                continue
+            a, b = settled_outcomes(self.order, _outcomes(run), theirs)
+            seen = (tuple(a), tuple(b or ()))
+            kept = self.done.get(name)
+            if kept is not None and kept[0] == seen and kept[1]["label"] == run.label:
+                out.append(kept[1])
+                continue
+            entry: dict[str, Any] = {
+                "label": run.label,
+                "variant": name,
+                "baseline": exp.baseline,
+                "margin": rule.margin,
+                "decision": "undecided",
+                "questions": 0,
+                "settled": len(a),
+                "estimate": None,
+                "lower": None,
+                "upper": None,
+                "sequence": None,
+            }
+            if a:
+                seq, decision = variant_decision(a, b, len(self.order), rule, comparisons)
+                entry.update(
+                    decision=decision.outcome,
+                    questions=decision.questions,
+                    estimate=_num(decision.estimate),
+                    lower=decision.lower,
+                    upper=decision.upper,
+                    sequence=_thinned(seq),
+                )
+                if entry["estimate"] is not None and math.isnan(entry["estimate"]):
+                    entry["estimate"] = None
+            self.done[name] = (seen, entry)
+            out.append(entry)
+        self.key, self.variants = key, out
+        return out
+
+
 class Live:
     """The live view's state over the viewer's sources: what each poll does not read again."""
 
@@ -222,6 +337,7 @@ class Live:
         self.sources = sources
         self.selected: dict[Path, int | None] = {}
         self.servers: dict[Path, ServersTail] = {}
+        self.decisions: dict[Path, Decisions] = {}
 
     def _servers_of(self, src: Source) -> ServersTail:
         tail = self.servers.get(src.path)
@@ -266,10 +382,16 @@ class Live:
         for src in self.sources:
             for server in self._servers_of(src).payload():
                 servers.append({"folder": src.path.name, **server})
+        decisions = []
+        for src in self.sources:
+            state = self.decisions.setdefault(src.path, Decisions())
+            for d in state.refresh(src):
+                decisions.append({"folder": src.path.name, **d})
         return {
             "now": now,
             "runs": out_runs,
             "servers": servers,
+            "decisions": decisions,
             "newest": [
                 {
                     "run": e.run,

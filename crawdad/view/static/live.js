@@ -175,6 +175,75 @@ function drawServers(servers) {
   replace(host, [grid]);
 }
 
+// A variant's confidence sequence for its difference from the baseline: the band between its
+// lower and upper bounds over the questions counted, with lines at 0 and at ±margin, and the
+// place where the rule decided (a dashed line).
+function band(d) {
+  const W = 300, H = 90, L = 40, B = 14;
+  const sq = d.sequence;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", W); svg.setAttribute("height", H);
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `confidence sequence of ${d.variant} minus ${d.baseline}`);
+  const qmax = Math.max(1, sq.questions[sq.questions.length - 1]);
+  let top = Math.max(2 * d.margin, 0.05);
+  sq.lower.forEach((lo, i) => { top = Math.max(top, Math.abs(lo), Math.abs(sq.upper[i])); });
+  top = Math.min(1, top);
+  const x = (q) => L + (W - L - 4) * q / qmax;
+  const y = (v) => 4 + (H - B - 8) * (1 - (Math.max(-top, Math.min(top, v)) + top) / (2 * top));
+  const add = (tag, attrs) => {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    svg.appendChild(node);
+    return node;
+  };
+  const label = (text, tx, ty, anchor) => {
+    add("text", { x: tx, y: ty, class: "axis", "text-anchor": anchor }).textContent = text;
+  };
+  let d0 = "";
+  sq.questions.forEach((q, i) => { d0 += `${i ? "L" : "M"}${x(q).toFixed(1)},${y(sq.upper[i]).toFixed(1)} `; });
+  for (let i = sq.questions.length - 1; i >= 0; i--) {
+    d0 += `L${x(sq.questions[i]).toFixed(1)},${y(sq.lower[i]).toFixed(1)} `;
+  }
+  add("path", { d: d0 + "Z", fill: "#1a5fb4", "fill-opacity": "0.25", stroke: "#1a5fb4", "stroke-width": "1" });
+  add("path", { d: `M${L},${y(0).toFixed(1)} H${W - 4}`, stroke: "#444", fill: "none" });
+  for (const m of [d.margin, -d.margin]) {
+    add("path", { d: `M${L},${y(m).toFixed(1)} H${W - 4}`, stroke: "#D55E00", fill: "none", "stroke-dasharray": "2,2" });
+  }
+  if (d.decision !== "undecided" && d.questions) {
+    add("path", { d: `M${x(d.questions).toFixed(1)},4 V${H - B}`, stroke: "#009E73", fill: "none", "stroke-dasharray": "4,2" });
+  }
+  add("path", { d: `M${L},4 V${H - B} H${W - 4}`, stroke: "#bbb", fill: "none" });
+  label(`+${fmt(100 * top, 0)} pts`, L - 3, 12, "end");
+  label("0", L - 3, y(0) + 3, "end");
+  label(`−${fmt(100 * top, 0)} pts`, L - 3, H - B, "end");
+  label("0", L, H - 2, "start");
+  label(`${fmt(qmax, 0)} questions`, W - 4, H - 2, "end");
+  return svg;
+}
+
+function drawDecisions(decisions) {
+  const section = document.getElementById("live-decisions-section");
+  if (!section) return;
+  section.hidden = !decisions || !decisions.length;
+  if (section.hidden) return;
+  const rows = decisions.map((d) => {
+    const what = el("span", d.decision, "badge decision-" + String(d.decision));
+    const against = d.decision === "undecided" ? "" : ` (vs ${d.baseline})`;
+    const cell = el("span");
+    cell.appendChild(what);
+    cell.appendChild(el("span", against));
+    const interval = d.lower === null ? "–"
+      : `${fmt(100 * d.estimate, 1)} pts [${fmt(100 * d.lower, 1)}, ${fmt(100 * d.upper, 1)}]`;
+    const used = d.decision === "undecided"
+      ? `${fmt(d.settled, 0)} counted so far` : `after ${fmt(d.questions, 0)} of ${fmt(d.settled, 0)} counted`;
+    const chart = d.sequence ? band(d) : el("span", "no question settled yet", "hint");
+    return row([d.label, cell, used, interval, chart]);
+  });
+  replace(document.getElementById("live-decisions"), rows);
+}
+
 function drawNewest(newest) {
   const rows = newest.map((d) => {
     const a = el("a", d.qid, "qid");
@@ -196,6 +265,7 @@ async function poll() {
     const data = await r.json();
     drawRuns(data.runs);
     drawServers(data.servers);
+    drawDecisions(data.decisions || []);
     drawNewest(data.newest);
     const writing = data.runs.some((x) => x.live);
     state.textContent = (writing ? "running" : "not being written") + ", updated " +
