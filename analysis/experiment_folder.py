@@ -24,7 +24,7 @@ from crawdad.analysis.load import DEBATES_FILE, Run, agent_label, load_run
 from pydantic import ValidationError
 
 from crawdad.errors import StoreError, UnsafePathError
-from crawdad.records import DebateRecord, ExperimentManifest, Turn
+from crawdad.records import DebateRecord, ExperimentManifest, Turn, gpu_seconds
 from crawdad.run.store import EXPERIMENT as EXPERIMENT_FILE
 from crawdad.run.store import (
     is_experiment,
@@ -142,7 +142,7 @@ def _extractor_called(t: Turn) -> bool:
 def question_row(rec: DebateRecord, variant: str) -> dict[str, Any]:
     """The per-question cost and outcome of one record (a row of QUESTION_COLUMNS)."""
     debaters = judge = extractor = 0
-    gpu = ext_seconds = 0.0
+    ext_seconds = 0.0
     no_tokens = server_timed = shared = calls = 0
     for t in rec.turns:
         tokens = t.completion_tokens or 0
@@ -151,11 +151,7 @@ def question_row(rec: DebateRecord, variant: str) -> dict[str, Any]:
             judge += tokens
         else:
             debaters += tokens
-        if t.server_seconds is not None:
-            gpu += t.server_seconds
-            server_timed += 1
-        else:
-            gpu += t.seconds
+        server_timed += t.server_seconds is not None
         shared += t.shared
         if _extractor_called(t):
             assert t.extraction is not None
@@ -180,7 +176,7 @@ def question_row(rec: DebateRecord, variant: str) -> dict[str, Any]:
         "tokens": debaters + judge + extractor,
         "turns": len(rec.turns),
         "turns_without_tokens": no_tokens,
-        "gpu_seconds": gpu + ext_seconds,
+        "gpu_seconds": gpu_seconds(rec),  # what a stopping rule's budget counts too
         "turns_server_timed": server_timed,
         "extractor_seconds": ext_seconds,
         "shared_turns": shared,

@@ -456,6 +456,11 @@ def decisions_section(exp: Experiment) -> Section:
         f"`{exp.baseline}` (Bonferroni), margin = {100 * rule.margin:.1f} points, at least "
         f"{rule.min_questions} questions"
         + (f", at most {rule.max_questions}" if rule.max_questions else "")
+        + (
+            f", at most {rule.max_gpu_seconds:g} GPU seconds per variant"
+            if rule.max_gpu_seconds
+            else ""
+        )
         + ". Each sequence is an anytime-valid confidence sequence for the paired difference "
         "over the selected questions (sampled without replacement, in the run's seeded order): "
         f"with probability at least {level:g}% every variant's sequence holds the difference a "
@@ -464,6 +469,12 @@ def decisions_section(exp: Experiment) -> Section:
         f"equivalent when it differs by more than the margin. A decision uses only questions "
         "every earlier one of which had finished for the variant and the baseline. An "
         "undecided variant is not equivalent: its questions ran out first."
+        + (
+            " A variant whose budget is spent is undecided too: it stopped when its debates "
+            "counted the GPU seconds allowed, before its sequence decided anything."
+            if rule.max_gpu_seconds
+            else ""
+        )
     )
     shown = decisions.assign(
         sequence=[f"{_pts(r.estimate)} {_ci_pts(r.lower, r.upper)}" for r in decisions.itertuples()]

@@ -150,7 +150,8 @@ StopOpt = Annotated[
         "--stop",
         help="A stopping rule's setting, KEY=VALUE, repeated: alpha=0.05, margin=0.03 (an "
         "experiment's smallest difference that matters), half_width=0.02 (a run's target), "
-        "min_questions=100, max_questions=N. Over an experiment file's [stop].",
+        "min_questions=100, max_questions=N, max_gpu_seconds=S (each variant's GPU-time "
+        "budget). Over an experiment file's [stop].",
     ),
 ]
 RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]

@@ -340,6 +340,18 @@ class DebateRecord(Record):
         return self.error is None
 
 
+def gpu_seconds(record: DebateRecord) -> float:
+    """The GPU seconds one debate counts: each turn's generation time as the server reported it
+    (crawdad's wall time where it did not), and the extractor's requests (wall time). The one
+    figure of a debate's GPU time: the reports' cost tables and a stopping rule's
+    `max_gpu_seconds` both count it."""
+    turns = sum(
+        t.server_seconds if t.server_seconds is not None else t.seconds for t in record.turns
+    )
+    extractor = sum(t.extraction.seconds for t in record.turns if t.extraction is not None)
+    return float(turns + extractor)
+
+
 class DatasetInfo(Record):
     source: str  # path given by the user
     questions_file: str  # the questions file read
@@ -435,7 +447,7 @@ class RunManifest(Record):
     served: dict[str, list[ServedBy]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)  # what --force replaced, with a timestamp
     # The run's stopping rule (`crawdad run --stop`, schema 8): alpha, half_width, min_questions,
-    # max_questions; None: the run answers every selected question.
+    # max_questions, max_gpu_seconds; None: the run answers every selected question.
     stop: dict[str, Any] | None = None
 
 
@@ -452,7 +464,7 @@ class ExperimentManifest(Record):
     variants: dict[str, dict[str, Any]]  # name -> its overrides of the base config, in file order
     base: dict[str, Any] = Field(default_factory=dict)  # the base config as written in the file
     # The stopping rule of the file's [stop] (schema 2): alpha, margin, min_questions,
-    # max_questions; None: every variant answers every question.
+    # max_questions, max_gpu_seconds; None: every variant answers every question.
     stop: dict[str, Any] | None = None
 
     @model_validator(mode="after")

@@ -48,7 +48,7 @@ class CountJudge:
 def record(qid: str, right: bool) -> SimpleNamespace:
     """What the scheduler reads of a DebateRecord."""
     return SimpleNamespace(
-        ok=True, question_id=qid, gold="yes", final_answer="yes" if right else "no"
+        ok=True, question_id=qid, gold="yes", final_answer="yes" if right else "no", turns=[]
     )
 
 
@@ -153,6 +153,93 @@ def test_a_resumed_run_reaches_its_decisions_from_its_records_silently() -> None
     assert not sched.needs("v")
 
 
+# --- a GPU-time budget ---------------------------------------------------------------------------
+
+
+def timed(qid: str, right: bool, seconds: float, ok: bool = True) -> SimpleNamespace:
+    """A record whose one turn took `seconds` of the server's generation time."""
+    r = record(qid, right)
+    r.ok = ok
+    r.turns = [SimpleNamespace(server_seconds=seconds, seconds=99.0, extraction=None)]
+    return r
+
+
+async def test_a_variant_whose_gpu_budget_is_spent_starts_nothing_new_and_stays_undecided() -> None:
+    said: list[str] = []
+    sched = Scheduler(
+        ["base", "v", "w"],
+        2,
+        order=ORDER,
+        baseline="base",
+        judge=CountJudge(99),  # never decides: only the budget stops anything
+        max_gpu_seconds=10.0,
+        say=said.append,
+    )
+    assert await sched.acquire("v", "q0") and await sched.acquire("v", "q1")
+    waiting = asyncio.create_task(sched.acquire("v", "q2"))  # full: it waits
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    sched.record("v", timed("q0", True, 4.0))  # type: ignore[arg-type]
+    assert sched.needs("v", "q2") and said == []  # 4 of 10 GPU seconds: it runs on
+    sched.record("v", timed("q1", True, 6.0, ok=False))  # a failed debate's GPU time counts
+    assert await asyncio.wait_for(waiting, 1) is False  # woken, told to start nothing
+    sched.release("v")
+    sched.release("v")
+    assert not sched.needs("v") and await sched.acquire("v", "q3") is False
+    assert sched.spent("v") == 10.0 and "v" not in sched.decided  # undecided, never equivalent
+    assert len(said) == 1 and said[0].startswith("[v] budget spent") and "undecided" in said[0]
+    assert (sched.verdict("v") or "").startswith("budget spent")
+    assert sched.needs("w") and sched.needs("base")  # w runs on, and the baseline with it
+    sched.record("w", timed("q0", False, 12.5))  # type: ignore[arg-type]
+    assert not sched.needs("w") and not sched.needs("base")
+    assert "spent its budget" in (sched.verdict("base") or "")
+
+
+def test_a_budget_spent_variant_is_still_decided_by_its_debates_in_flight() -> None:
+    sched = Scheduler(
+        ["base", "v"], 2, order=ORDER, baseline="base", judge=CountJudge(), max_gpu_seconds=4.0
+    )
+    feed(sched, [("base", q) for q in ORDER[:6]])
+    for q in ORDER[:4]:  # lead 2 after four questions: undecided when the budget is spent
+        sched.record("v", timed(q, True, 1.0))  # type: ignore[arg-type]
+    assert "v" in sched.out_of_budget and "v" not in sched.decided
+    sched.record("v", timed("q4", True, 1.0))  # one in flight finishes: lead 3, decided
+    assert sched.decided["v"] == Verdict("better", 5)
+    assert (sched.verdict("v") or "").startswith("decided: better")
+
+
+def test_a_resumed_run_finds_the_budget_spent_from_its_records_silently() -> None:
+    from crawdad.run.scheduler import BudgetSpent, budget_spent_of
+
+    finished = set(ORDER[:6])
+    scans = [
+        SimpleNamespace(
+            finished=finished,
+            unscored_ids=set(),
+            correct_ids={q for q in finished if TRUTH[name][q]},
+            gpu_seconds={q: 2.0 for q in finished},
+        )
+        for name in ("base", "v")
+    ]
+    said: list[str] = []
+    sched = Scheduler.of_scans(
+        ["base", "v"],
+        scans,
+        2,
+        order=ORDER,
+        baseline="base",
+        judge=CountJudge(99),
+        max_gpu_seconds=12.0,
+        say=said.append,
+    )
+    assert sched.out_of_budget == {"v": BudgetSpent(12.0, 12.0, 6)} and said == []
+    assert not sched.needs("v") and not sched.needs("base")
+    # what the report asks of the same records
+    decided = decisions_of(ORDER, TRUTH, "base", CountJudge(99))
+    assert budget_spent_of(decided["v"], 12.0, 12.0, 6) == sched.out_of_budget["v"]
+    assert budget_spent_of(decided["v"], 11.9, 12.0, 6) is None
+
+
 # --- an experiment with [stop] on the fakes ------------------------------------------------------
 
 ACCURACIES = {"base:1b": 0.6, "better:1b": 0.95, "worse:1b": 0.25, "null:1b": 0.6}
@@ -227,6 +314,14 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
     assert set(seqs.columns) >= {"variant", "questions", "lower", "upper"}
     report = write_experiment_report(out, tmp_path / "report").read_text()
     assert "## Decisions" in report and "Spent against a full pass" in report
+    # the GPU seconds a budget counts (the run folder's scan) are the report's
+    from crawdad.analysis.experiment_folder import load_experiment as load_folder
+
+    from crawdad.run.store import RunStore
+
+    for v in load_folder(out).variants:
+        scanned = sum(RunStore(out / v.name).scan().gpu_seconds.values())
+        assert scanned == pytest.approx(float(v.questions["gpu_seconds"].sum()))
 
 
 def test_a_single_run_stops_when_its_accuracy_is_known_closely_enough(

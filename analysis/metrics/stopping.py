@@ -12,6 +12,7 @@ import pandas as pd
 
 from crawdad.run.scheduler import (
     Outcome,
+    budget_spent_of,
     decisions_of,
     rule_judge,
     settled_outcomes,
@@ -89,18 +90,24 @@ def sequence_frame(exp: Any) -> pd.DataFrame:
 
 
 def decision_table(exp: Any) -> pd.DataFrame:
-    """DECISION_COLUMNS: each compared variant's decision (undecided where the rule never held),
-    the questions it used and its sequence at the stop (at the last settled question if none)."""
+    """DECISION_COLUMNS: each compared variant's decision (undecided where the rule never held;
+    "budget spent" where, undecided, its records count the rule's `max_gpu_seconds`: the run
+    stopped it there, as `crawdad.run.scheduler.budget_spent_of` says), the questions it used
+    and its sequence at the stop (at the last settled question if none)."""
     rule = _rule(exp)
     order, outcomes = outcomes_of(exp)
     compared = max(1, len(outcomes) - 1)
     decided = decisions_of(order, outcomes, exp.baseline, rule_judge(rule, compared))
+    spent = {v.name: float(v.questions["gpu_seconds"].sum()) for v in exp.variants}
     seqs = sequence_frame(exp)
     rows = []
     for name, decision in decided.items():
         seq = seqs[seqs["variant"] == name]
         settled = int(seq["questions"].max()) if not seq.empty else 0
-        if decision is not None:
+        decision = budget_spent_of(decision, spent[name], rule.max_gpu_seconds, settled)
+        if decision is not None and decision.outcome == "budget spent":
+            used, at, what = settled, seq.tail(1), str(decision.outcome)
+        elif decision is not None:
             used = int(decision.questions)
             at = seq[seq["questions"] == used]
             what = str(decision.outcome)

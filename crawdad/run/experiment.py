@@ -58,7 +58,8 @@ class ExperimentFile(BaseModel):
     axes: dict[str, list[Any]] = Field(default_factory=dict)  # dotted key -> values
     exclude: list[dict[str, Any]] = Field(default_factory=list)  # dotted key -> value, all match
     # The stopping rule (`crawdad.stopping.decide.Rule`: alpha, margin, min_questions,
-    # max_questions); absent: every variant answers every question (the paper's full run).
+    # max_questions, max_gpu_seconds); absent: every variant answers every question (the
+    # paper's full run).
     stop: dict[str, Any] | None = None
 
 
@@ -305,6 +306,7 @@ def experiment_scheduler(
         baseline=manifest.baseline,
         judge=rule_judge(rule, comparisons=max(1, len(names) - 1)),
         max_questions=rule.max_questions,
+        max_gpu_seconds=rule.max_gpu_seconds,
         say=tqdm.write,
     )
 

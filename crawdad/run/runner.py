@@ -587,6 +587,7 @@ async def run_debates(
                     order=job.order,
                     judge=rule_judge(stop, comparisons=1),
                     max_questions=stop.max_questions,
+                    max_gpu_seconds=stop.max_gpu_seconds,
                     say=tqdm.write,
                 )
 

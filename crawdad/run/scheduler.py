@@ -15,6 +15,10 @@ file, `--stop` on the command line):
 - The slots a decided variant frees go to the undecided ones.
 - A decision is a function of the records in order (`decisions_of`), so a run killed and resumed
   reaches the same ones, and the analysis recomputes them from the run folders.
+- **A GPU-time budget** (`max_gpu_seconds`): a variant whose records count that many GPU seconds
+  (`crawdad.records.gpu_seconds`, the figure the reports' cost tables count) starts nothing new
+  and is **budget spent**: undecided, never equivalent. Its debates in flight finish, and may
+  still settle a decision (`budget_spent_of` says which it is, from the records).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from crawdad.errors import ConfigError
-from crawdad.records import DebateRecord
+from crawdad.records import DebateRecord, gpu_seconds
 
 Outcome = int | None  # 1 right, 0 wrong, None: no exact answer to score (left out of the sums)
 # (the variant's settled outcomes, the baseline's over the same questions or None for a plain
@@ -36,6 +40,27 @@ Outcome = int | None  # 1 right, 0 wrong, None: no exact answer to score (left o
 Judge = Callable[[Sequence[int], Sequence[int] | None, int], Any]
 
 DECIDED = ("better", "worse", "equivalent", "precise")  # a variant stops on these
+BUDGET_SPENT = "budget spent"  # a variant stopped undecided by max_gpu_seconds
+
+
+@dataclass(frozen=True)
+class BudgetSpent:
+    """A variant stopped undecided: its records count its GPU-seconds budget (`max_gpu_seconds`)
+    before its rule decided anything. Never equivalent."""
+
+    seconds: float  # the GPU seconds its records counted when it stopped
+    budget: float  # max_gpu_seconds
+    questions: int  # its settled questions then
+    outcome: str = BUDGET_SPENT
+
+
+def budget_spent_of(decision: Any, seconds: float, budget: float | None, questions: int) -> Any:
+    """A variant's final word from its records: its rule's decision where there is one, else
+    `BudgetSpent` where its records count `budget` GPU seconds (`seconds`), else None (it ran
+    on). The run and the report both ask this."""
+    if decision is not None or budget is None or seconds < budget:
+        return decision
+    return BudgetSpent(seconds=seconds, budget=budget, questions=questions)
 
 
 class Scored(Protocol):
@@ -149,9 +174,16 @@ class Scheduler:
     baseline: str | None = None  # the job the others are compared with (None: a plain run)
     judge: Judge | None = None  # None: no stopping rule, every job runs to its end
     max_questions: int | None = None  # no job starts a question past this place in the order
+    # No compared job (every job but the baseline) starts a debate once its records count this
+    # many GPU seconds (`crawdad.records.gpu_seconds`; None: no budget).
+    max_gpu_seconds: float | None = None
     say: Callable[[str], None] = print  # a decision, as it happens
     outcomes: dict[str, dict[str, Outcome]] = field(default_factory=dict)
     decided: dict[str, Any] = field(default_factory=dict)  # job -> its decision
+    # job -> question id -> the GPU seconds of its latest record, finished or failed (kept only
+    # with a budget); and the jobs whose budget is spent (undecided when they stopped).
+    gpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    out_of_budget: dict[str, BudgetSpent] = field(default_factory=dict)
     # Settled questions at the last look, per job: a look costs a sequence over the whole prefix,
     # so the next one waits for the prefix to grow (by 2%, at least 1): when a decision is seen,
     # never which one it is (the judge takes the first place the rule holds).
@@ -170,10 +202,12 @@ class Scheduler:
         self._place = {qid: i for i, qid in enumerate(self.order)}
         for name in self.names:
             self.outcomes.setdefault(name, {})
+            self.gpu.setdefault(name, {})
             self._in_use[name] = 0
         if self.judge is not None:  # a resumed run: the decisions its records already reach
             for name in self.names:
                 self._look(name, force=True, announce=False)
+                self._check_budget(name, announce=False)
 
     @classmethod
     def of_scans(
@@ -186,6 +220,7 @@ class Scheduler:
         """A scheduler that knows what each job's folder already holds (`Scan`s, in job order)."""
         order = kwargs.get("order") or []
         wanted = set(order)
+        scans = list(scans)
         outcomes = {
             name: {
                 qid: (None if qid in scan.unscored_ids else int(qid in scan.correct_ids))
@@ -194,20 +229,32 @@ class Scheduler:
             }
             for name, scan in zip(names, scans, strict=True)
         }
-        return cls(names, concurrency, outcomes=outcomes, **kwargs)
+        gpu = {
+            name: dict(getattr(scan, "gpu_seconds", {}))
+            for name, scan in zip(names, scans, strict=True)
+        }
+        return cls(names, concurrency, outcomes=outcomes, gpu=gpu, **kwargs)
 
     # --- what may start ------------------------------------------------------------------
 
     def needs(self, name: str, qid: str | None = None) -> bool:
         """May the job start (another) debate, on question `qid`?"""
-        if name in self.decided:
+        if self.stopped(name):
             return False
         if self.judge is not None and name == self.baseline:
             others = [n for n in self.names if n != self.baseline]
-            if others and all(n in self.decided for n in others):
+            if others and all(self.stopped(n) for n in others):
                 return False
         past = self.max_questions is not None and qid is not None
         return not (past and self._place.get(qid or "", 0) >= (self.max_questions or 0))
+
+    def stopped(self, name: str) -> bool:
+        """Is the job to start nothing more: decided, or its GPU budget spent?"""
+        return name in self.decided or name in self.out_of_budget
+
+    def spent(self, name: str) -> float:
+        """The GPU seconds the job's records count (kept only with a budget)."""
+        return sum(self.gpu.get(name, {}).values())
 
     def capacity(self, name: str) -> int:
         """The job's slots: `concurrency` each, and the slots of decided jobs (once their debates
@@ -257,15 +304,38 @@ class Scheduler:
 
     def record(self, name: str, record: DebateRecord) -> None:
         """A job's debate is written: its outcome counts, and decisions may follow."""
-        if not record.ok or self.judge is None:
+        if self.judge is None:
             return
-        self.outcomes[name][str(record.question_id)] = outcome_of(record)
-        looks = [n for n in self.names if n != self.baseline] if name == self.baseline else [name]
-        before = len(self.decided)
+        qid = str(record.question_id)
+        if self.max_gpu_seconds is not None:  # a failed debate's GPU time counts too
+            self.gpu[name][qid] = gpu_seconds(record)
+        looks: list[str] = []
+        if record.ok:
+            self.outcomes[name][qid] = outcome_of(record)
+            looks = (
+                [n for n in self.names if n != self.baseline] if name == self.baseline else [name]
+            )
+        before = len(self.decided) + len(self.out_of_budget)
         for n in looks:
             self._look(n)
-        if len(self.decided) != before:
+        self._check_budget(name)
+        if len(self.decided) + len(self.out_of_budget) != before:
             self._notify()
+
+    def _check_budget(self, name: str, announce: bool = True) -> None:
+        """Stop the job undecided once its records count its GPU budget: after one last look
+        at its whole settled prefix, so that a decision its records reach is never missed."""
+        budget = self.max_gpu_seconds
+        if budget is None or name == self.baseline or self.stopped(name):
+            return
+        if (seconds := self.spent(name)) < budget:
+            return
+        self._look(name, force=True, announce=announce)
+        if name in self.decided:
+            return
+        self.out_of_budget[name] = BudgetSpent(seconds, budget, self._settled.get(name, 0))
+        if announce:
+            self.say(describe(name, self.out_of_budget[name], self.baseline))
 
     def _look(self, name: str, force: bool = False, announce: bool = True) -> None:
         if self.judge is None or name in self.decided or name == self.baseline:
@@ -273,7 +343,10 @@ class Scheduler:
         base = self.outcomes[self.baseline] if self.baseline is not None else None
         n = self._advance(name, base)
         last = self._looked.get(name, 0)
-        if not force and n < len(self.order) and n < last + max(1, math.ceil(0.02 * last)):
+        if name in self.out_of_budget:  # its last debates: each look that can see more
+            if not force and n == last:
+                return
+        elif not force and n < len(self.order) and n < last + max(1, math.ceil(0.02 * last)):
             return
         self._looked[name] = n
         a, b = settled_outcomes(self.order, self.outcomes[name], base)
@@ -300,7 +373,13 @@ class Scheduler:
         """A stopped job's reason, in words (None: it ran on)."""
         if name in self.decided:
             return describe(name, self.decided[name], self.baseline).removeprefix(f"[{name}] ")
+        if name in self.out_of_budget:
+            return describe(name, self.out_of_budget[name], self.baseline).removeprefix(
+                f"[{name}] "
+            )
         if self.judge is not None and name == self.baseline and not self.needs(name):
+            if self.out_of_budget:
+                return "the baseline stopped: every variant is decided or has spent its budget"
             return "the baseline stopped: every variant is decided"
         return None
 
@@ -310,10 +389,16 @@ class Scheduler:
 
 def describe(name: str, decision: Any, baseline: str | None) -> str:
     """A decision in one line, as the run prints it."""
+    label = f"[{name}] " if name else ""
+    if isinstance(decision, BudgetSpent):
+        return (
+            f"{label}{BUDGET_SPENT}: its debates count {decision.seconds:.1f} GPU seconds of its "
+            f"max_gpu_seconds = {decision.budget:g}, after {decision.questions} settled "
+            "questions; undecided (not equivalent), it starts no new debate"
+        )
     what = getattr(decision, "outcome", str(decision))
     used = getattr(decision, "questions", None)
     lo, hi = getattr(decision, "lower", None), getattr(decision, "upper", None)
-    label = f"[{name}] " if name else ""
     against = f" than {baseline}" if baseline and what in ("better", "worse") else ""
     against = f" to {baseline}" if baseline and what == "equivalent" else against
     interval = (

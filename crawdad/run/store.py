@@ -33,6 +33,7 @@ from crawdad.records import (
     ExperimentManifest,
     RunManifest,
     ServedBy,
+    gpu_seconds,
     invalid_reason,
     merge_served,
 )
@@ -100,6 +101,9 @@ class Scan:
     correct_ids: set[str] = field(default_factory=set)
     consensus_ids: set[str] = field(default_factory=set)
     unscored_ids: set[str] = field(default_factory=set)  # finished, no exact answer to score
+    # Question id -> the GPU seconds of its latest line, finished or failed
+    # (`crawdad.records.gpu_seconds`: what a stopping rule's `max_gpu_seconds` counts).
+    gpu_seconds: dict[str, float] = field(default_factory=dict)
     bad_lines: list[int] = field(default_factory=list)  # unparseable lines kept in place (1-based)
     other_seed: dict[str, int] = field(default_factory=dict)  # question id -> seed of its line
     # Question id -> (line number, why) of a finished debate whose latest line fails the
@@ -380,6 +384,7 @@ class RunStore:
                         continue
                     held[record.qid] = record
                     latest.pop(record.qid, None)
+                    scan.gpu_seconds.pop(record.qid, None)
                     scan.other_seed.pop(record.qid, None)
                     continue
                 good_end = offset
@@ -387,9 +392,11 @@ class RunStore:
                 if seed is not None and record.seed != seed:
                     scan.other_seed[str(record.question_id)] = record.seed
                     latest.pop(str(record.question_id), None)
+                    scan.gpu_seconds.pop(str(record.question_id), None)
                     continue
                 scan.other_seed.pop(str(record.question_id), None)
                 held.pop(str(record.question_id), None)
+                scan.gpu_seconds[str(record.question_id)] = gpu_seconds(record)
                 latest[str(record.question_id)] = (
                     record.ok,
                     record.gold is not None and record.final_answer == record.gold,

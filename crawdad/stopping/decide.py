@@ -4,7 +4,9 @@ A variant's paired difference from the baseline is **better** when its sequence 
 **worse** when below, **equivalent** when it lies inside +-margin; a single run's accuracy is
 **precise** when its half-width is at most the rule's `half_width`. Nothing is decided before
 `min_questions`; past `max_questions` (or the end of the sequence) it stays **undecided**, which
-never means equivalent. Several comparisons share alpha by Bonferroni: each sequence is computed
+never means equivalent. `max_gpu_seconds` is read by the run's scheduler, not here: a variant
+whose records count that many GPU seconds starts nothing new and stays undecided ("budget
+spent"); `decide` is a function of the sequence alone. Several comparisons share alpha by Bonferroni: each sequence is computed
 at `corrected_alpha(rule, comparisons)`.
 """
 
@@ -48,6 +50,14 @@ class Rule(BaseModel):
         gt=0,
         le=1,
         description="a single run stops when its interval's half-width is this",
+    )
+    max_gpu_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "stop a variant undecided ('budget spent') once its debates count this many GPU "
+            "seconds (None: no budget); a scheduling rule, not a statistical one"
+        ),
     )
 
     @model_validator(mode="after")
