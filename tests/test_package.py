@@ -103,10 +103,9 @@ def test_the_data_tools_fake_without_data_is_refused_with_the_fix() -> None:
 
 
 def test_the_fake_server_serves_every_model_of_an_experiment() -> None:
-    from crawdad.cli import _served_configs
-    from crawdad.demo import served_models
+    from crawdad.demo import served_configs, served_models
 
-    configs = _served_configs(Path("experiments/paper-ablations"))
+    configs = served_configs(Path("experiments/paper-ablations"))
     assert len(configs) > 1
     models, _ = served_models(config=configs)
     wanted = {n for c in configs for n in [*c.model_names(), c.extractor.model]}

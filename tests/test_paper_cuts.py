@@ -136,6 +136,7 @@ def test_a_resume_names_a_record_whose_question_is_in_no_dataset(
         cfg = paper_toml(url, tmp_path / "c.toml", "[retry]\ninitial_wait = 0\n")
         out = tmp_path / "run"
         base = ["run", "--data", str(data), "--out", str(out), "--config", str(cfg)]
+        base += ["--set", "selection.order=file"]  # --limit takes the file's first questions
         assert run_cli([*base, "--limit", "4", "--no-progress"], monkeypatch, capsys)[0] == 0
         lines = (out / "debates.jsonl").read_text().splitlines()
         foreign = json.loads(lines[0])

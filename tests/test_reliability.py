@@ -119,6 +119,7 @@ def test_resume_with_a_smaller_selection_counts_only_that_selection(
     with FakeServer("ollama", paper_models(answer_key(questions))) as server:
         cfg = toml_for(server.url, tmp_path / "c.toml")
         base = ["run", "--data", str(data), "--out", str(tmp_path / "run"), "--config", str(cfg)]
+        base += ["--set", "selection.order=file"]  # --limit takes the file's first questions
         code, _, _ = run_cli([*base, "--limit", "10", "--no-progress"], monkeypatch, capsys)
         assert code == 0
         code, out, _ = run_cli([*base, "--limit", "4", "--no-progress"], monkeypatch, capsys)
