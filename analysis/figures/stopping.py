@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 __all__ = ["sequences_figure"]
 
-TITLE = "Confidence sequences of the paired differences"
+TITLE = "Confidence sequences (paired differences)"
 
 
 @styled
