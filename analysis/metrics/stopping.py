@@ -141,7 +141,7 @@ def spending_table(exp: Any) -> pd.DataFrame:
         for col in ("requests", "tokens", "gpu_seconds"):
             spent = float(q[col].sum())
             full = spent / n * selected if n else float("nan")
-            row[col] = spent
+            row[col] = spent if col == "gpu_seconds" else int(spent)  # counts are whole
             row[f"full_{col}"] = full
             row[f"saved_{col}"] = full - spent
         rows.append(row)
