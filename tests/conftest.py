@@ -111,3 +111,19 @@ def tiny_cladder(tmp_path: Path) -> Path:
     (folder / "tiny-q-balanced.json").write_text(json.dumps(questions))
     (folder / "tiny-meta-models.json").write_text(json.dumps(models))
     return folder
+
+
+# Charig et al.'s (1986) kidney-stone table: (treatment, stone size, successes, patients).
+KIDNEY = [("open", "small", 81, 87), ("open", "large", 192, 263)]
+KIDNEY += [("PCNL", "small", 234, 270), ("PCNL", "large", 55, 80)]
+
+
+@pytest.fixture
+def kidney(tmp_path: Path) -> Path:
+    """The kidney-stone table as a CSV of one row per patient (a table of one's own)."""
+    lines = ["treatment,stone size,success"]
+    for treatment, size, wins, n in KIDNEY:
+        lines += [f"{treatment},{size},{'yes' if i < wins else 'no'}" for i in range(n)]
+    path = tmp_path / "kidney.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -20,20 +20,8 @@ from crawdad.data.table_files import read_table
 from crawdad.errors import ConfigError, DataError
 
 # Charig et al. (1986), BMJ 292:879-882: (treatment, stone size, successes, patients)
-KIDNEY = [("open", "small", 81, 87), ("open", "large", 192, 263)]
-KIDNEY += [("PCNL", "small", 234, 270), ("PCNL", "large", 55, 80)]
 GRAPH = "stone_size->treatment, stone_size->success, treatment->success"
 CODES = {"treatment": "open", "stone size": "large"}
-
-
-@pytest.fixture
-def kidney(tmp_path: Path) -> Path:
-    lines = ["treatment,stone size,success"]
-    for treatment, size, wins, n in KIDNEY:
-        lines += [f"{treatment},{size},{'yes' if i < wins else 'no'}" for i in range(n)]
-    path = tmp_path / "kidney.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _csv(tmp_path: Path, text: str, name: str = "t.csv") -> Path:

@@ -23,19 +23,6 @@ from crawdad.run.store import RunStore, is_being_written
 from crawdad.safe_files import Folder, read_input, use_input_limit, write_file
 from tests.test_store import manifest, record
 
-KIDNEY = [("open", "small", 81, 87), ("open", "large", 192, 263)]
-KIDNEY += [("PCNL", "small", 234, 270), ("PCNL", "large", 55, 80)]
-
-
-@pytest.fixture
-def kidney(tmp_path: Path) -> Path:
-    lines = ["treatment,stone size,success"]
-    for treatment, size, wins, n in KIDNEY:
-        lines += [f"{treatment},{size},{'yes' if i < wins else 'no'}" for i in range(n)]
-    path = tmp_path / "kidney.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
 
 def _spec(question: str | None = None) -> OwnSpec:
     codes = {"treatment": "open", "stone size": "large"}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crawdad.analysis.metrics._stats import wilson_proportion
 from crawdad.run.scheduler import Outcome, outcome_of, settled_outcomes, variant_decision
 from crawdad.run.server_series import KIND_LABEL, SERIES
 from crawdad.run.store import MANIFEST, read_selected_order
@@ -34,7 +35,6 @@ MAX_POINTS = 1000  # per server, whatever the sampling interval (an hour at 3.6 
 SENT_POINTS = 240  # points per series in one answer (every n-th kept beyond that)
 NEWEST = 12  # newest debates listed
 SEQUENCE_POINTS = 200  # points of a variant's confidence sequence in one answer
-Z95 = 1.959963984540054
 SERIES_KEYS = (
     "at",
     "running",
@@ -46,14 +46,9 @@ SERIES_KEYS = (
 )
 
 
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson's 95% interval of k successes in n (None for n = 0)."""
-    if n <= 0:
-        return None
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+def wilson(k: int, n: int) -> tuple[float, float] | None:
+    """Wilson's 95% interval of k successes in n, as the report computes it (None for n = 0)."""
+    return wilson_proportion(k, n) if n > 0 else None
 
 
 def _selected(run: RunIndex, cache: dict[Path, int | None]) -> int | None:
