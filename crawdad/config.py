@@ -115,6 +115,25 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class ServeConfig(Strict):
+    """How crawdad serves this model itself (`crawdad serve`, or a run with no server up): the
+    engine, the weights, and flags passed through. A model without it uses `base_urls`: a
+    server someone else runs."""
+
+    engine: Literal["vllm", "sglang", "llamacpp", "ollama"]  # the program that serves it
+    # A Hugging Face id or local folder (vLLM, SGLang), a GGUF file (llama.cpp), an Ollama tag.
+    weights: str = Field(min_length=1)
+    replicas: int | Literal["auto"] = 1  # "auto": one more on each GPU the plan leaves free
+    tensor_parallel: int | None = Field(None, ge=1)  # None: as few GPUs as the weights need
+    gpu_memory: float | None = Field(None, gt=0, le=1)  # fraction of each GPU; None: planned
+    context_length: int | None = Field(None, ge=256)  # None: the longest prompt + max_tokens
+    args: list[str] = Field(default_factory=list)  # engine flags, passed through as they are
+    env: dict[str, str] = Field(default_factory=dict)  # extra environment of the server
+    # The engine's program, where it is not the one on PATH (`vllm`, `llama-server`, `ollama`):
+    # a path, e.g. a venv's `bin/vllm`; for llama.cpp also a Python that has llama-cpp-python.
+    executable: str | None = None
+
+
 class ModelSpec(Strict):
     """One served model and how to ask it."""
 
@@ -147,6 +166,8 @@ class ModelSpec(Strict):
     # native, and text once the server refuses tools for this model.
     tool_mode: Literal["auto", "native", "text"] = "auto"
     max_tool_calls: int = Field(4, ge=1, le=32)  # per turn; then the model must answer
+    # How crawdad starts this model's server itself (None: `base_urls` names a running one).
+    serve: ServeConfig | None = None
 
     @model_validator(mode="after")
     def _default_url(self) -> ModelSpec:
@@ -349,6 +370,19 @@ def _default_agents() -> list[AgentConfig]:
     ]
 
 
+class ServingConfig(Strict):
+    """How crawdad runs the servers it starts itself (models with a `serve` table)."""
+
+    startup_timeout: float = Field(1200.0, gt=0)  # seconds for a server to answer its health
+    max_restarts: int = Field(3, ge=0)  # per server within restart_window; then the run stops
+    restart_window: float = Field(1800.0, gt=0)  # seconds
+    # A server whose health check has not answered for this long is taken as frozen: restarted.
+    freeze_timeout: float = Field(120.0, gt=0)
+    # The share of each GPU's memory the plan may give out (the rest: CUDA context, fragments).
+    gpu_memory_limit: float = Field(0.9, gt=0, le=1)
+    first_port: int = Field(8100, ge=1024, le=65000)  # ports are taken from here upwards
+
+
 class RunConfig(Strict):
     # What an item is and how it is scored (crawdad.tasks.TASKS); CLadder's questions by default.
     task: str = "cladder"
@@ -379,6 +413,7 @@ class RunConfig(Strict):
     # folder beside crawdad's own figures; 0: not sampled.
     server_metrics: float = Field(default=5.0, ge=0)
     prompts_dir: Path | None = None  # older spelling of a prompt_set folder; overrides prompt_set
+    serving: ServingConfig = Field(default_factory=ServingConfig)  # servers crawdad starts
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:
@@ -454,6 +489,8 @@ class RunConfig(Strict):
 # a run is resumed. Everything else must match the manifest.
 OPERATIONAL = {
     "base_urls",
+    "serve",
+    "serving",
     "api_key",
     "api_key_env",
     "keep_alive",

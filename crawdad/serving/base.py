@@ -1,0 +1,112 @@
+"""The shared types of crawdad's model serving: the GPUs a machine has, what a model needs, the
+plan that places each server, and the small interface every engine module implements.
+
+Data flow: `config` (a model's `serve` table) + `gpus` (the inventory) + `sizes` (each model's
+footprint) -> `plan.make_plan` -> `Plan` -> `supervisor` (start, watch, restart, stop) -> the
+runner's `base_urls`. `crawdad serve --plan` prints a `Plan`; `--slurm` writes it as a script.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EngineName = Literal["vllm", "sglang", "llamacpp", "ollama"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GPU(_Frozen):
+    """One GPU of the inventory (NVML, `nvidia-smi`, or a simulated one in tests)."""
+
+    index: int = Field(ge=0)
+    name: str
+    memory_mib: int = Field(gt=0)  # total memory
+    uuid: str | None = None
+
+
+class Footprint(_Frozen):
+    """What serving one model needs, read from its checkpoint (config.json and weight files, or
+    the GGUF header) before any GPU is touched."""
+
+    weights_bytes: int = Field(ge=0)
+    parameters: int | None = None
+    dtype: str | None = None  # "bfloat16", "fp8", "Q4_1", ...
+    quantization: str | None = None  # None: not quantized
+    kv_bytes_per_token: int | None = None  # per sequence token, all layers (None: unknown)
+    max_context: int | None = None  # the model's own limit
+    source: str = ""  # where the figures came from (a path, "config.json", "GGUF header")
+
+
+class ServerPlan(_Frozen):
+    """One server process the plan starts: which engine, which weights, on which GPUs."""
+
+    key: str  # unique in the plan, a plain name: log file `servers/<key>.log`, manifest entry
+    engine: EngineName
+    weights: str  # a Hugging Face id or folder, a GGUF file, an Ollama tag
+    served_name: str  # the model name the run asks for (the config's `model`)
+    models: list[str]  # the config's places this server serves: "agents.0", "extractor", ...
+    gpus: list[int] = Field(default_factory=list)  # GPU indices (empty: CPU)
+    memory_fraction: float | None = None  # of each GPU (vLLM --gpu-memory-utilization, ...)
+    memory_gib: float = 0.0  # what the plan expects the server to hold on each GPU
+    tensor_parallel: int = 1
+    replica: int = 0  # 0, 1, ... for replicas of one model
+    host: str = "127.0.0.1"
+    port: int
+    context_length: int
+    reasoning_parser: str | None = None
+    structured_output: bool = False  # the extractor's JSON-schema output is used
+    args: list[str] = Field(default_factory=list)  # the user's engine flags, passed through
+    env: dict[str, str] = Field(default_factory=dict)  # CUDA_VISIBLE_DEVICES, OLLAMA_*, ...
+    command: list[str]  # the exact command line (the same one `doctor` and errors suggest)
+
+    @property
+    def base_url(self) -> str:
+        """What the run's `base_urls` gets for this server."""
+        root = f"http://{self.host}:{self.port}"
+        return root if self.engine == "ollama" else f"{root}/v1"
+
+
+class Plan(_Frozen):
+    """Every server a run needs, placed on the machine's GPUs."""
+
+    gpus: list[GPU] = Field(default_factory=list)
+    servers: list[ServerPlan] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # decisions a reader should know about
+
+    def urls(self) -> dict[str, list[str]]:
+        """Each config place ("agents.0", "extractor", ...) -> the base URLs of its servers."""
+        out: dict[str, list[str]] = {}
+        for server in self.servers:
+            for place in server.models:
+                out.setdefault(place, []).append(server.base_url)
+        return out
+
+
+class Engine(Protocol):
+    """One inference engine (one module per engine in `crawdad/serving/engines/`)."""
+
+    name: EngineName
+    backend: Literal["openai", "ollama"]  # the client crawdad talks to it with
+    executable: str  # what must be on PATH ("vllm", "llama-server", "ollama", "python")
+
+    def command(self, server: ServerPlan) -> list[str]:
+        """The command line that serves `server` (no shell; arguments as a list)."""
+        ...
+
+    def health_path(self) -> str:
+        """The path that answers 200 once the server can take requests ("/health", ...)."""
+        ...
+
+    def installed(self) -> bool: ...
+
+    def install_hint(self) -> str:
+        """The line that installs this engine (named before anything starts)."""
+        ...
+
+    def version(self) -> str | None:
+        """The engine's version, read without starting a server (None: unknown)."""
+        ...
