@@ -111,7 +111,11 @@ def test_cli_bench_figures_agree_and_stay_in_the_bench_folder(
     assert sum(r["tokens"] for r in data["ceiling"]) == sum(c.eval_count for c in ours)
     # Every request of the bench reached the server, but some of those the crawdad run had in
     # flight when it was stopped: they were cancelled, perhaps before they were sent.
-    sent = sum(r["sent"] for r in data["ceiling"] + data["crawdad"])
+    # (and the same-work ceiling replayed the crawdad run's requests: streamed debaters and
+    # the extractor's, none of them counted in `ours`).
+    replay = data["crawdad"][0]["same_work"]
+    assert replay["work"] == "same-work" and replay["sent"] > 0
+    sent = sum(r["sent"] for r in [*data["ceiling"], *data["crawdad"], replay])
     assert sent - data["crawdad"][0]["cut"] <= len(calls) <= sent
     # The figures agree: rates are window figures over window seconds, the share of the
     # ceiling is crawdad's rate over the best of the sweep, CPU per token is CPU over tokens.
@@ -140,7 +144,11 @@ def test_cli_bench_figures_agree_and_stay_in_the_bench_folder(
     assert text.strip() in out
     row = next(line for line in out.splitlines() if re.match(r"\s+3\s", line))
     assert f"{run['tokens_per_second']:,.1f}" in row
-    assert f"{data['advice']['fraction']:.2f}" in row
+    # "of ceiling": of the same-work ceiling (the load generator replaying the run's requests)
+    share = run["tokens_per_second"] / replay["tokens_per_second"]
+    assert data["advice"]["same_work"] == pytest.approx(share)
+    assert f"{share:.2f}" in row
+    assert "First-turn ceiling" in out and "Same-work ceiling" in out
     assert "Verdict: " in out and "Use concurrency = " in out
 
 

@@ -2,9 +2,15 @@
 
 The rules, in order, for the crawdad run that generated the most tokens per second:
 
+- the server's own metrics over the run say it was saturated (requests waiting in at least half
+  of the samples, or its KV cache full in at least half): the server is the bottleneck, whatever
+  the figures below say. More concurrency would only lengthen its queue, so none is suggested;
+  `max_in_flight` about the requests it ran at once keeps the rest waiting in crawdad, where
+  the debates furthest behind go first;
 - the server's ceiling is the best tokens/s of the sweep; its knee is the smallest P that gets
   0.9 of that. A ceiling still rising at the largest P means the server can take more at once.
-- crawdad within 0.9 of the ceiling: the server is the bottleneck (server flags, replicas).
+- crawdad within 0.9 of the ceiling (the same-work ceiling where the bench measured one, else
+  the first-turn sweep's): the server is the bottleneck (server flags, replicas).
 - crawdad below that with its process near one core busy (0.8 or more; its event loop runs on
   one): crawdad is the bottleneck (streaming off for the agents, or several processes).
 - crawdad below that with fewer requests in flight than the knee on average: too few debates
@@ -23,7 +29,7 @@ from dataclasses import dataclass, field
 
 from crawdad.bench.meter import CrawdadResult, LoadResult
 from crawdad.config import RunConfig
-from crawdad.run.server_series import KIND_LABEL
+from crawdad.run.server_series import KIND_LABEL, MIN_SAMPLES, WAITING_BOUND, ServerFigures
 
 SERVER_BOUND = 0.9  # of the ceiling
 BUSY_CORE = 0.8  # cores of crawdad's process that count as "one core, full"
@@ -40,6 +46,7 @@ class Advice:
     max_in_flight: int | None = None
     fraction: float | None = None  # crawdad's best tokens/s over the ceiling
     same_load: float | None = None  # ... over the ceiling with as many requests in flight
+    same_work: float | None = None  # ... over the load generator replaying its own requests
 
 
 def knee_of(ceiling: list[LoadResult]) -> tuple[int | None, bool]:
@@ -102,6 +109,33 @@ def server_flags(config: RunConfig, slots: int) -> str:
     return "; ".join(flags)
 
 
+KV_FULL_BOUND = 0.5  # share of the samples with the KV cache full: the server was saturated
+
+
+def saturated(servers: list[ServerFigures]) -> list[ServerFigures]:
+    """The servers whose own metrics say they were saturated over a phase: requests waiting in
+    at least WAITING_BOUND of the samples, or the KV cache full in at least KV_FULL_BOUND."""
+    return [
+        s
+        for s in servers
+        if s.samples >= MIN_SAMPLES
+        and (
+            (s.waiting_share is not None and s.waiting_share >= WAITING_BOUND)
+            or (s.kv_full_share is not None and s.kv_full_share >= KV_FULL_BOUND)
+        )
+    ]
+
+
+def _saturation_words(s: ServerFigures) -> str:
+    label = f"the {KIND_LABEL.get(s.kind, s.kind)} server at {s.url}"
+    said = []
+    if s.waiting_share is not None and s.waiting_share >= WAITING_BOUND:
+        said.append(f"requests waiting in {s.waiting_share:.0%} of the samples")
+    if s.kv_full_share is not None and s.kv_full_share >= KV_FULL_BOUND:
+        said.append(f"its KV cache full in {s.kv_full_share:.0%} of them")
+    return f"{label} had {' and '.join(said)} ({s.running_mean:.1f} running on average)"
+
+
 def usable(ceiling: list[LoadResult]) -> list[LoadResult]:
     """The sweep's rows whose every request was counted (none cut after the drain), or all of
     them when none was."""
@@ -146,11 +180,35 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
     fraction = run.window.tokens_per_second / best
     same = ceiling_at(ceiling, run.window.in_flight)
     same_load = run.window.tokens_per_second / same if same > 0 else None
+    work = run.same_work.window.tokens_per_second if run.same_work is not None else 0.0
+    same_work = run.window.tokens_per_second / work if work > 0 else None
     per_debate = run.window.in_flight / run.concurrency if run.concurrency else 0.0
     wanted = _nice(1.25 * knee / per_debate) if per_debate > 0 else _nice(4 * knee)
     concurrency = max(wanted, _nice(2 * knee))
-    at = f"crawdad at concurrency {run.concurrency} reached {fraction:.2f} of the ceiling"
-    if fraction >= SERVER_BOUND:
+    share = same_work if same_work is not None else fraction
+    of = "the same-work ceiling" if same_work is not None else "the first-turn ceiling"
+    at = f"crawdad at concurrency {run.concurrency} reached {share:.2f} of {of}"
+    full = saturated(run.servers)
+    if full:
+        bottleneck = "server"
+        verdict = (
+            "the model server is the bottleneck: by its own metrics, "
+            + "; ".join(_saturation_words(s) for s in full)
+            + f", with crawdad at concurrency {run.concurrency} ({share:.2f} of {of}, "
+            f"{run.cores:.2f} of a core busy)."
+        )
+        running = max(s.running_mean for s in full)
+        cap = max(1, min(cap, math.ceil(running)))
+        concurrency = run.concurrency
+        suggestions.append(
+            "More concurrency would only lengthen the server's queue: keep concurrency = "
+            f"{run.concurrency} or less, and set max_in_flight = {cap} on each agent and the "
+            "extractor (about what the server ran at once): the requests beyond it then wait "
+            "in crawdad, where the debates furthest behind go first. For more throughput the "
+            "server must do more: more replicas (list each in base_urls), more KV cache, or a "
+            "smaller or quantized model."
+        )
+    elif share >= SERVER_BOUND:
         bottleneck = "server"
         verdict = f"the model server is the bottleneck: {at}."
         suggestions.append(
@@ -176,8 +234,8 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
             f"too few requests in flight: {at}, keeping {run.window.in_flight:.1f} requests in "
             f"flight on average where the server needs about {knee}"
             + (
-                f" (with as many in flight, the load generator got {same:,.0f} tok/s: crawdad "
-                f"{same_load:.2f} of that)."
+                f" (with as many in flight, the load generator got {same:,.0f} tok/s with "
+                f"first-turn prompts: crawdad {same_load:.2f} of that)."
                 if same_load is not None
                 else "."
             )
@@ -188,14 +246,15 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
             f"neither is saturated: {at} with {run.window.in_flight:.1f} requests in flight; "
             "the gap is the debates' structure (each waits for its turns and extractions)."
         )
-    suggestions.append(
-        f"Use concurrency = {concurrency} (about {per_debate:.2f} requests in flight per debate "
-        f"were seen) and max_in_flight = {cap} on each agent and the extractor"
-        + (f" ({endpoints} servers)" if endpoints > 1 else "")
-        + ": the requests beyond the server's slots then wait in crawdad, where the debates "
-        "furthest behind go first."
-    )
-    suggestions += _server_metrics_advice(run, fraction)
+    if not full:
+        suggestions.append(
+            f"Use concurrency = {concurrency} (about {per_debate:.2f} requests in flight per "
+            f"debate were seen) and max_in_flight = {cap} on each agent and the extractor"
+            + (f" ({endpoints} servers)" if endpoints > 1 else "")
+            + ": the requests beyond the server's slots then wait in crawdad, where the debates "
+            "furthest behind go first."
+        )
+    suggestions += _server_metrics_advice(run, share)
     if run.finished_all:
         suggestions.append(
             f"The crawdad run at concurrency {run.concurrency} finished its questions before "
@@ -210,6 +269,7 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
         max_in_flight=cap,
         fraction=fraction,
         same_load=same_load,
+        same_work=same_work,
     )
 
 
@@ -217,6 +277,7 @@ def _server_metrics_advice(run: CrawdadResult, fraction: float) -> list[str]:
     """What the servers' own metrics say of the best crawdad phase: a KV cache full, or a queue
     empty at the ceiling."""
     out = []
+    full = saturated(run.servers)  # already said in the verdict
     for s in run.servers:
         if s.samples < 3:
             continue
@@ -226,7 +287,7 @@ def _server_metrics_advice(run: CrawdadResult, fraction: float) -> list[str]:
                 f"By its own metrics, {label} had its KV cache full in {s.kv_full_share:.0%} of "
                 f"the samples at concurrency {run.concurrency}: more requests cannot run "
                 "together there. Give it more KV cache (vLLM: a higher --gpu-memory-utilization "
-                "or a shorter --max-model-len) before raising concurrency."
+                "or a shorter --max-model-len) for more to run at once."
             )
         elif fraction >= SERVER_BOUND and s.waiting_share is not None and s.waiting_share <= 0.1:
             room = f", its KV cache at most {s.kv_max:.0%} full" if s.kv_max is not None else ""
@@ -240,7 +301,7 @@ def _server_metrics_advice(run: CrawdadResult, fraction: float) -> list[str]:
                     else "may not allow raising."
                 )
             )
-        elif s.waiting_share is not None and s.waiting_share >= 0.5:
+        elif s.waiting_share is not None and s.waiting_share >= WAITING_BOUND and s not in full:
             out.append(
                 f"By its own metrics, {label} had requests waiting in {s.waiting_share:.0%} of "
                 f"the samples at concurrency {run.concurrency}: it was busy with all it could run."

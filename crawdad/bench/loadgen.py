@@ -1,5 +1,7 @@
 """The servers' ceiling: crawdad's own first prompts for the selected items, P requests always
-in flight, no debate structure.
+in flight, no debate structure; or, for the same-work ceiling, the very requests a crawdad phase
+sent (`replay_targets`: its prompts with their history, streaming, max_tokens and structured
+output as they were), replayed in the order they were sent at as many in flight.
 
 Each agent's first-turn request for each item is sent as crawdad sends it (the same prompt,
 sampling settings, seed, output budget and, on Ollama, context window), but not streamed: the
@@ -76,11 +78,29 @@ def load_targets(config: RunConfig, items: Sequence[Any], pools: list[ModelPool]
     return targets
 
 
-def rounds(targets: list[Target], seed: int) -> Iterator[Target]:
-    """The targets over and over; each round after the first with new seeds."""
+def replay_targets(
+    recorded: Sequence[tuple[ModelPool, ChatRequest]], config: RunConfig
+) -> tuple[list[Target], list[ModelPool]]:
+    """A crawdad phase's requests (`RequestLog.requests`) as targets, each on a fresh pool for
+    its model and servers with no cap on requests in flight (the phase's pools are closed by
+    then, and capped); and those pools, to close."""
+    pools: dict[tuple[str, str, tuple[str, ...]], ModelPool] = {}
+    targets = []
+    for i, (old, request) in enumerate(recorded):
+        spec = old.spec
+        key = (spec.backend, spec.model, tuple(spec.base_urls))
+        if key not in pools:
+            free = spec.model_copy(update={"max_in_flight": None})
+            pools[key] = ModelPool(free, functools.partial(make_backend, free), config.retry)
+        targets.append(Target(pools[key], request, i))
+    return targets, list(pools.values())
+
+
+def rounds(targets: list[Target], seed: int, reseed: bool = True) -> Iterator[Target]:
+    """The targets over and over; each round after the first with new seeds (`reseed`)."""
     for n in itertools.count():
         for t in targets:
-            if n == 0:
+            if n == 0 or not reseed:
                 yield t
             else:
                 new_seed = request_seed(seed, t.item_id, 0, sample=n)
@@ -98,12 +118,14 @@ async def generate_load(
     seed: int = 0,
     drain: float = 60.0,
     tick: Tick | None = None,
+    reseed: bool = True,
 ) -> LoadResult:
     """Keep `parallel` requests in flight for `seconds`, then drain them (at most `drain`
-    seconds). `tick(elapsed, log)` is called about twice a second (the progress bar)."""
+    seconds). `tick(elapsed, log)` is called about twice a second (the progress bar). Once
+    every target is sent, they go round again (with new seeds: `reseed`)."""
     log = RequestLog()
     meter_pools({id(t.pool): t.pool for t in targets}.values(), log)
-    source = rounds(targets, seed)
+    source = rounds(targets, seed, reseed)
     cpu0 = cpu_seconds()
     start = time.monotonic()
     close = start + seconds
@@ -148,4 +170,5 @@ async def generate_load(
         cpu_seconds=cpu_seconds() - cpu0,
         cut=cut,
         errors=log.errors(),
+        longest=log.longest,
     )

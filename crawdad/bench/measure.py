@@ -1,11 +1,19 @@
 """`crawdad bench`: is the GPU server or crawdad the bottleneck, and what concurrency to use.
 
 Against the servers of a config it measures, one phase after another, each for a window of
-`seconds`: (a) the servers' ceiling, with the load generator at each P of a sweep
-(`loadgen.py`), and (b) a short crawdad run at each concurrency asked for (the normal runner,
-the config's protocol, prompts and streaming, into the bench folder), with crawdad's own CPU
-per generated token. The figures go to BENCH/bench.json and BENCH/bench.txt, and the
-suggestion comes from `advice.py`. Nothing is written outside the bench folder.
+`seconds`: (a) the servers' first-turn ceiling, with the load generator sending first-turn
+prompts at each P of a sweep (`loadgen.py`), (b) a short crawdad run at each concurrency asked
+for (the normal runner, the config's protocol, prompts and streaming, into the bench folder),
+with crawdad's own CPU per generated token, and (c) after each crawdad run, its same-work
+ceiling: the load generator replaying that run's own requests (prompts, streaming, max_tokens,
+structured output) with as many in flight as the run kept on average. "Of ceiling" is crawdad
+over (c): a minimal client doing exactly its work.
+
+Every phase starts on idle servers: before it, and before the bench ends, the bench waits
+(at most `drain` seconds) until the servers' own metrics say nothing runs or waits
+(`idle.py`); each row says how long that took. The figures go to BENCH/bench.json and
+BENCH/bench.txt, and the suggestion comes from `advice.py`. Nothing is written outside the
+bench folder.
 """
 
 from __future__ import annotations
@@ -23,8 +31,16 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from crawdad import __version__
-from crawdad.bench.advice import Advice, advise, best_ceiling, ceiling_at, usable
-from crawdad.bench.loadgen import cpu_seconds, generate_load, load_pools, load_targets
+from crawdad.backends import ChatRequest, ModelPool
+from crawdad.bench.advice import Advice, advise, ceiling_at, usable
+from crawdad.bench.idle import Idle, wait_for_idle
+from crawdad.bench.loadgen import (
+    cpu_seconds,
+    generate_load,
+    load_pools,
+    load_targets,
+    replay_targets,
+)
 from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools
 from crawdad.config import RunConfig
 from crawdad.data.questions import Dataset
@@ -57,13 +73,20 @@ class BenchResult:
     crawdad: list[CrawdadResult]
     advice: Advice
     out: str
+    final_wait: float = 0.0  # seconds waited at the end for the servers to drain
+    final_idle: bool = True  # ... and whether they did within the bound
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     crawdad_version: str = __version__
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         rows: list[LoadResult | CrawdadResult] = [*self.ceiling, *self.crawdad]
-        for row, dumped in zip(rows, data["ceiling"] + data["crawdad"], strict=True):
+        dumps = data["ceiling"] + data["crawdad"]
+        for run, dumped in zip(self.crawdad, data["crawdad"], strict=True):
+            if run.same_work is not None:
+                rows.append(run.same_work)
+                dumps.append(dumped["same_work"])
+        for row, dumped in zip(rows, dumps, strict=True):
             dumped["tokens_per_second"] = row.window.tokens_per_second
             dumped["requests_per_second"] = row.window.requests_per_second
             dumped["cpu_ms_per_token"] = row.cpu_ms_per_token
@@ -165,12 +188,15 @@ async def crawdad_phase(
     *,
     drain: float = 60.0,
     tick: Callable[[float, RequestLog], None] | None = None,
-) -> CrawdadResult:
+) -> tuple[CrawdadResult, list[tuple[ModelPool, ChatRequest]]]:
     """A crawdad run at `concurrency` into `folder`, stopped once the window has closed and the
-    requests it had in flight then are answered (or `drain` seconds have passed)."""
+    requests it had in flight then are answered (or `drain` seconds have passed); and the
+    requests it sent in the window, in order (the same-work ceiling replays them). The requests
+    still in flight when it stops are cancelled: their connections closed, so that a server
+    aborts the streamed ones (one that is not streamed may go on: the next phase waits)."""
     config = config.model_copy(update={"concurrency": concurrency})
     setup, gate = build_setup(config)
-    log = RequestLog()
+    log = RequestLog(record=True)
     meter_pools(pools_of(setup), log)
     store = RunStore(folder)
     try:
@@ -187,14 +213,19 @@ async def crawdad_phase(
         finished_all = False
         cut = 0
         ticked = start
+        in_window = 0  # requests sent before the window closed
         while not run.done():
             now = time.monotonic()
+            if now < close:
+                in_window = len(log.requests)
             if tick is not None and now - ticked >= 0.5:
                 ticked = now
                 tick(now - start, log)
             if now >= close and (log.in_flight_since(close) == 0 or now >= close + drain):
                 break
             await asyncio.wait([run], timeout=0.1)
+        if time.monotonic() < close:
+            in_window = len(log.requests)
         if run.done():
             run.result()  # a run that stopped (servers gone, a full disk) says why
             finished_all = time.monotonic() < close
@@ -205,7 +236,7 @@ async def crawdad_phase(
                 await run
         end = time.monotonic()
         first = log.first_start or start
-        return CrawdadResult(
+        result = CrawdadResult(
             concurrency=concurrency,
             window=log.window(first, min(close, end)),
             sent=log.sent,
@@ -220,11 +251,68 @@ async def crawdad_phase(
             finished_all=finished_all,
             folder=str(folder),
             servers=figures_of(folder),
+            longest=log.longest,
         )
+        return result, log.requests[:in_window]
     finally:
         store.close()
         for pool in pools_of(setup):
             await pool.aclose()
+
+
+class Settle:
+    """The wait for idle servers before each phase (`idle.wait_for_idle`), with a progress bar
+    or a line; off (`wait` False) it only reads what the servers are doing as the phase starts."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        bound: float,
+        wait: bool,
+        progress: bool,
+        say: Callable[[str], None],
+    ) -> None:
+        self.config, self.bound, self.wait = config, bound, wait
+        self.progress, self.say = progress, say
+        self.longest = 0.0  # the longest request so far: the wait for servers without metrics
+
+    async def __call__(self, before: str) -> Idle:
+        if not self.wait:
+            return await wait_for_idle(self.config, 0.0)
+        bar: tqdm[Any] | None = None
+
+        def tick(elapsed: float, load: dict[str, dict[str, float] | None]) -> None:
+            nonlocal bar
+            if not self.progress:
+                return
+            if bar is None:
+                bar = tqdm(desc=f"servers draining before {before}", unit="s",
+                           bar_format="{desc}: {elapsed}{postfix}", dynamic_ncols=True)  # fmt: skip
+            busy = ", ".join(
+                f"{url}: run {x['running']:.0f}"
+                + (f" wait {x['waiting']:.0f}" if "waiting" in x else "")
+                for url, x in load.items()
+                if x is not None
+            )
+            bar.set_postfix_str(busy or "no metrics: waiting for the longest request's time")
+
+        try:
+            idle = await wait_for_idle(self.config, self.bound, self.longest, tick)
+        finally:
+            if bar is not None:
+                bar.close()
+        if not self.progress and idle.waited >= 0.5:
+            self.say(f"  waited {idle.waited:.1f} s for the servers to drain before {before}")
+        if not idle.idle:
+            self.say(
+                f"  the servers were still busy after {idle.waited:.0f} s (the bound) before "
+                f"{before}: {idle.servers}; that phase starts on a busy server"
+            )
+        return idle
+
+    def note(self, row: LoadResult | CrawdadResult, idle: Idle) -> None:
+        row.waited, row.at_start = idle.waited, idle.servers
+        self.longest = max(self.longest, row.longest)
 
 
 async def run_bench(
@@ -237,22 +325,28 @@ async def run_bench(
     seconds: float,
     progress: bool = True,
     drain: float | None = None,
+    same_work: bool = True,
+    wait_idle: bool = True,
     say: Callable[[str], None] = print,
 ) -> BenchResult:
-    """The ceiling at each P of `parallel`, then crawdad at each of `concurrencies`, in the new
-    folder `out`. The crawdad runs take the first half of the questions and the load generator
-    the second (all of them when there is one), so that no crawdad request finds its prompt in
-    the server's cache because the load generator sent it."""
+    """The first-turn ceiling at each P of `parallel`, then crawdad at each of `concurrencies`,
+    each followed by its same-work ceiling (`same_work`), in the new folder `out`. Each phase
+    starts on idle servers (`wait_idle`; off only to show what it prevents). The crawdad runs
+    take the first half of the questions and the load generator the second (all of them when
+    there is one), so that no crawdad request finds its prompt in the server's cache because
+    the load generator sent it."""
     check_out(out)
     servers = await check_servers_of(config)
     make_writable_folder(out)
     drain = drain if drain is not None else max(60.0, 2 * seconds)
+    settle = Settle(config, max(60.0, 2 * seconds, drain), wait_idle, progress, say)
     own, generated = split_items(dataset)
     ceiling: list[LoadResult] = []
     pools = load_pools(config)
     try:
         targets = load_targets(config, generated.questions, pools)
         for p in parallel:
+            idle = await settle(f"the first-turn ceiling at P={p}")
             bar = PhaseBar(f"ceiling P={p}", seconds, progress)
             try:
                 ceiling.append(
@@ -262,6 +356,7 @@ async def run_bench(
                 )
             finally:
                 bar.close()
+            settle.note(ceiling[-1], idle)
             if not progress:
                 say(ceiling_line(ceiling[-1]))
     finally:
@@ -269,17 +364,21 @@ async def run_bench(
             await pool.aclose()
     runs: list[CrawdadResult] = []
     for c in concurrencies:
+        idle = await settle(f"crawdad at C={c}")
         bar = PhaseBar(f"crawdad C={c}", seconds, progress)
         try:
-            runs.append(
-                await crawdad_phase(
-                    config, own, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
-                )
+            run, sent = await crawdad_phase(
+                config, own, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
             )
         finally:
             bar.close()
+        settle.note(run, idle)
+        runs.append(run)
+        if same_work and sent:
+            run.same_work = await same_work_phase(config, run, sent, seconds, drain, settle)
         if not progress:
-            say(crawdad_line(runs[-1], ceiling))
+            say(crawdad_line(run, ceiling))
+    last = await settle("the end of the bench")
     specs = {(a.backend, a.model, tuple(a.base_urls)) for a in config.agents}
     result = BenchResult(
         servers=[f"{b} {m} {' '.join(u)}" for b, m, u in sorted(specs)],
@@ -291,9 +390,38 @@ async def run_bench(
         crawdad=runs,
         advice=advise(config, ceiling, runs),
         out=str(out),
+        final_wait=last.waited,
+        final_idle=last.idle,
     )
     write_file(out, RESULT_FILE, json.dumps(result.to_json(), indent=1, default=str))
     write_file(out, TEXT_FILE, "\n".join(report_lines(result)) + "\n")
+    return result
+
+
+async def same_work_phase(
+    config: RunConfig,
+    run: CrawdadResult,
+    sent: list[tuple[ModelPool, ChatRequest]],
+    seconds: float,
+    drain: float,
+    settle: Settle,
+) -> LoadResult:
+    """The load generator sending the crawdad phase's own requests, in their order, with as many
+    in flight as the phase kept on average (rounded; at least 1), for the same window."""
+    parallel = max(1, round(run.window.in_flight))
+    idle = await settle(f"the same-work ceiling of C={run.concurrency}")
+    targets, pools = replay_targets(sent, config)
+    bar = PhaseBar(f"same work C={run.concurrency} (P={parallel})", seconds, settle.progress)
+    try:
+        result = await generate_load(
+            targets, parallel, seconds, seed=config.seed, drain=drain, tick=bar, reseed=False
+        )
+    finally:
+        bar.close()
+        for pool in pools:
+            await pool.aclose()
+    result.work = "same-work"
+    settle.note(result, idle)
     return result
 
 
@@ -304,28 +432,35 @@ def _ms(value: float | None) -> str:
     return f"{value:.3f}" if value is not None else "-"
 
 
-CEILING_HEAD = f"{'P':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'answered':>8} {'failed':>6} {'CPU ms/tok':>10}"
-CRAWDAD_HEAD = f"{'C':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'of ceiling':>10} {'same load':>9} {'CPU cores':>9} {'CPU ms/tok':>10} {'debates':>7}"
+CEILING_HEAD = f"{'P':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'answered':>8} {'failed':>6} {'CPU ms/tok':>10} {'waited s':>8}"
+CRAWDAD_HEAD = f"{'C':>6} {'tok/s':>9} {'req/s':>8} {'in flight':>9} {'of ceiling':>10} {'1st-turn':>8} {'CPU cores':>9} {'CPU ms/tok':>10} {'debates':>7} {'waited s':>8}"
 
 
 def ceiling_line(r: LoadResult) -> str:
     w = r.window
     return (
         f"{r.parallel:>6} {w.tokens_per_second:>9,.1f} {w.requests_per_second:>8.2f} "
-        f"{w.in_flight:>9.1f} {r.answered:>8} {r.failed:>6} {_ms(r.cpu_ms_per_token):>10}"
+        f"{w.in_flight:>9.1f} {r.answered:>8} {r.failed:>6} {_ms(r.cpu_ms_per_token):>10} "
+        f"{r.waited:>8.1f}"
     )
+
+
+def of_ceiling(r: CrawdadResult) -> float | None:
+    """crawdad's tokens/s over its same-work ceiling's (None: not measured, or no tokens)."""
+    if r.same_work is None or r.same_work.window.tokens_per_second <= 0:
+        return None
+    return r.window.tokens_per_second / r.same_work.window.tokens_per_second
 
 
 def crawdad_line(r: CrawdadResult, ceiling: list[LoadResult]) -> str:
     w = r.window
-    ceiling = usable(ceiling)
-    best, same = best_ceiling(ceiling), ceiling_at(ceiling, w.in_flight)
-    share = f"{w.tokens_per_second / best:.2f}" if best > 0 else "-"
-    at_load = f"{w.tokens_per_second / same:.2f}" if same > 0 else "-"
+    same = ceiling_at(usable(ceiling), w.in_flight)
+    share = of_ceiling(r)
+    first = f"{w.tokens_per_second / same:.2f}" if same > 0 else "-"
     return (
         f"{r.concurrency:>6} {w.tokens_per_second:>9,.1f} {w.requests_per_second:>8.2f} "
-        f"{w.in_flight:>9.1f} {share:>10} {at_load:>9} {r.cores:>9.3f} "
-        f"{_ms(r.cpu_ms_per_token):>10} {r.debates:>7}"
+        f"{w.in_flight:>9.1f} {f'{share:.2f}' if share is not None else '-':>10} {first:>8} "
+        f"{r.cores:>9.3f} {_ms(r.cpu_ms_per_token):>10} {r.debates:>7} {r.waited:>8.1f}"
     )
 
 
@@ -336,7 +471,8 @@ def report_lines(result: BenchResult) -> list[str]:
         f"max_tokens {', '.join(map(str, result.max_tokens))}",
         *(f"  server: {s}" for s in result.servers),
         "",
-        "Server ceiling (load generator: the first prompts, not streamed, P always in flight):",
+        "First-turn ceiling (load generator: first-turn prompts only, not streamed, no",
+        "extraction, P always in flight; 'waited s': for the servers to drain before it):",
         CEILING_HEAD,
         *(ceiling_line(r) for r in result.ceiling),
     ]
@@ -352,13 +488,33 @@ def report_lines(result: BenchResult) -> list[str]:
         lines += [
             "",
             "crawdad (the config's protocol, prompts and streaming; extractor requests included;",
-            "'same load': of the ceiling with as many requests in flight as crawdad kept):",
+            "'of ceiling': of its same-work ceiling below; '1st-turn': of the first-turn ceiling",
+            "with as many requests in flight as crawdad kept):",
             CRAWDAD_HEAD,
             *(crawdad_line(r, result.ceiling) for r in result.crawdad),
         ]
         for c in result.crawdad:
             lines += [f"  C={c.concurrency} failed: {e}" for e in c.errors[:2]]
+        replays = [(c, c.same_work) for c in result.crawdad if c.same_work is not None]
+        if replays:
+            lines += [
+                "",
+                "Same-work ceiling (load generator: each crawdad run's own requests, replayed in "
+                "order,",
+                "streamed as they were, P = the run's mean in flight):",
+                f"{'C':>6} " + CEILING_HEAD,
+                *(f"{c.concurrency:>6} " + ceiling_line(r) for c, r in replays),
+            ]
+            lines += [
+                f"  C={c.concurrency}: {r.cut} replayed requests were cut after the drain"
+                for c, r in replays
+                if not r.complete
+            ]
     lines += ["", f"Verdict: {result.advice.verdict}", "Suggestions:"]
     lines += [f"  - {s}" for s in result.advice.suggestions]
-    lines += ["", f"written: {Path(result.out) / RESULT_FILE}, {Path(result.out) / TEXT_FILE}"]
+    end = f"waited {result.final_wait:.1f} s at the end for the servers to drain"
+    if not result.final_idle:
+        end += " (they were still busy when the bound ran out)"
+    lines += ["", end]
+    lines += [f"written: {Path(result.out) / RESULT_FILE}, {Path(result.out) / TEXT_FILE}"]
     return lines

@@ -54,15 +54,26 @@ class Window:
 
 @dataclass
 class RequestLog:
-    """Every request of a phase, as the Metered backends saw them."""
+    """Every request of a phase, as the Metered backends saw them; with `record`, the requests
+    themselves too (with their pool), in the order they were sent: the work a load generator
+    can replay (`loadgen.replay_targets`)."""
 
     spans: list[Span] = field(default_factory=list)
     running: set[int] = field(default_factory=set)  # indexes of the spans in flight
+    record: bool = False
+    requests: list[tuple[ModelPool, ChatRequest]] = field(default_factory=list)
 
-    def begin(self) -> int:
+    def begin(self, pool: ModelPool | None = None, request: ChatRequest | None = None) -> int:
         self.spans.append(Span(time.monotonic()))
         self.running.add(len(self.spans) - 1)
+        if self.record and pool is not None and request is not None:
+            self.requests.append((pool, request))
         return len(self.spans) - 1
+
+    @property
+    def longest(self) -> float:
+        """The longest life of a request of the phase so far, in seconds (0: none ended)."""
+        return max((s.end - s.start for s in self.spans if s.end is not None), default=0.0)
 
     def end(
         self, index: int, result: ChatResult | None, error: BaseException | None = None
@@ -134,7 +145,8 @@ class RequestLog:
 
 @dataclass
 class LoadResult:
-    """One level of the sweep: P requests in flight for `window.seconds`."""
+    """One level of the sweep (first-turn prompts), or the replay of a crawdad phase's own
+    requests (`work` "same-work"): P requests in flight for `window.seconds`."""
 
     parallel: int
     window: Window
@@ -147,6 +159,13 @@ class LoadResult:
     cpu_seconds: float  # the load generator's own CPU, drain included
     cut: int = 0  # requests still unanswered when the drain gave up (cancelled)
     errors: list[str] = field(default_factory=list)  # why requests failed, most common first
+    work: str = "first-turn"  # "first-turn": the sweep's prompts; "same-work": a phase replayed
+    longest: float = 0.0  # seconds, the longest request of the phase
+    # seconds waited before the phase for the servers to have nothing running or waiting
+    waited: float = 0.0
+    # the servers' running and waiting requests when the phase started (url -> figures), where
+    # their metrics tell
+    at_start: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -178,6 +197,11 @@ class CrawdadResult:
     errors: list[str] = field(default_factory=list)  # why requests failed, most common first
     # the servers' own metrics over the phase (crawdad.run.server_series.figures_of)
     servers: list[ServerFigures] = field(default_factory=list)
+    waited: float = 0.0  # seconds waited before the phase for the servers to drain
+    longest: float = 0.0  # seconds, the longest request of the phase
+    at_start: dict[str, dict[str, float]] = field(default_factory=dict)  # as LoadResult's
+    # the load generator sending this phase's own requests, as many in flight (None: not run)
+    same_work: LoadResult | None = None
 
     @property
     def cpu_ms_per_token(self) -> float | None:
@@ -192,13 +216,14 @@ class CrawdadResult:
 class Metered:
     """A Backend that notes each request in a RequestLog and passes it on unchanged."""
 
-    def __init__(self, inner: Backend, log: RequestLog) -> None:
+    def __init__(self, inner: Backend, log: RequestLog, pool: ModelPool | None = None) -> None:
         self.inner = inner
         self.log = log
+        self.pool = pool
         self.url = inner.url
 
     async def chat(self, request: ChatRequest, guard: StreamGuard | None = None) -> ChatResult:
-        index = self.log.begin()
+        index = self.log.begin(self.pool, request)
         try:
             result = await self.inner.chat(request, guard)
         except BaseException as e:
@@ -225,4 +250,4 @@ def meter_pools(pools: Iterable[ModelPool], log: RequestLog) -> None:
             if isinstance(endpoint.backend, Metered):
                 endpoint.backend.log = log
             else:
-                endpoint.backend = Metered(endpoint.backend, log)
+                endpoint.backend = Metered(endpoint.backend, log, pool)

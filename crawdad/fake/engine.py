@@ -224,15 +224,39 @@ class Engine:
             raise api.busy() from None
         model = job.request.model
         held = self.load.admit(model, _prompt_text(job.request), job.prompt_tokens, job.plan.count)
+
+        async def serve() -> web.StreamResponse:
+            try:
+                return await self._serve(request, job, render, slot)
+            finally:
+                self.scheduler.release(slot)
+                self.load.release(model, held)
+
+        if job.stream or not self.settings.finish_unstreamed:
+            try:
+                return await serve()
+            except (ConnectionResetError, asyncio.CancelledError):
+                self._disconnected(job)
+                raise
+        # Generated to its end even if the client goes: the handler's cancellation (the client
+        # closed its connection) does not reach the generation.
+        work = asyncio.ensure_future(serve())
+        self._tasks.add(work)
+        work.add_done_callback(self._finished)
         try:
-            return await self._serve(request, job, render, slot)
+            return await asyncio.shield(work)
         except (ConnectionResetError, asyncio.CancelledError):
-            job.call.disconnected = True
-            self.stats.disconnects += 1
+            self._disconnected(job)
             raise
-        finally:
-            self.scheduler.release(slot)
-            self.load.release(model, held)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a client gone is no error of the server's
+
+    def _disconnected(self, job: Job) -> None:
+        job.call.disconnected = True
+        self.stats.disconnects += 1
 
     async def _serve(
         self, request: web.Request, job: Job, render: Renderer, slot: Slot

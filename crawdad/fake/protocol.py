@@ -36,6 +36,12 @@ class CommonSettings(BaseModel):
     # connection gets no byte of an answer ("Server disconnected"): the request never reached
     # the model. Counted in `ServerStats.stale_requests`.
     close_after_stream: bool = False
+    # What happens to a request whose client goes away before its answer: a stream is always
+    # aborted (the next write fails, the slot is freed, as vLLM and llama.cpp do); a request
+    # that is not streamed is generated to its end when this is set, holding its slot and
+    # showing in /metrics as running (llama.cpp's server notices no disconnect until it writes
+    # the answer), or aborted at once when it is not (Ollama).
+    finish_unstreamed: bool = False
 
 
 class ServerStats(BaseModel):
