@@ -80,6 +80,29 @@ def ceiling_at(ceiling: list[LoadResult], in_flight: float) -> float:
     return points[-1][1]
 
 
+def same_work_ceiling(run: CrawdadResult) -> float:
+    """The tokens/s of the load generator replaying `run`'s own requests, at the mean number
+    in flight crawdad kept while it sent them. The replay keeps a whole number in flight (the
+    mean rounded up), less at its tail, so its mean differs from crawdad's by about a request:
+    its rate is scaled by the ratio of the two means (the server's rate per request in flight
+    barely moves over one request); 0: not measured."""
+    if run.same_work is None or run.work_window is None:
+        return 0.0
+    replay = run.same_work.window
+    if replay.in_flight <= 0:
+        return 0.0
+    return replay.tokens_per_second * run.work_window.in_flight / replay.in_flight
+
+
+def same_work_share(run: CrawdadResult) -> float | None:
+    """crawdad's tokens/s over the same requests (`work_window`) over its same-work ceiling's
+    (None: not measured, or no tokens)."""
+    work = same_work_ceiling(run)
+    if work <= 0 or run.work_window is None:
+        return None
+    return run.work_window.tokens_per_second / work
+
+
 def _nice(n: float) -> int:
     """Up to a round number: 1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, ..."""
     n = max(1, math.ceil(n))
@@ -180,8 +203,7 @@ def advise(config: RunConfig, ceiling: list[LoadResult], runs: list[CrawdadResul
     fraction = run.window.tokens_per_second / best
     same = ceiling_at(ceiling, run.window.in_flight)
     same_load = run.window.tokens_per_second / same if same > 0 else None
-    work = run.same_work.window.tokens_per_second if run.same_work is not None else 0.0
-    same_work = run.window.tokens_per_second / work if work > 0 else None
+    same_work = same_work_share(run)
     per_debate = run.window.in_flight / run.concurrency if run.concurrency else 0.0
     wanted = _nice(1.25 * knee / per_debate) if per_debate > 0 else _nice(4 * knee)
     concurrency = max(wanted, _nice(2 * knee))

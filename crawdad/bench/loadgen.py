@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawdad.backends import ChatRequest, ModelPool, make_backend
-from crawdad.bench.meter import LoadResult, RequestLog, meter_pools
+from crawdad.bench.meter import LoadResult, RequestLog, meter_pools, work_window
 from crawdad.config import RunConfig
 from crawdad.errors import BackendError
 from crawdad.prompts import load_prompts
@@ -96,11 +96,11 @@ def replay_targets(
     return targets, list(pools.values())
 
 
-def rounds(targets: list[Target], seed: int, reseed: bool = True) -> Iterator[Target]:
-    """The targets over and over; each round after the first with new seeds (`reseed`)."""
+def rounds(targets: list[Target], seed: int) -> Iterator[Target]:
+    """The targets over and over; each round after the first with new seeds."""
     for n in itertools.count():
         for t in targets:
-            if n == 0 or not reseed:
+            if n == 0:
                 yield t
             else:
                 new_seed = request_seed(seed, t.item_id, 0, sample=n)
@@ -118,21 +118,24 @@ async def generate_load(
     seed: int = 0,
     drain: float = 60.0,
     tick: Tick | None = None,
-    reseed: bool = True,
+    once: bool = False,
 ) -> LoadResult:
     """Keep `parallel` requests in flight for `seconds`, then drain them (at most `drain`
     seconds). `tick(elapsed, log)` is called about twice a second (the progress bar). Once
-    every target is sent, they go round again (with new seeds: `reseed`)."""
+    every target is sent, they go round again with new seeds; with `once`, each is sent once
+    (within `seconds`) and the window is the first request's start to the last one's end."""
     log = RequestLog()
     meter_pools({id(t.pool): t.pool for t in targets}.values(), log)
-    source = rounds(targets, seed, reseed)
+    source: Iterator[Target] = iter(targets) if once else rounds(targets, seed)
     cpu0 = cpu_seconds()
     start = time.monotonic()
     close = start + seconds
 
     async def worker() -> None:
         while time.monotonic() < close:
-            target = next(source)
+            target = next(source, None)
+            if target is None:
+                return
             with contextlib.suppress(BackendError):  # noted in the log, with the reason
                 await target.pool.chat(target.request)
 
@@ -158,9 +161,10 @@ async def generate_load(
             await clock
     ends = [s.end for s in log.spans if s.end is not None]
     first = log.first_start or start
+    window = (work_window(log.spans) if once else None) or log.window(first, close)
     return LoadResult(
         parallel=parallel,
-        window=log.window(first, close),
+        window=window,
         sent=log.sent,
         answered=log.answered,
         failed=log.failed,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -32,7 +33,7 @@ from tqdm.auto import tqdm
 
 from crawdad import __version__
 from crawdad.backends import ChatRequest, ModelPool
-from crawdad.bench.advice import Advice, advise, ceiling_at, usable
+from crawdad.bench.advice import Advice, advise, ceiling_at, same_work_share, usable
 from crawdad.bench.idle import Idle, wait_for_idle
 from crawdad.bench.loadgen import (
     cpu_seconds,
@@ -41,7 +42,7 @@ from crawdad.bench.loadgen import (
     load_targets,
     replay_targets,
 )
-from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools
+from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, meter_pools, work_window
 from crawdad.config import RunConfig
 from crawdad.data.questions import Dataset
 from crawdad.doctor import DoctorReport
@@ -253,7 +254,11 @@ async def crawdad_phase(
             servers=figures_of(folder),
             longest=log.longest,
         )
-        return result, log.requests[:in_window]
+        # The work the same-work ceiling replays: the requests sent in the window and answered,
+        # timed from the first one's start to the last one's end.
+        kept = [i for i in range(in_window) if log.spans[i].ok]
+        result.work_window = work_window([log.spans[i] for i in kept])
+        return result, [log.requests[i] for i in kept]
     finally:
         store.close()
         for pool in pools_of(setup):
@@ -278,7 +283,9 @@ class Settle:
 
     async def __call__(self, before: str) -> Idle:
         if not self.wait:
-            return await wait_for_idle(self.config, 0.0)
+            idle = await wait_for_idle(self.config, 0.0)
+            idle.waited = 0.0  # one reading of what the servers were doing: no wait
+            return idle
         bar: tqdm[Any] | None = None
 
         def tick(elapsed: float, load: dict[str, dict[str, float] | None]) -> None:
@@ -406,15 +413,18 @@ async def same_work_phase(
     drain: float,
     settle: Settle,
 ) -> LoadResult:
-    """The load generator sending the crawdad phase's own requests, in their order, with as many
-    in flight as the phase kept on average (rounded; at least 1), for the same window."""
-    parallel = max(1, round(run.window.in_flight))
+    """The load generator sending the crawdad phase's own requests (those of its window that were
+    answered) once each, in their order, with as many in flight as crawdad kept while it sent
+    them (rounded up: `advice.same_work_ceiling` brings it down to crawdad's mean); timed, as
+    crawdad's `work_window`, from the first request's start to the last one's end."""
+    assert run.work_window is not None
+    parallel = max(1, math.ceil(run.work_window.in_flight - 0.05))
     idle = await settle(f"the same-work ceiling of C={run.concurrency}")
     targets, pools = replay_targets(sent, config)
     bar = PhaseBar(f"same work C={run.concurrency} (P={parallel})", seconds, settle.progress)
     try:
         result = await generate_load(
-            targets, parallel, seconds, seed=config.seed, drain=drain, tick=bar, reseed=False
+            targets, parallel, seconds + drain, seed=config.seed, tick=bar, once=True
         )
     finally:
         bar.close()
@@ -447,9 +457,7 @@ def ceiling_line(r: LoadResult) -> str:
 
 def of_ceiling(r: CrawdadResult) -> float | None:
     """crawdad's tokens/s over its same-work ceiling's (None: not measured, or no tokens)."""
-    if r.same_work is None or r.same_work.window.tokens_per_second <= 0:
-        return None
-    return r.window.tokens_per_second / r.same_work.window.tokens_per_second
+    return same_work_share(r)
 
 
 def crawdad_line(r: CrawdadResult, ceiling: list[LoadResult]) -> str:

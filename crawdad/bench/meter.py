@@ -143,6 +143,16 @@ class RequestLog:
         return Window(seconds, tokens, requests, busy / seconds if seconds > 0 else 0.0)
 
 
+def work_window(spans: list[Span]) -> Window | None:
+    """The figures of these requests from the first one's start to the last one's end (None:
+    none ended)."""
+    ended = [s for s in spans if s.end is not None]
+    if not ended:
+        return None
+    log = RequestLog(spans=ended)
+    return log.window(min(s.start for s in ended), max(s.end or 0.0 for s in ended))
+
+
 @dataclass
 class LoadResult:
     """One level of the sweep (first-turn prompts), or the replay of a crawdad phase's own
@@ -200,7 +210,10 @@ class CrawdadResult:
     waited: float = 0.0  # seconds waited before the phase for the servers to drain
     longest: float = 0.0  # seconds, the longest request of the phase
     at_start: dict[str, dict[str, float]] = field(default_factory=dict)  # as LoadResult's
-    # the load generator sending this phase's own requests, as many in flight (None: not run)
+    # the figures of this phase's requests sent in its window and answered, from the first's
+    # start to the last one's end: the work its same-work ceiling replays
+    work_window: Window | None = None
+    # the load generator sending those requests, as many in flight (None: not run)
     same_work: LoadResult | None = None
 
     @property
