@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/crawdad ]; then
   echo "==> installing crawdad into .venv"
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check -U pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[discovery]'
 fi
 
 DATA="${CRAWDAD_DATA:-data/cladder-v1.zip}"

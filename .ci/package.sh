@@ -58,4 +58,7 @@ crawdad analyze runs/demo --out again
 test -s again/report.md
 crawdad demo --config protocols/judge --limit 4 --out runs/judge --no-progress --no-report
 crawdad run --help >/dev/null
+
+# The GPU kit's wheels alone (no scientific stack) run `crawdad bench` against the fakes.
+bash "$ROOT/benchmarks/gpu/check_kit.sh" --fake-python "$WORK/venv/bin/python"
 echo "==> package OK"

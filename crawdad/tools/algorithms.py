@@ -62,6 +62,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from crawdad.causal.structure import Graph
+from crawdad.extras import require
 from crawdad.tools.causal import ToolError
 
 ALGORITHMS = ("pc", "ges", "direct-lingam", "ica-lingam", "exact", "fci", "cdnod")
@@ -185,6 +186,7 @@ def run_algorithm(
 ) -> AlgorithmRun:
     """Run one allow-listed algorithm on a numeric table (columns are the variables)."""
     limits = limits or AlgorithmLimits()
+    require("causallearn", what=f"the {algorithm!r} algorithm (causal-learn)")
     name, names, data, checked = _checked(table, algorithm, params, limits)
     start = time.monotonic()
     # FCI prints its orientations and CD-NOD its progress whatever it is told: kept out of the

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from crawdad.extras import require
 from crawdad.tools.causal import MalformedCall, ToolError
 from crawdad.tools.data_tools import Table, _names, _object, _require
 
@@ -83,7 +84,7 @@ def parse_call(args: Any, limits: Any = None) -> IndependenceCall:
 def compute(table: Table, call: IndependenceCall, limits: Any = None) -> dict[str, Any]:
     """The test's p-value and verdict over the table (causal-learn's CIT, imported here: the
     compute runs in a worker)."""
-    from causallearn.utils.cit import CIT
+    CIT = require("causallearn.utils.cit", what="the independence test (causal-learn)").CIT
 
     names = [call.x, call.y, *call.condition]
     _require(table, names, TOOL_NAME)
