@@ -198,7 +198,7 @@ class OpenAIBackend:
             api_key=api_key or "not-needed",
             max_retries=0,  # crawdad retries itself, per request, on transient errors only
             timeout=timeout,
-            http_client=openai_http_client(timeout),
+            http_client=openai_http_client(timeout, tls=not self.url.startswith("http://")),
         )
         self._structured_form = STRUCTURED_FORMS[0]
         self._timeout = timeout

@@ -14,7 +14,7 @@ underneath instead, so that the messages stay right.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import httpx
@@ -52,15 +52,18 @@ def ollama_transport() -> httpx.AsyncBaseTransport:
     return AiohttpTransport(client=lambda: aiohttp.ClientSession(connector=connector()))
 
 
-def openai_http_client(timeout: float) -> openai.DefaultAsyncHttpxClient:
+def openai_http_client(timeout: float, tls: bool = True) -> openai.DefaultAsyncHttpxClient:
     """For `openai.AsyncOpenAI(http_client=...)`; the SDK's own client where aiohttp is missing.
-    The SDK's limits (1,000 connections) stay: crawdad caps requests itself."""
+    The SDK's limits (1,000 connections) stay: crawdad caps requests itself. Without `tls` (a
+    server at an http:// URL) no certificates are loaded: httpx loads the system's for every
+    client it makes, ~0.1 s of CPU each (two per bench phase, one per backend), never used."""
     import openai  # here: a second of start-up that runs against Ollama never need
 
+    verify: dict[str, Any] = {} if tls else {"verify": False}
     try:
-        return openai.DefaultAioHttpClient(timeout=timeout)
+        return openai.DefaultAioHttpClient(timeout=timeout, **verify)
     except RuntimeError:  # openai without its aiohttp extra
-        return openai.DefaultAsyncHttpxClient(timeout=timeout)
+        return openai.DefaultAsyncHttpxClient(timeout=timeout, **verify)
 
 
 def _causes(e: BaseException) -> Iterator[BaseException]:
