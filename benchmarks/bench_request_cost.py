@@ -101,7 +101,8 @@ def fake(name: str, per_token: float) -> Iterator[tuple[str, str, str]]:
 
 @contextlib.contextmanager
 def real(name: str) -> Iterator[tuple[str, str, str]]:
-    server = llamacpp_server() if name == "llamacpp" else vllm_server()
+    # llama-cpp-python cuts a stream when another request comes unless told not to (WIRE_NOTES)
+    server = llamacpp_server(interrupt_requests=False) if name == "llamacpp" else vllm_server()
     with server:
         yield server.base_url, server.model, server.model
 
@@ -216,4 +217,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     main()
