@@ -279,7 +279,9 @@ class Settle:
     ) -> None:
         self.config, self.bound, self.wait = config, bound, wait
         self.progress, self.say = progress, say
-        self.longest = 0.0  # the longest request so far: the wait for servers without metrics
+        # the wait for servers without metrics: the longest request so far, when the last phase
+        # cut requests (a phase that cut none left nothing running)
+        self.longest = self.due = 0.0
 
     async def __call__(self, before: str) -> Idle:
         if not self.wait:
@@ -304,7 +306,7 @@ class Settle:
             bar.set_postfix_str(busy or "no metrics: waiting for the longest request's time")
 
         try:
-            idle = await wait_for_idle(self.config, self.bound, self.longest, tick)
+            idle = await wait_for_idle(self.config, self.bound, self.due, tick)
         finally:
             if bar is not None:
                 bar.close()
@@ -320,6 +322,7 @@ class Settle:
     def note(self, row: LoadResult | CrawdadResult, idle: Idle) -> None:
         row.waited, row.at_start = idle.waited, idle.servers
         self.longest = max(self.longest, row.longest)
+        self.due = self.longest if row.cut else 0.0
 
 
 async def run_bench(
