@@ -221,7 +221,7 @@ def test_experiment_variants_link_the_same_question(tmp_path: Path) -> None:
     url = server.start()
     try:
         page = get(url + "debate/base/3")
-        assert 'class="variant" href="/debate/judge/3' in page
+        assert 'class="variant" href="/debate?run=judge&amp;id=3' in page
         assert matched(get(url + "?run=judge")) == 10
     finally:
         server.stop()

@@ -213,7 +213,9 @@ def test_the_live_view_follows_a_growing_run_without_a_reload(
         assert "vLLM at http://gpu:8000/v1" in card and "requests running" in card
         assert browser.execute_script("return window.notReloaded === true;")
         newest = browser.find_element(By.CSS_SELECTOR, "#live-newest a.qid")
-        assert newest.text == "24" and newest.get_attribute("href").endswith("/debate/run/24")
+        assert newest.text == "24" and newest.get_attribute("href").endswith(
+            "/debate?run=run&id=24"
+        )
     finally:
         server.stop()
 
@@ -347,3 +349,88 @@ def test_the_live_view_labels_its_charts_and_follows_its_runs(
         for lock in held:
             lock.close()
         browser.set_window_size(1400, 900)
+
+
+ODD_IDS = [
+    "a/b",
+    "a#b",
+    "a?b=c&d",
+    "sp ace",
+    "ünïcødé ✓",
+    ".hidden",
+    ".",
+    "..",
+    "",
+    "%2F",
+    "a+b",
+    "../..",
+    "x\\y",
+    "tab\there",
+    "<b>",
+]
+
+
+def _odd_run(folder: Path, seed: int) -> Path:
+    """A run whose question ids are ODD_IDS (each a string a record may carry)."""
+    write_synthetic_run(folder, len(ODD_IDS), seed=seed, trace_chars=(10, 20), error_rate=0)
+    lines = (folder / "debates.jsonl").read_text().splitlines()
+    out = []
+    for qid, raw in zip(ODD_IDS, lines, strict=True):
+        d = json.loads(raw)
+        d["question_id"] = qid
+        out.append(json.dumps(d) + "\n")
+    (folder / "debates.jsonl").write_text("".join(out))
+    return folder
+
+
+def test_every_link_the_viewer_draws_to_a_debate_opens_it(
+    tmp_path: Path, browser: webdriver.Chrome
+) -> None:
+    """Issue 46: ids with `/`, `#`, `?`, spaces, Unicode, leading dots (and `.`, `..`, empty) in
+    runs whose names hold `#` and `?`: every link of the table, of a debate page (the same
+    question in the other run, previous, next, plain text) and of the live page opens its debate."""
+    runs = [_odd_run(tmp_path / "run #1", 1), _odd_run(tmp_path / "run ?2 ü", 2)]
+    server = Server(Viewer.open(runs), 0)
+    url = server.start()
+    seen: set[tuple[str, str]] = set()
+
+    def hrefs(css: str) -> list[str]:
+        return [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, css)]
+
+    def opens(href: str) -> None:
+        browser.get(href)
+        h1 = browser.find_element(By.TAG_NAME, "h1").text
+        run = browser.find_element(By.CSS_SELECTOR, "table.compact b").text
+        assert h1.endswith(f" in {run}")
+        shown = " ".join(h1.removesuffix(f" in {run}").split()[1:])  # the text after "Question"
+        qid = next(q for q in ODD_IDS if " ".join(q.split()) == shown)
+        seen.add((run, qid))
+
+    browser.implicitly_wait(0)  # a link a page lacks is looked for without waiting
+    try:
+        browser.get(server.token_url)
+        table = hrefs("table.debates tbody a.qid")
+        assert len(table) == 2 * len(ODD_IDS)
+        for href in table:
+            opens(href)
+        assert seen == {(r.name, q) for r in runs for q in ODD_IDS}
+        browser.get(table[0])
+        others = hrefs("a.variant") + hrefs("a[rel=prev]") + hrefs("a[rel=next]")
+        assert len(others) >= 2
+        for href in others:
+            opens(href)
+        for href in table[:: len(ODD_IDS) // 5]:
+            browser.get(href)
+            h1 = browser.find_element(By.TAG_NAME, "h1").text
+            browser.get(hrefs("nav.crumbs a")[-1])  # as plain text
+            text = browser.find_element(By.TAG_NAME, "body").text
+            assert text.startswith(h1.rsplit(" in ", 1)[0].rstrip() + " ")
+        browser.get(url + "live")
+        WebDriverWait(browser, 20).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "#live-newest a.qid"))
+        )
+        for href in hrefs("#live-newest a.qid"):
+            opens(href)
+    finally:
+        browser.implicitly_wait(5)
+        server.stop()

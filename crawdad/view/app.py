@@ -63,6 +63,17 @@ def read_audit(path: Path) -> set[str]:
         ) from None
 
 
+def debate_url(run: str, qid: str, back: str | None = None) -> str:
+    """The one link to a debate's page. Its run and question id go in the query string, encoded
+    by `urlencode` and decoded by aiohttp's own query parsing, so that every id a record may
+    carry opens: ids with `/`, `#`, `?`, `%`, `+`, spaces or any Unicode, and ids that a path
+    segment cannot hold (``, `.` and `..`, which browsers resolve away even percent-encoded)."""
+    params = {"run": run, "id": qid}
+    if back is not None:
+        params["q"] = back
+    return "/debate?" + urlencode(params)
+
+
 def _report_url(source: int, rel: str) -> str:
     return f"/report-files/{source}/{rel}"
 
@@ -83,7 +94,9 @@ class Viewer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.globals.update(outcome_labels=OUTCOME_LABELS, urlencode=urlencode)
+        self.env.globals.update(
+            outcome_labels=OUTCOME_LABELS, urlencode=urlencode, debate_url=debate_url
+        )
         self.live = Live(sources)
         self.refresh()
 
@@ -139,7 +152,12 @@ class Viewer:
 
     async def debate(self, request: web.Request) -> web.Response:
         self.refresh()
-        label, qid = request.match_info["run"], request.match_info["qid"]
+        if "run" in request.match_info:  # /debate/RUN/ID, as links were drawn before
+            label, qid = request.match_info["run"], request.match_info["qid"]
+        else:
+            label, qid = request.query.get("run"), request.query.get("id")
+            if label is None or qid is None:
+                raise web.HTTPBadRequest(text="a debate's address names its run and id\n")
         run = self.runs.get(label)
         if run is None:
             raise web.HTTPNotFound(text=f"no run {label}")
@@ -214,7 +232,7 @@ class Viewer:
             if not 0 <= j < len(keys):
                 return None
             r, q = keys[j]
-            return f"/debate/{r}/{q}?" + urlencode({"q": query})
+            return debate_url(r, q, query)
 
         return link(i - 1), link(i + 1)
 
@@ -298,6 +316,7 @@ class Viewer:
         app.add_routes(
             [
                 web.get("/", self.table),
+                web.get("/debate", self.debate),
                 web.get("/debate/{run:.+}/{qid}", self.debate),
                 web.get("/outcomes", self.outcomes),
                 web.get("/live", self.live_page),

@@ -384,7 +384,8 @@ function drawDecisions(decisions) {
 function drawNewest(newest) {
   const rows = newest.map((d) => {
     const a = el("a", d.qid, "qid");
-    a.setAttribute("href", `/debate/${encodeURIComponent(d.run).replace(/%2F/g, "/")}/${encodeURIComponent(d.qid)}`);
+    // as the viewer's own tables draw it (app.debate_url): run and id in the query string
+    a.setAttribute("href", "/debate?" + new URLSearchParams({ run: d.run, id: d.qid }).toString());
     const when = d.finished_at ? utcTime(d.finished_at) : "–";
     const outcome = el("span", d.outcome, "badge o-" + String(d.outcome).replace("->", ""));
     return row([when, d.run, a, outcome, `${d.final_answer ?? "none"} / ${d.gold ?? "no exact answer"}`,
