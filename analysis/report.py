@@ -444,9 +444,9 @@ def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str,
         if i == 1 and kind == "crawdad":
             blocks += _paper_findings(run, t)
     assert not plots, f"figures not placed in a section: {sorted(plots)}"
-    servers = servers_section(run.folders[0], label, run.manifest.config if run.manifest else None)
-    if servers is not None:
-        blocks.append(servers)
+    blocks.append(
+        servers_section(run.folders[0], label, run.manifest.config if run.manifest else None)
+    )
     return Section(f"Run `{label}` ({kind} protocol)", blocks, folder=_slug(label))
 
 
