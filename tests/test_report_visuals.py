@@ -168,3 +168,60 @@ def test_sentiment_is_in_its_own_units_and_a_solo_run_says_no_nan() -> None:
     assert row["mean_ci_lo"] < row["mean"] < row["mean_ci_hi"] <= 1.0  # not scaled by 100
     line = sentiment_line(s)
     assert "nan" not in line and "+0.200" in line and "answered alone" in line
+
+
+def test_table1_has_one_number_format_with_percent_and_words_for_its_columns() -> None:
+    import re
+
+    from crawdad.analysis.formatting import TABLE1_NOTE, table1_shown
+
+    rows = []
+    for group, acc in [
+        ("Overall", 0.8416),
+        ("Rung 1 (association)", 0.5),
+        ("Comm.", 0.9),
+        ("Nonsens.", 0.7),
+        ("Anti-C.", 0.6),
+    ]:
+        for stage in ("initial", "final"):
+            rows.append(
+                {
+                    "run": "r",
+                    "agent": "m",
+                    "stage": stage,
+                    "dimension": "x",
+                    "group": group,
+                    "n": 10,
+                    "n_correct": 8,
+                    "n_unanswered": 0,
+                    "n_errored": 0,
+                    "acc": acc,
+                    "ci_lo": acc - 0.1,
+                    "ci_hi": acc + 0.05,
+                }
+            )
+    md = table1_shown(pd.DataFrame(rows))
+    header, _, *body = md.splitlines()
+    for short in ("Comm.", "Nonsens.", "Anti-C."):
+        assert short not in header and short in TABLE1_NOTE
+    assert "Anti-commonsensical" in header and "Nonsensical" in header
+    cells = [
+        c.strip()
+        for line in body
+        if "(Initial)" in line or "(Final)" in line
+        for c in line.strip("|").split("|")[1:]
+    ]
+    assert cells and all(re.fullmatch(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", c) for c in cells), cells
+    assert "84.2% [74.2, 89.2]" in cells
+
+
+def test_a_solo_runs_summary_says_answers_agree_not_consensus() -> None:
+    from crawdad.analysis.report import _table
+
+    summary = pd.DataFrame([{"run": "r", "debates": 10, "consensus": 7, "no_consensus": 3}])
+    solo = _table("summary", {"summary": summary}, {"summary": "line"}, "solo")
+    assert isinstance(solo.shown, pd.DataFrame)
+    assert list(solo.shown.columns) == ["debates", "answers agree", "answers differ"]
+    assert list(solo.df.columns) == ["run", "debates", "consensus", "no_consensus"]  # the CSV
+    debate = _table("summary", {"summary": summary}, {"summary": "line"}, "crawdad")
+    assert debate.shown is None

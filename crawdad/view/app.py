@@ -30,7 +30,7 @@ from crawdad.view.index import (
     open_sources,
 )
 from crawdad.view.live import Live
-from crawdad.view.query import SORTS, facets_for, ordered_values, run_query
+from crawdad.view.query import ALONE, SORTS, consensus_value, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
 OUTCOME_LABELS = {
@@ -95,7 +95,11 @@ class Viewer:
             lstrip_blocks=True,
         )
         self.env.globals.update(
-            outcome_labels=OUTCOME_LABELS, urlencode=urlencode, debate_url=debate_url
+            outcome_labels=OUTCOME_LABELS,
+            urlencode=urlencode,
+            debate_url=debate_url,
+            consensus_value=consensus_value,
+            alone=ALONE,
         )
         self.live = Live(sources)
         self.refresh()
