@@ -159,9 +159,10 @@ class Viewer:
         if "run" in request.match_info:  # /debate/RUN/ID, as links were drawn before
             label, qid = request.match_info["run"], request.match_info["qid"]
         else:
-            label, qid = request.query.get("run"), request.query.get("id")
-            if label is None or qid is None:
+            named, asked = request.query.get("run"), request.query.get("id")
+            if named is None or asked is None:
                 raise web.HTTPBadRequest(text="a debate's address names its run and id\n")
+            label, qid = named, asked
         run = self.runs.get(label)
         if run is None:
             raise web.HTTPNotFound(text=f"no run {label}")
