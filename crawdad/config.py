@@ -132,6 +132,9 @@ class ServeConfig(Strict):
     # The engine's program, where it is not the one on PATH (`vllm`, `llama-server`, `ollama`):
     # a path, e.g. a venv's `bin/vllm`; for llama.cpp also a Python that has llama-cpp-python.
     executable: str | None = None
+    # The weights' size in GB where crawdad cannot read it yet (a Hugging Face id not
+    # downloaded on the machine that plans, as a SLURM login node); None: read from the files.
+    weights_gb: float | None = Field(None, gt=0)
 
 
 class ModelSpec(Strict):
