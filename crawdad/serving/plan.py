@@ -234,7 +234,9 @@ def _parallel(config: RunConfig, members: list[tuple[str, ModelSpec]]) -> int:
     about concurrency / agents of them (the extractor and readers fewer, as many as a cap)."""
     caps = [s.max_in_flight for _, s in members if s.max_in_flight]
     share = math.ceil(config.concurrency * len(members) / max(1, len(config.agents)))
-    return max(1, min([share, *caps, config.concurrency]))
+    assert members[0][1].serve is not None
+    slots = [MAX_SLOTS] if members[0][1].serve.engine in ("llamacpp", "ollama") else []
+    return max(1, min([share, *caps, *slots, config.concurrency]))
 
 
 def _template_tokens(config: RunConfig) -> int:
@@ -309,17 +311,32 @@ Placement = list[tuple[_Need, list[int]]]
 
 
 def _fit(needs: list[_Need], gpus: list[GPU], limit: float) -> tuple[Placement | None, list[str]]:
-    """Place every server; where the BF16 KV cache of FP8 weights is what does not fit, try an
-    FP8 KV cache for those (vLLM and SGLang)."""
+    """Place every server. Where that fails: fewer parallel slots for llama.cpp and Ollama
+    (each slot holds a whole context), then an FP8 KV cache for FP8 weights (vLLM, SGLang)."""
     placed = _place(needs, gpus, limit)
     if placed is not None or not gpus:
         return placed, []
+    notes: list[str] = []
+    slots = {id(n): n.parallel for n in needs}
+    fewer = [n for n in needs if not n.elastic and n.parallel > 1]
+    while placed is None and any(n.parallel > 1 for n in fewer):
+        for need in fewer:
+            need.parallel = max(1, need.parallel // 2)
+        placed = _place(needs, gpus, limit)
+    if placed is not None:
+        for need in fewer:
+            if need.replica == 0:
+                notes.append(
+                    f"{need.key}: {need.parallel} parallel sequences ({slots[id(need)]} would "
+                    "not fit); the other debates wait their turn in crawdad"
+                )
+        return placed, notes
+    for need in fewer:
+        need.parallel = slots[id(need)]
     fp8 = [n for n in needs if n.elastic and (n.footprint.quantization or "").lower() == "fp8"]
-    if not fp8:
-        return None, []
     for need in fp8:
         need.kv_cache_dtype = "fp8"
-    placed = _place(needs, gpus, limit)
+    placed = _place(needs, gpus, limit) if fp8 else None
     if placed is None:
         for need in fp8:
             need.kv_cache_dtype = None
@@ -440,7 +457,7 @@ def _server(
         structured_output=need.structured,
         args=list(need.serve.args),
         command=[],
-        parallel=min(need.parallel, MAX_SLOTS) if not need.elastic else need.parallel,
+        parallel=need.parallel,
         kv_cache_dtype=need.kv_cache_dtype,
         tags=need.tags,
         executable=need.serve.executable,
@@ -519,7 +536,14 @@ def _refusal(config: RunConfig, needs: list[_Need], gpus: list[GPU], limit: floa
 
 def _what_fits(config: RunConfig, needs: list[_Need], gpus: list[GPU], limit: float) -> list[str]:
     out = []
-    big = [n for n in needs if not n.footprint.quantization and n.engine != "ollama"]
+    heaviest = max(n.footprint.weights_bytes for n in needs)
+    big = [
+        n
+        for n in needs
+        if not n.footprint.quantization
+        and n.engine != "ollama"
+        and n.footprint.weights_bytes >= heaviest / 4
+    ]
     for label, scale, example in (
         ("FP8", 0.5, "e.g. Qwen/Qwen3-32B-FP8, with vLLM or SGLang"),
         ("4-bit (AWQ, GPTQ or a GGUF Q4_K_M)", 0.3, "AWQ with vLLM, a GGUF with llama.cpp"),
