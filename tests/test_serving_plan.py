@@ -36,7 +36,11 @@ def h100(index: int) -> GPU:
 
 def paper(qwen: str = QWEN, r1: str = R1, engine: str = "vllm", **extra: Any) -> RunConfig:
     def served(model: str, weights: str) -> dict[str, Any]:
-        return {"model": model, "backend": "openai", "serve": {"engine": engine, "weights": weights}}
+        return {
+            "model": model,
+            "backend": "openai",
+            "serve": {"engine": engine, "weights": weights},
+        }
 
     return RunConfig.model_validate(
         {
@@ -149,7 +153,7 @@ def test_auto_replicas_take_the_gpus_left_free() -> None:
                     "model": "granite3.3:2b",
                     "serve": {"engine": "vllm", "weights": GRANITE, "replicas": "auto"},
                 }
-            ]
+            ],
         }
     )
     plan = plan_config(config, [h100(i) for i in range(3)], FOOTPRINTS)
@@ -188,7 +192,11 @@ def test_context_comes_from_the_protocol_and_max_tokens() -> None:
 def test_reasoning_parsers_and_the_extractors_structured_output() -> None:
     plan = plan_config(paper(), [h100(0), h100(1)], FOOTPRINTS)
     parsers = {s.served_name: s.reasoning_parser for s in plan.servers}
-    assert parsers == {"qwen3:32b": "qwen3", "deepseek-r1:32b": "deepseek_r1", "granite3.3:2b": None}
+    assert parsers == {
+        "qwen3:32b": "qwen3",
+        "deepseek-r1:32b": "deepseek_r1",
+        "granite3.3:2b": None,
+    }
     assert [s.structured_output for s in plan.servers] == [False, False, True]
     sglang = plan_config(paper(engine="sglang"), [h100(0), h100(1)], FOOTPRINTS)
     assert sglang.servers[1].reasoning_parser == "deepseek-r1"  # SGLang's spelling
@@ -203,7 +211,7 @@ def test_ollama_models_share_one_ollama_serve_with_its_environment() -> None:
     }
     config = RunConfig.model_validate(
         {
-            "concurrency": 8,
+            "concurrency": 16,
             "agents": [
                 {"name": "q", "model": "qwen3:32b", "serve": {"engine": "ollama", "weights": "qwen3:32b"}},
                 {"name": "d", "model": "deepseek-r1:32b", "serve": {"engine": "ollama", "weights": "deepseek-r1:32b"}},

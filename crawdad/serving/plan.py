@@ -87,20 +87,34 @@ def plan_config(
     weights). Ports are taken from `serving.first_port` upwards, skipping ports in use on this
     machine unless `check_ports` is False (default: checked when the inventory is read here).
     A plan that cannot fit raises a CrawdadError saying what would."""
+    return plan_configs({"": config}, gpus, footprints, check_ports, prompt_tokens)
+
+
+def plan_configs(
+    configs: dict[str, RunConfig],
+    gpus: list[GPU] | None = None,
+    footprints: dict[str, Footprint] | None = None,
+    check_ports: bool | None = None,
+    prompt_tokens: int | None = None,
+) -> Plan:
+    """One plan for several configs (an experiment's variants, by name): a served model that
+    several variants share is served once. Places are "VARIANT:agents.0" ("agents.0" for the
+    config named "")."""
     if gpus is None:
         from crawdad.serving.gpus import inventory
 
         gpus = inventory()
     if check_ports is None:
         check_ports = footprints is None
-    needs = _needs(config, dict(footprints or {}), prompt_tokens)
+    needs = _needs(configs, dict(footprints or {}), prompt_tokens)
     notes = _context_notes(needs)
     if not needs:
         return Plan(gpus=gpus, notes=["no model of this config has a `serve` table"])
-    limit = config.serving.gpu_memory_limit
+    first = next(iter(configs.values()))
+    limit = first.serving.gpu_memory_limit
     placed, kv_notes = _fit(needs, gpus, limit)
     if placed is None:
-        raise CrawdadError(_refusal(config, needs, gpus, limit))
+        raise CrawdadError(_refusal(first, needs, gpus, limit))
     notes += kv_notes
     if not gpus:
         total = sum(n.footprint.weights_bytes for n in needs) / GIB
@@ -108,7 +122,7 @@ def plan_config(
             f"no GPU found: every server runs on the CPU ({total:.1f} GiB of weights in memory)"
         )
     placed += _auto_replicas(placed, gpus, limit)
-    taken = _port_picker(config.serving.first_port, check_ports)
+    taken = _port_picker(first.serving.first_port, check_ports)
     servers = [_server(need, on, gpus, placed, limit, taken()) for need, on in placed]
     notes += _sharing_notes(servers, gpus)
     return Plan(gpus=gpus, servers=servers, notes=notes)
@@ -151,33 +165,36 @@ def _spec_at(config: RunConfig, place: str) -> ModelSpec:
 
 
 def _needs(
-    config: RunConfig, footprints: dict[str, Footprint], prompt_tokens: int | None
+    configs: dict[str, RunConfig], footprints: dict[str, Footprint], prompt_tokens: int | None
 ) -> list[_Need]:
-    groups: dict[str, list[tuple[str, ModelSpec]]] = {}
-    for place, spec in served_places(config):
-        assert spec.serve is not None
-        if spec.serve.engine == "ollama":  # one `ollama serve` holds every tag
-            key = "ollama|" + spec.serve.model_dump_json(include={"executable", "args", "env"})
-        else:  # identical serve tables of one served name share a server
-            key = spec.model + "|" + spec.serve.model_dump_json()
-        groups.setdefault(key, []).append((place, spec))
-    template = _template_tokens(config) if prompt_tokens is None else 0
+    groups: dict[str, list[tuple[RunConfig, str, ModelSpec]]] = {}
+    for name, config in configs.items():
+        for place, spec in served_places(config):
+            assert spec.serve is not None
+            if spec.serve.engine == "ollama":  # one `ollama serve` holds every tag
+                include = {"executable", "args", "env"}
+                key = "ollama|" + spec.serve.model_dump_json(include=include)
+            else:  # identical serve tables of one served name share a server
+                key = spec.model + "|" + spec.serve.model_dump_json()
+            groups.setdefault(key, []).append((config, f"{name}:{place}" if name else place, spec))
+    templates = {
+        id(c): _template_tokens(c) if prompt_tokens is None else 0 for c in configs.values()
+    }
     needs: list[_Need] = []
     names: set[str] = set()
     for members in groups.values():
-        first = members[0][1]
+        config, _, first = members[0]
         serve = first.serve
         assert serve is not None
-        tags = list(dict.fromkeys(s.serve.weights for _, s in members if s.serve is not None))
-        found = [_footprint(s, footprints) for _, s in members]
+        tags = list(dict.fromkeys(s.serve.weights for _, _, s in members if s.serve is not None))
+        found = [_footprint(s, footprints) for _, _, s in members]
         context = max(
             s.serve.context_length
             if s.serve is not None and s.serve.context_length
-            else _context(config, place, s, template, prompt_tokens)
-            for place, s in members
+            else _context(c, place.rpartition(":")[2], s, templates[id(c)], prompt_tokens)
+            for c, place, s in members
         )
-        print_name = "ollama" if serve.engine == "ollama" else _slug(first.model)
-        key = print_name
+        key = "ollama" if serve.engine == "ollama" else _slug(first.model)
         while key in names:
             key += "-b"
         names.add(key)
@@ -186,12 +203,12 @@ def _needs(
             engine=serve.engine,
             serve=serve,
             model=first.model,
-            places=[p for p, _ in members],
+            places=list(dict.fromkeys(p for _, p, _ in members)),
             footprint=_combined(found) if serve.engine == "ollama" else found[0],
             context=context,
-            parallel=_parallel(config, members),
+            parallel=max(_parallel(c, [(p, s)]) for c, p, s in members),
             tags=tags if serve.engine == "ollama" else [],
-            structured=any(p == "extractor" for p, _ in members),
+            structured=any(p.rpartition(":")[2] == "extractor" for _, p, _ in members),
         )
         replicas = serve.replicas if isinstance(serve.replicas, int) else 1
         needs += [replace(need, replica=r, key=_replica_key(key, r)) for r in range(replicas)]
@@ -290,7 +307,7 @@ def _context_notes(needs: list[_Need]) -> list[str]:
         if own:
             need.context = min(need.context, own)
         if need.replica == 0 and need.footprint.source.startswith(("estimate", "weights_gb")):
-            notes.append(f"{need.model}: size from {need.footprint.source}")
+            notes.append(f"{need.key}: sized by {need.footprint.source}")
     return notes
 
 
@@ -438,7 +455,7 @@ def _server(
     engine_ = engine(need.engine, need.serve.executable)
     fraction, held = _memory(need, on, gpus, placed, limit)
     parser = getattr(engine_, "reasoning_parser")(need.model, need.serve.weights)  # noqa: B009
-    if need.places == ["extractor"]:
+    if all(p.rpartition(":")[2] == "extractor" for p in need.places):
         parser = None  # the extractor answers JSON with thinking off
     draft = ServerPlan(
         key=need.key,
@@ -526,7 +543,8 @@ def _refusal(config: RunConfig, needs: list[_Need], gpus: list[GPU], limit: floa
         f = need.footprint
         lines.append(
             f"  {need.key}: {need.gib_per_gpu(1):.1f} GiB = weights {f.weights_bytes / GIB:.1f}"
-            f" ({f.dtype or '?'}) + KV cache {need.kv_gib():.1f} for {need.context} tokens"
+            + (f" ({f.dtype})" if f.dtype else "")
+            + f" + KV cache {need.kv_gib():.1f} for {need.context} tokens"
             f" + {OVERHEAD_GIB:g} overhead"
         )
     lines.append("What would fit:")

@@ -40,9 +40,15 @@ _BITS = {"F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q6_K": 6.6, "Q5_K_M": 5
          "Q4_1": 5, "Q3_K_M": 3.9, "Q3_K_S": 3.5, "Q3_K_L": 4.3, "Q2_K": 3.4}  # fmt: skip
 # Ollama's library tags are Q4_K_M unless they say otherwise.
 _OLLAMA_DEFAULT_QUANT = "Q4_K_M"
-# KV bytes per token per byte of 16-bit weights, where a model's shape cannot be read: about
-# Qwen2.5/3-32B's 256 KiB per token for 65 GB (and more for smaller models: conservative).
-_KV_PER_WEIGHT_BYTE = 1 / 150_000
+
+
+def kv_estimate(bf16_bytes: float) -> int:
+    """KV cache bytes per token where a model's shape cannot be read, from its size at 16 bits:
+    64 KiB + 3 bytes per million. Granite-3.3-2B (5 GB) 80 KiB, Llama-3-8B (16 GB) 128 KiB,
+    Qwen3-32B (65 GB) 256 KiB, each within 15%; a 70B (140 GB) gets 470 KiB for its 320."""
+    return int(65536 + 3e-6 * bf16_bytes)
+
+
 _MAX_HEADER = 100 * 1024 * 1024  # bytes of a safetensors JSON header read at most
 
 
@@ -70,9 +76,7 @@ def footprint(model: str, serve: ServeConfig, ollama_url: str | None = None) -> 
 
 def _declared(gb: float, source: str) -> Footprint:
     weights = int(gb * GB)
-    return Footprint(
-        weights_bytes=weights, kv_bytes_per_token=int(weights * _KV_PER_WEIGHT_BYTE), source=source
-    )
+    return Footprint(weights_bytes=weights, kv_bytes_per_token=kv_estimate(weights), source=source)
 
 
 def _existing(weights: str, what: str, serve: ServeConfig) -> Path:
@@ -360,7 +364,7 @@ def ollama_footprint(
                 parameters=params,
                 dtype=quant,
                 quantization=quant,
-                kv_bytes_per_token=kv or int(params * 2 * _KV_PER_WEIGHT_BYTE),
+                kv_bytes_per_token=kv or kv_estimate(params * 2),
                 max_context=_int(info.get(f"{arch}.context_length")),
                 source=f"{url}/api/show",
             )
@@ -386,7 +390,7 @@ def ollama_estimate(tag: str, weights_gb: float | None = None) -> Footprint:
         parameters=params,
         dtype=quant,
         quantization=quant,
-        kv_bytes_per_token=int((params or weights) * 2 * _KV_PER_WEIGHT_BYTE),
+        kv_bytes_per_token=kv_estimate(params * 2 if params else weights * 4),
         source=f"estimate from the tag {tag!r} (not pulled here)",
     )
 
