@@ -170,3 +170,22 @@ def test_a_mistyped_stopping_key_is_told_among_the_stopping_keys(
     code, _, err = cli("run", "--data", "examples", "--out", str(tmp_path / "r"), *more)
     if more:
         assert code != 0 and "did you mean 'alpha'?" in err and "concurrency" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "experiment"])
+def test_the_help_at_80_columns_shows_every_stopping_key_and_example_whole(
+    command: str, monkeypatch: pytest.MonkeyPatch, cli: Any
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr("typer.rich_utils.MAX_WIDTH", 80)
+    monkeypatch.setattr("typer.rich_utils.FORCE_TERMINAL", False)
+    code, out, _ = cli(command, "--help")
+    assert code == 0
+    assert "…" not in out  # Rich cut nothing
+    text = " ".join(out.split())
+    keys = ["alpha=0.05", "min_questions=50", "max_questions=N", "max_gpu_seconds=S"]
+    keys += ["half_width=0.02", "agents.0.model=qwen3:8b"] if command == "run" else []
+    keys += ["margin=0.03", "the file's [stop]"] if command == "experiment" else []
+    for key in keys:
+        assert key in text
+    assert "file's ." not in text

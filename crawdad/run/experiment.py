@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad import __version__
 from crawdad.backends.schedule import ModelGate
-from crawdad.config import RunConfig, _describe, deep_merge, read_toml
+from crawdad.config import RunConfig, _describe, _error_line, deep_merge, read_toml
 from crawdad.data.questions import Dataset
 from crawdad.errors import ConfigError, StoreError
 from crawdad.records import ExperimentManifest
@@ -153,7 +153,10 @@ def stop_rule(stop: Mapping[str, Any], source: str = "[stop]") -> Any:
     try:
         return Rule.model_validate(dict(stop))
     except ValidationError as e:
-        raise ConfigError(_describe(e, f"{source}, [stop]")) from None
+        where = source if source.startswith(("[stop]", "--")) else f"{source}, [stop]"
+        lines = [f"{where} is not a valid stopping rule:"]
+        lines += [_error_line(err, Rule, "stopping") for err in e.errors()]
+        raise ConfigError("\n".join(lines)) from None
 
 
 def variant_configs(
