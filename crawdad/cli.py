@@ -427,7 +427,8 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
 @app.command(help=EXPERIMENT_HELP)
 def experiment(
     file: Annotated[
-        Path, typer.Argument(help="Experiment file, or a ready one by name, such as experiments/mac.")
+        Path,
+        typer.Argument(help="Experiment file, or a ready one by name, such as experiments/mac."),
     ],
     data: DataOpt,
     out: Annotated[
