@@ -111,9 +111,7 @@ def test_an_unchanged_rule_resumes_and_its_report_states_the_guarantee(
     assert "however often it was looked at" in report and "no longer holds" not in report
 
 
-def run(
-    cli: Any, config: Path, out: Path, *stop: str, force: bool = False
-) -> tuple[int, str, str]:
+def run(cli: Any, config: Path, out: Path, *stop: str, force: bool = False) -> tuple[int, str, str]:
     args = [a for s in stop for a in ("--stop", s)] + (["--force"] if force else [])
     return cli(
         "run", "--data", "examples", "--config", str(config), "--out", str(out), "--limit", "8",
