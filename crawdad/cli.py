@@ -725,10 +725,11 @@ def view(
 ) -> None:
     """Browse debates, outcomes and the report in a local web app (until Ctrl-C). It answers only
     the loopback, and only with the session's token: open the URL it prints."""
+    import contextlib
     import time
-    import webbrowser
 
     from crawdad.view import Server, Viewer
+    from crawdad.view.launch import browser_redirect, open_browser
 
     t0 = time.perf_counter()
     viewer = Viewer.open(list(folders), audit)
@@ -748,15 +749,15 @@ def view(
         )
     )
     typer.echo(f"crawdad view: {url} (Ctrl-C to stop)")
-    if browser:
-        webbrowser.open(url)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.stop)
+        if browser:  # on a file of the user's alone: no token in the browser's arguments
+            open_browser(stack.enter_context(browser_redirect(url)))
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
 
 
 @app.command()
