@@ -287,6 +287,14 @@ def build_config(config: Path | None, sets: list[str], **flags: Any) -> RunConfi
     cfg = load_config(config, overrides, origins)
     for hint in url_hints(cfg):
         typer.secho(f"warning: {hint}", fg=typer.colors.YELLOW, err=True)
+    if any(path[-1] == "api_key" for path in set_origins):
+        typer.secho(
+            "warning: --set ...api_key=KEY puts the key in this command's arguments, which every "
+            "user of this machine can read (ps, /proc); keep it in an environment variable and "
+            "name that instead: --set agents.0.api_key_env=VARIABLE",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     return cfg
 
 

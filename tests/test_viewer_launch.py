@@ -91,3 +91,10 @@ def test_the_redirect_file_is_the_users_alone_whatever_the_umask() -> None:
 def test_the_redirect_page_escapes_the_address() -> None:
     page = redirect_page('http://127.0.0.1:1/?token=a"><script>x</script>')
     assert "<script>" not in page and "&quot;&gt;&lt;script&gt;" in page
+
+
+def test_an_api_key_given_on_the_command_line_is_warned_of(cli: Any) -> None:
+    code, _, err = cli(
+        "run", "--data", "nowhere", "--out", "r", "--set", "agents.0.api_key=sk-secret",
+    )  # fmt: skip
+    assert "every user of this machine can read" in err and "api_key_env" in err
