@@ -94,7 +94,7 @@ def test_the_redirect_page_escapes_the_address() -> None:
 
 
 def test_an_api_key_given_on_the_command_line_is_warned_of(cli: Any) -> None:
-    code, _, err = cli(
+    _, _, err = cli(
         "run", "--data", "nowhere", "--out", "r", "--set", "agents.0.api_key=sk-secret",
     )  # fmt: skip
     assert "every user of this machine can read" in err and "api_key_env" in err
