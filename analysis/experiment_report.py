@@ -537,7 +537,8 @@ def _changed_rule(history: list[Any]) -> str:
     if len(history) < 2:
         return ""
     steps = "; ".join(
-        f"from question {c.from_question} ({c.at:%Y-%m-%d %H:%M} UTC): {_rule_words(c.rule)}"
+        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
+        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_rule_words(c.rule)}"
         for c in history
     )
     return (
