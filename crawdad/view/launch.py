@@ -40,7 +40,8 @@ def write_redirect(url: str, folder: Path) -> Path:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(f.fileno(), 0o600)  # whatever the umask
+        if hasattr(os, "fchmod"):  # whatever the umask (Windows has no modes to set)
+            os.fchmod(f.fileno(), 0o600)
         f.write(redirect_page(url))
     return path
 
