@@ -1,7 +1,8 @@
 """`crawdad view` opens the browser on a redirect file readable by the user alone, so that the
 session's token is in no process's arguments or environment (`/proc/PID/cmdline` is readable by
 every local user). The browser here is a stand-in executable named by $BROWSER, as Python's
-webbrowser module runs it: it records what it was started with and the file it was given."""
+webbrowser module runs it: it records what it was started with and the file it was given. And an
+API key given on the command line (which puts it in crawdad's own arguments) is warned of."""
 
 from __future__ import annotations
 
