@@ -104,7 +104,6 @@ class Viewer:
         self, name: str, request: web.Request | None = None, status: int = 200, **kw: Any
     ) -> web.Response:
         nonce = request.get(NONCE, "") if request is not None else ""
-        self.live.refresh_decisions()  # the header says which variants are decided
         body = self.env.get_template(name).render(viewer=self, nonce=nonce, **kw)
         return web.Response(text=body, content_type="text/html", status=status)
 
