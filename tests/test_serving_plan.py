@@ -112,6 +112,8 @@ def test_no_gpu_plans_every_server_on_the_cpu() -> None:
     assert all(s.gpus == [] and s.memory_fraction is None for s in plan.servers)
     assert "--gpu-memory-utilization" not in plan.servers[0].command
     assert "CUDA_VISIBLE_DEVICES" not in plan.servers[0].env
+    # vLLM's CPU build: its KV cache in GiB, for 8 full contexts of 256 KiB a token.
+    assert plan.servers[0].env["VLLM_CPU_KVCACHE_SPACE"] == "25"
     assert any("no GPU" in n for n in plan.notes)
 
 

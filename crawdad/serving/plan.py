@@ -486,6 +486,9 @@ def _server(
     environment = getattr(engine_, "environment", None)
     if environment is not None:
         env.update(environment(draft))
+    if need.engine == "vllm" and not on:  # vLLM's CPU build sizes its KV cache from this (GiB)
+        kv = need.kv_gib() * min(need.parallel, MAX_SLOTS)
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(kv)))
     env.update(need.serve.env)
     return draft.model_copy(update={"command": engine_.command(draft), "env": env})
 

@@ -36,6 +36,10 @@ class VLLM:
             argv += ["--reasoning-parser", server.reasoning_parser]
         return argv + list(server.args)
 
+    def environment(self, server: ServerPlan) -> dict[str, str]:
+        """No usage reports sent from the server."""
+        return {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
     def health_path(self) -> str:
         return "/health"
 
