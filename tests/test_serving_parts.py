@@ -70,6 +70,7 @@ def test_llamacpp_runs_llama_server_or_llama_cpp_python_with_its_flags() -> None
     for flag in ("--model", "--model_alias", "--host", "--port", "--n_ctx"):
         assert flag in argv
     assert argv[argv.index("--n_gpu_layers") + 1] == "0"  # no GPU planned
+    assert argv[argv.index("--interrupt_requests") + 1] == "false"
     assert python.health_path() == "/v1/models"
 
 
