@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from crawdad.config import ModelSpec, RunConfig, ServeConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import GPU, EngineName, Footprint, Plan, ServerPlan
+from crawdad.serving.sizes import kv_estimate
 
 GIB = 1024**3
 # Per server and GPU: the CUDA context and activations of one process. vLLM counts its
@@ -62,7 +63,11 @@ class _Need:
         return self.engine in ("vllm", "sglang")
 
     def kv_gib(self) -> float:
-        per_token = self.footprint.kv_bytes_per_token or 0
+        found = self.footprint
+        # A shape that could not be read: estimated from the size at 16 bits (sizes.py).
+        per_token = found.kv_bytes_per_token or kv_estimate(
+            found.parameters * 2 if found.parameters else found.weights_bytes
+        )
         if self.kv_cache_dtype == "fp8":
             per_token //= 2
         sequences = 1 if self.elastic else self.parallel
@@ -240,7 +245,9 @@ def _combined(found: list[Footprint]) -> Footprint:
     unique = list({id(f): f for f in found}.values())
     return Footprint(
         weights_bytes=sum(f.weights_bytes for f in unique),
-        kv_bytes_per_token=sum(f.kv_bytes_per_token or 0 for f in unique) or None,
+        kv_bytes_per_token=sum(
+            f.kv_bytes_per_token or kv_estimate(f.weights_bytes) for f in unique
+        ),
         max_context=min((f.max_context for f in unique if f.max_context), default=None),
         source="; ".join(f.source for f in unique),
     )
