@@ -247,3 +247,26 @@ def test_a_model_without_serve_is_not_planned() -> None:
     config = RunConfig()
     plan = plan_config(config, [h100(0)], {})
     assert plan.servers == [] and plan.notes
+
+
+def test_a_refusal_names_the_max_tokens_that_would_fit() -> None:
+    heavier = {  # FP8 checkpoints that keep their embeddings in BF16: 34 GB, not 32.8
+        **FOOTPRINTS,
+        QWEN_FP8: FOOTPRINTS[QWEN_FP8].model_copy(update={"weights_bytes": 34 * GB}),
+        R1_FP8: FOOTPRINTS[R1_FP8].model_copy(update={"weights_bytes": 34 * GB}),
+    }
+    with pytest.raises(CrawdadError) as refused:
+        plan_config(paper(QWEN_FP8, R1_FP8), [h100(0)], heavier)
+    assert "a shorter max_tokens: 2048" in str(refused.value)
+    short = paper(QWEN_FP8, R1_FP8)
+    for agent in short.agents:
+        agent.max_tokens = 2048
+    assert len(plan_config(short, [h100(0)], heavier).servers) == 3
+
+
+def test_bad_served_urls_in_the_environment_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("CRAWDAD_SERVED_URLS", '["http://x:1/v1"]')
+    with pytest.raises(ValidationError, match="CRAWDAD_SERVED_URLS must map model names"):
+        RunConfig()
