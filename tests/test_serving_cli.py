@@ -217,3 +217,35 @@ def test_doctor_accepts_an_experiment_file(
     code, out, err = cli("serve", "--plan", str(experiment))
     assert code == 0, err
     assert "short:agents.0" in out and "long:extractor" in out
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ('echo "torch.OutOfMemoryError: CUDA out of memory" >&2; exit 1', "exited before"),
+        ("exec sleep 300", "did not answer"),  # a server that never answers: the deadline
+    ],
+)
+def test_the_slurm_script_ends_on_a_server_that_fails_or_never_answers(
+    cli: CLI, tmp_path: Path, body: str, said: str
+) -> None:
+    if not (shutil.which("curl") and shutil.which("setsid")):
+        pytest.skip("the script needs curl and setsid")
+    standin = tmp_path / "bad-vllm"
+    standin.write_text(f"#!/bin/sh\n{body}\n")
+    standin.chmod(0o755)
+    config = served_toml(tmp_path / "c.toml", str(standin), "serving = { first_port = 18441 }\n")
+    script = tmp_path / "job.sh"
+    script.write_text(_script(cli, config, "--driver", "touch driver-ran"))
+    env = {**os.environ, "CRAWDAD_SERVER_LOGS": str(tmp_path / "logs")}
+    env["CRAWDAD_STARTUP_TIMEOUT"] = "1" if "sleep" in body else "600"
+    done = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and said in done.stderr
+    if "exit 1" in body:
+        assert "CUDA out of memory" in done.stderr  # the end of its log
+    assert not (tmp_path / "driver-ran").exists()
+    for pid_file in (tmp_path / "logs").glob("*/*.pid"):
+        with pytest.raises(ProcessLookupError):
+            os.killpg(int(pid_file.read_text()), 0)
