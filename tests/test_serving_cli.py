@@ -251,3 +251,18 @@ def test_the_slurm_script_ends_on_a_server_that_fails_or_never_answers(
     for pid_file in (tmp_path / "logs").glob("*/*.pid"):
         with pytest.raises(ProcessLookupError):
             os.killpg(int(pid_file.read_text()), 0)
+
+
+def test_an_ollama_script_on_the_cpu_pulls_each_tag_within_a_limit(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWDAD_GPUS", "none")
+    code, text, err = cli("serve", "--slurm", "paper-ollama-served")
+    assert code == 0, err
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    _check_shell(script)
+    assert "--gres" not in text and "CUDA_VISIBLE_DEVICES=" not in text
+    for tag in ("qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"):
+        assert f"timeout 3600 ollama pull {tag}\n" in text
+    assert "OLLAMA_MAX_LOADED_MODELS=3" in text

@@ -91,7 +91,8 @@ def describe(plan: Plan) -> list[str]:
         where = f"GPU {','.join(map(str, s.gpus))}" if s.gpus else "CPU"
         share = f"{s.memory_fraction:.3f} of each GPU, " if s.memory_fraction else ""
         lines.append(
-            f"{s.key}: {s.served_name} on {where}, {share}{s.memory_gib:.1f} GiB, port {s.port}"
+            f"{s.key}: {', '.join(s.tags or [s.served_name])} on {where}, {share}"
+            f"{s.memory_gib:.1f} GiB, port {s.port}"
         )
     return lines
 
@@ -112,8 +113,14 @@ def _serve_here(servers: list[ServerPlan], gpus: int) -> list[str]:
         "serve_here() {",
         "  # This node's servers. SLURM sets CUDA_VISIBLE_DEVICES to the job's GPUs on the node;",
         "  # the plan's GPU i is the i-th of them.",
-        "  local gpus=() pids=() logs",
-        f'  IFS=, read -r -a gpus <<< "${{CUDA_VISIBLE_DEVICES:-{default}}}"',
+        *(
+            [
+                "  local gpus=() pids=() logs",
+                f'  IFS=, read -r -a gpus <<< "${{CUDA_VISIBLE_DEVICES:-{default}}}"',
+            ]
+            if any(s.gpus for s in servers)
+            else ["  local pids=() logs"]
+        ),
         '  logs="$LOGS/$(hostname -s)"',
         '  mkdir -p "$logs"',
         "  stop_here() {",
