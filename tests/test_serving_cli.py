@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -147,8 +148,9 @@ def test_the_slurm_script_serves_and_stops_on_this_machine(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "granite3.3-2b on 127.0.0.1 is up" in done.stdout
     served = json.loads((tmp_path / "served.json").read_text())
-    assert served["qwen3:32b"] == ["http://127.0.0.1:18431/v1"]
-    assert served["granite3.3:2b"] == ["http://127.0.0.1:18433/v1"]
+    assert set(served) == {"qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"}
+    for urls in served.values():  # from serving.first_port up (a port in use is skipped)
+        assert len(urls) == 1 and re.fullmatch(r"http://127\.0\.0\.1:184\d\d/v1", urls[0])
     for pid_file in (tmp_path / "logs").glob("*/*.pid"):  # every server's group is gone
         with pytest.raises(ProcessLookupError):
             os.killpg(int(pid_file.read_text()), 0)
