@@ -270,3 +270,11 @@ def test_bad_served_urls_in_the_environment_are_named(monkeypatch: pytest.Monkey
     monkeypatch.setenv("CRAWDAD_SERVED_URLS", '["http://x:1/v1"]')
     with pytest.raises(ValidationError, match="CRAWDAD_SERVED_URLS must map model names"):
         RunConfig()
+
+
+def test_a_tensor_parallelism_past_the_gpus_is_named() -> None:
+    config = paper()
+    assert config.agents[0].serve is not None
+    config.agents[0].serve.tensor_parallel = 4
+    with pytest.raises(CrawdadError, match="agents.0: tensor_parallel = 4, but there are 2 GPU"):
+        plan_config(config, [h100(0), h100(1)], FOOTPRINTS)

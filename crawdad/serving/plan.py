@@ -117,6 +117,14 @@ def plan_configs(
         return Plan(gpus=gpus, notes=["no model of this config has a `serve` table"])
     first = next(iter(configs.values()))
     limit = first.serving.gpu_memory_limit
+    for need in needs:
+        tp = need.serve.tensor_parallel
+        if gpus and tp and tp > len(gpus):
+            raise CrawdadError(
+                f"{', '.join(need.places)}: tensor_parallel = {tp}, but there are "
+                f"{len(gpus)} GPU(s): set it to {len(gpus)} or fewer, or leave it out to let "
+                "the plan choose"
+            )
     placed, kv_notes = _fit(needs, gpus, limit)
     if placed is None:
         raise CrawdadError(_refusal(first, needs, gpus, limit))
