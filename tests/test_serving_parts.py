@@ -72,6 +72,8 @@ def test_llamacpp_runs_llama_server_or_llama_cpp_python_with_its_flags() -> None
     assert argv[argv.index("--n_gpu_layers") + 1] == "0"  # no GPU planned
     assert argv[argv.index("--interrupt_requests") + 1] == "false"
     assert python.health_path() == "/v1/models"
+    assert python.metrics_kind is None  # type: ignore[attr-defined]
+    assert engine("llamacpp").metrics_kind == "llamacpp"  # type: ignore[attr-defined]
 
 
 def test_ollama_serve_is_configured_through_its_environment() -> None:

@@ -276,5 +276,5 @@ def test_a_tensor_parallelism_past_the_gpus_is_named() -> None:
     config = paper()
     assert config.agents[0].serve is not None
     config.agents[0].serve.tensor_parallel = 4
-    with pytest.raises(CrawdadError, match="agents.0: tensor_parallel = 4, but there are 2 GPU"):
+    with pytest.raises(CrawdadError, match=r"agents\.0: tensor_parallel = 4, but there are 2 GPU"):
         plan_config(config, [h100(0), h100(1)], FOOTPRINTS)

@@ -19,6 +19,11 @@ class LlamaCpp:
         self.executable = executable or "llama-server"
 
     @property
+    def metrics_kind(self) -> str | None:
+        """llama-server publishes /metrics and /slots; llama-cpp-python's server neither."""
+        return None if self.python else "llamacpp"
+
+    @property
     def python(self) -> bool:
         return _common.is_python(self.executable)
 

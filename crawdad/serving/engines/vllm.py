@@ -13,6 +13,8 @@ from crawdad.serving.engines import _common
 class VLLM:
     name: EngineName = "vllm"
     backend: Literal["openai", "ollama"] = "openai"
+    # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
+    metrics_kind: str | None = "vllm"
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or "vllm"
