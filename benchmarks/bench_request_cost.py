@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import contextlib
+import cProfile
 import json
 import pstats
 import subprocess
@@ -73,18 +73,26 @@ import json, sys
 from crawdad.fake import FakeServer, LatencyModel, paper_models
 settings, per_token = json.loads(sys.argv[1]), float(sys.argv[2])
 models = paper_models()
-models = {"%s": models["qwen3:32b"], "%s": models["granite3.3:2b"]}
+models = {sys.argv[3]: models["qwen3:32b"], sys.argv[4]: models["granite3.3:2b"]}
 latency = LatencyModel(base_seconds=0.01, per_token_seconds=per_token, capacity=64)
 with FakeServer("openai", models, latency=latency, **settings) as server:
     print(server.url, flush=True)
     sys.stdin.read()
-""" % (DEBATER, EXTRACTOR)
+"""
 
 
 @contextlib.contextmanager
 def fake(name: str, per_token: float) -> Iterator[tuple[str, str, str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", FAKE_MAIN, json.dumps(FAKES[name]), str(per_token)],
+        [
+            sys.executable,
+            "-c",
+            FAKE_MAIN,
+            json.dumps(FAKES[name]),
+            str(per_token),
+            DEBATER,
+            EXTRACTOR,
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -208,8 +216,8 @@ def main() -> None:
                 _, ncalls, tottime, cumtime, _ = stats.stats[func]  # type: ignore[attr-defined]
                 where = f"{Path(func[0]).parent.name}/{Path(func[0]).name}:{func[1]}({func[2]})"
                 print(f"      {tottime:6.3f} s own {cumtime:6.3f} s cum {ncalls:>7} calls  {where}")
-    fakes = {n: r for n, r, _, _ in [(n, r, w, p) for n, r, w, p in rows] if n.startswith("fake")}
-    for name, r, _, per_request in rows:
+    fakes = {n: r for n, r, _, _ in rows if n.startswith("fake")}
+    for name, _, _, per_request in rows:
         twin = fakes.get(f"fake-{name}")
         if twin is not None and twin.sent:
             ratio = per_request / (1000 * twin.cpu_seconds / twin.sent)

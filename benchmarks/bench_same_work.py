@@ -20,14 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_request_cost import fake  # noqa: E402
-from common import header  # noqa: E402
+from bench_request_cost import fake
+from common import header
 
-from crawdad.bench import run_bench  # noqa: E402
-from crawdad.bench.advice import same_work_share  # noqa: E402
-from crawdad.config import AgentConfig, ExtractorConfig, RunConfig  # noqa: E402
-from crawdad.data.demo_questions import write_cladder  # noqa: E402
-from crawdad.data.questions import load_cladder  # noqa: E402
+from crawdad.bench import run_bench
+from crawdad.bench.advice import same_work_share
+from crawdad.config import AgentConfig, ExtractorConfig, RunConfig
+from crawdad.data.demo_questions import write_cladder
+from crawdad.data.questions import load_cladder
 
 
 def main() -> None:
@@ -51,12 +51,11 @@ def main() -> None:
             ],
             extractor=ExtractorConfig(model=extractor, backend="openai", base_urls=[url]),
         )
-        result = asyncio.run(
-            run_bench(
-                cfg, dataset, Path(tempfile.mkdtemp()) / "b", parallel=[max(levels)],
-                concurrencies=levels, seconds=args.seconds, progress=False, say=lambda _: None,
-            )  # fmt: skip
-        )
+        bench = run_bench(
+            cfg, dataset, Path(tempfile.mkdtemp()) / "b", parallel=[max(levels)],
+            concurrencies=levels, seconds=args.seconds, progress=False, say=lambda _: None,
+        )  # fmt: skip
+        result = asyncio.run(bench)
     for run in result.crawdad:
         share = same_work_share(run)
         replay = run.same_work
