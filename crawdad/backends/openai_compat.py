@@ -1,5 +1,8 @@
-"""OpenAI-compatible servers (vLLM, llama.cpp server, SGLang, LM Studio): streamed chats read
-straight off aiohttp (`crawdad.backends.streaming`), everything else through `openai`.
+"""OpenAI-compatible servers (vLLM, llama.cpp server, SGLang, LM Studio): chats, streamed or
+not, sent and read straight off aiohttp (`crawdad.backends.streaming`; a whole answer decoded by
+msgspec into the fields crawdad reads), the model list and version through `openai`. Through the
+SDK a whole answer cost ~1.5 ms of CPU (httpx's request and response objects over aiohttp, the
+SDK's pydantic models); straight, ~0.2 ms (benchmarks/README.md): the extractor's every request.
 
 The reasoning trace comes as `reasoning` (new vLLM), `reasoning_content` (older vLLM, llama.cpp,
 SGLang) or inline `<think>` in the content; all three are read. Structured output is asked for as
@@ -33,7 +36,7 @@ from crawdad.backends.base import (
 )
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.serve_hints import vllm_serve
-from crawdad.backends.streaming import REASONING_FIELDS, StreamConnections, StreamError, read_sse
+from crawdad.backends.streaming import StreamConnections, StreamError, read_sse
 from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
@@ -147,18 +150,51 @@ def _astext_or_none(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
-def _tool_calls(message: Any) -> list[ToolCallOut]:
-    return [
-        ToolCallOut(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
-        for c in getattr(message, "tool_calls", None) or []
-    ]
+class _WholeMessage(msgspec.Struct, gc=False):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[Any] | None = None
 
 
-def _completion(resp: Any) -> ChatResult:
+class _WholeChoice(msgspec.Struct, gc=False):
+    message: _WholeMessage
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Completion(msgspec.Struct, gc=False):
+    """What crawdad reads of a chat completion; the rest is skipped, never built."""
+
+    choices: list[_WholeChoice]
+    usage: _Usage | None = None
+
+
+_COMPLETION = msgspec.json.Decoder(_Completion)
+
+
+def _whole(raw: bytes) -> ChatResult:
+    """A chat completion's result from its body (msgspec errors are ValueErrors: garbage)."""
+    resp = _COMPLETION.decode(raw)
     choice = resp.choices[0]
-    text, trace = split_think(choice.message.content or "", _reasoning(choice.message))
+    message = choice.message
+    text, trace = split_think(
+        message.content or "", message.reasoning_content or message.reasoning or ""
+    )
+    calls = [
+        ToolCallOut(
+            id=c.get("id"),
+            name=c["function"]["name"],
+            arguments=c["function"].get("arguments") or "",
+        )
+        for c in message.tool_calls or []
+    ]
     return ChatResult(
-        tool_calls=_tool_calls(choice.message),
+        tool_calls=calls,
         text=text,
         thinking=trace,
         prompt_tokens=resp.usage.prompt_tokens if resp.usage else None,
@@ -166,15 +202,6 @@ def _completion(resp: Any) -> ChatResult:
         stop_reason=stop_reason_of(choice.finish_reason),
         raw_stop_reason=choice.finish_reason,
     )
-
-
-def _reasoning(obj: Any) -> str:
-    extra = getattr(obj, "model_extra", None) or {}
-    for name in REASONING_FIELDS:
-        value = getattr(obj, name, None) or extra.get(name)
-        if value:
-            return str(value)
-    return ""
 
 
 def _structured(form: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -207,6 +234,7 @@ class OpenAIBackend:
             "Authorization": f"Bearer {api_key or 'not-needed'}",
             "Accept": "text/event-stream",
         }
+        self._whole_headers = {**self._headers, "Accept": "application/json"}
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -275,12 +303,25 @@ class OpenAIBackend:
     async def _chat_once(self, req: ChatRequest, guard: StreamGuard | None) -> ChatResult:
         kwargs = self._kwargs(req)
         if not req.stream:
-            resp = await self._client.chat.completions.create(**kwargs)
-            try:  # the SDK does not check the body: a missing or odd field shows up here
-                return _completion(resp)
-            except GARBAGE_ERRORS as e:
-                raise garbled(self.url, "a chat completion", e, resp) from e
+            return await self._complete(kwargs)
         return await self._stream(kwargs, guard)
+
+    async def _complete(self, kwargs: dict[str, Any]) -> ChatResult:
+        """A whole chat completion, not streamed."""
+        body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+        body.update(kwargs.get("extra_body") or {})
+        url = f"{self.url}/chat/completions"
+        async with (
+            asyncio.timeout(self._timeout),
+            await self._http.post(url, json=body, headers=self._whole_headers) as resp,
+        ):
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise StatusError(resp.status, raw.decode("utf-8", "replace"))
+        try:
+            return _whole(raw)
+        except GARBAGE_ERRORS as e:
+            raise garbled(self.url, "a chat completion", e, raw) from e
 
     async def _stream(self, kwargs: dict[str, Any], guard: StreamGuard | None) -> ChatResult:
         body = {k: v for k, v in kwargs.items() if k != "extra_body"}
