@@ -44,12 +44,13 @@ from crawdad.data.questions import Dataset, load_cladder  # noqa: E402
 from crawdad.run.runner import check_servers_of  # noqa: E402
 
 DEBATER, EXTRACTOR = "fake-debater", "fake-extractor"
+REAL = ("llamacpp", "vllm")
 
 # The fakes, each in the manner of a real server (crawdad/fake/protocol.py, openai_app.py):
 # one event a token, llama.cpp's /metrics, its structured-output form, a request not streamed
 # finished after its client went; vLLM's chunks are one token each too.
 FAKES: dict[str, dict[str, Any]] = {
-    "fake-llamacpp": {
+    "fake-llamacpp": {  # llama-cpp-python's server, as the real-server suite runs it
         "chunking": "token",
         "metrics": "llamacpp",
         "finish_unstreamed": True,
@@ -71,10 +72,10 @@ FAKES: dict[str, dict[str, Any]] = {
 FAKE_MAIN = """
 import json, sys
 from crawdad.fake import FakeServer, LatencyModel, paper_models
-settings, per_token = json.loads(sys.argv[1]), float(sys.argv[2])
+settings, per_token, capacity = json.loads(sys.argv[1]), float(sys.argv[2]), int(sys.argv[5])
 models = paper_models()
 models = {sys.argv[3]: models["qwen3:32b"], sys.argv[4]: models["granite3.3:2b"]}
-latency = LatencyModel(base_seconds=0.01, per_token_seconds=per_token, capacity=64)
+latency = LatencyModel(base_seconds=0.01, per_token_seconds=per_token, capacity=capacity)
 with FakeServer("openai", models, latency=latency, **settings) as server:
     print(server.url, flush=True)
     sys.stdin.read()
@@ -82,7 +83,7 @@ with FakeServer("openai", models, latency=latency, **settings) as server:
 
 
 @contextlib.contextmanager
-def fake(name: str, per_token: float) -> Iterator[tuple[str, str, str]]:
+def fake(name: str, per_token: float, capacity: int = 64) -> Iterator[tuple[str, str, str]]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -92,6 +93,7 @@ def fake(name: str, per_token: float) -> Iterator[tuple[str, str, str]]:
             str(per_token),
             DEBATER,
             EXTRACTOR,
+            str(capacity),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -180,28 +182,49 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--fake-per-token", type=float, default=0.004, help="the fakes' s/token")
+    parser.add_argument("--fake-slots", type=int, default=64, help="the fakes' requests at once")
     parser.add_argument("--profile", action="store_true", help="where the CPU goes (cProfile)")
+    parser.add_argument(
+        "--paced",
+        action="store_true",
+        help="after each real server, its fake twin at the pace the real one had",
+    )
     parser.add_argument("--top", type=int, default=15, help="functions listed with --profile")
     args = parser.parse_args()
     header("crawdad's CPU per request and per token, same debates, real and fake servers", args)
     dataset = load_cladder(write_cladder(Path(tempfile.mkdtemp()) / "data", args.questions))
     rows = []
-    for name in args.servers.split(","):
-        if name in ("llamacpp", "vllm") and (missing := missing_requirements(name)):  # type: ignore[arg-type]
+    names = args.servers.split(",")
+    if args.paced:  # each real server followed by its fake twin, at the real one's pace
+        names = [x for n in names for x in ((n, f"fake-{n}") if n in REAL else (n,))]
+    paced: dict[str, tuple[float, int]] = {}
+    for name in names:
+        if name in REAL and (missing := missing_requirements(name)):  # type: ignore[arg-type]
             print(f"{name}: skipped ({'; '.join(missing)})")
             continue
-        place = real(name) if name in ("llamacpp", "vllm") else fake(name, args.fake_per_token)
+        per_token, capacity = paced.get(name, (args.fake_per_token, args.fake_slots))
+        place = real(name) if name in REAL else fake(name, per_token, capacity)
         with place as (url, debater, extractor):
             cfg = config_for(url, debater, extractor, args)
             profile = cProfile.Profile(time.process_time) if args.profile else None
             t0 = time.monotonic()
             r = asyncio.run(measure(cfg, dataset, profile))
             wall = time.monotonic() - t0
+        if name in REAL and r.tokens:
+            # the twin's pace: a request's life over its tokens (llama-cpp-python serves one
+            # request at a time: a twin of one slot; vLLM batches)
+            life = r.window.in_flight * r.window.seconds / max(1, r.sent)
+            one = name == "llamacpp"
+            paced[f"fake-{name}"] = (
+                (wall / r.tokens) if one else life * r.sent / r.tokens,
+                1 if one else 64,
+            )
         per_request = 1000 * r.cpu_seconds / max(1, r.sent)
         rows.append((name, r, wall, per_request))
+        note = f" (paced: {paced[name][0] * 1000:.1f} ms a token)" if name in paced else ""
         print(
             f"{name:>17}: {r.debates} debates, {r.sent} requests ({r.failed} failed), "
-            f"{r.tokens} tokens in {wall:.1f} s; crawdad {r.cpu_seconds:.2f} s CPU = "
+            f"{r.tokens} tokens in {wall:.1f} s{note}; crawdad {r.cpu_seconds:.2f} s CPU = "
             f"{per_request:.2f} ms/request, {r.cpu_ms_per_token or 0:.3f} ms/token"
         )
         if profile is not None:
