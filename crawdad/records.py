@@ -40,8 +40,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # 8: the run works through its questions in an order drawn from its seed, and `limit` takes the
 #    first N of it (before: the first N of the file); a folder made before resumes in file order
 #    (`store.recorded_order`). Lines are unchanged.
-# Version 1 to 7 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 8
+# 9: the manifest's `started`: each server crawdad started itself (its exact command, the
+#    engine's version, the weights' hash or revision, the GPUs and the memory plan), and
+#    `servers/restarts.jsonl` (`ServerRestart`): each restart of one. Lines are unchanged.
+# Version 1 to 8 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 9
 
 # Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
 # them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
@@ -431,6 +434,58 @@ def merge_served(
     return out
 
 
+class StartedServer(Record):
+    """One server crawdad started for the run (`crawdad/serving/supervisor.py`): what exactly
+    served it, so that two runs that differ there are told apart (`analyze --compare`)."""
+
+    key: str  # the plan's name of the server: its log is `servers/<key>.log`
+    engine: str  # vllm, sglang, llamacpp, ollama
+    engine_version: str | None = None  # the engine's own version (None: it did not say)
+    command: list[str]  # the exact command line it was started with
+    weights: str  # a Hugging Face id or folder, a GGUF file, an Ollama tag
+    # What identifies the weights: "sha256:..." of a GGUF file, "revision:..." of a Hugging Face
+    # snapshot, "index-sha256:..." of a folder's safetensors index, "digest:..." of an Ollama tag
+    weights_hash: str | None = None
+    served_name: str  # the model name the run asks for
+    models: list[str] = Field(default_factory=list)  # the config's places it serves
+    base_url: str
+    gpus: list[str] = Field(default_factory=list)  # "0: NVIDIA H100 80GB HBM3", ...; none: CPU
+    memory_fraction: float | None = None  # of each GPU, as the plan gave it
+    memory_gib: float = 0.0  # what the plan expected it to hold on each GPU
+    tensor_parallel: int = 1
+    context_length: int | None = None
+    reasoning_parser: str | None = None
+    started_at: datetime | None = None  # UTC
+
+    def identity(self) -> tuple[Any, ...]:
+        """What tells one serving of a model from another (not the port or the time)."""
+        return (
+            self.key,
+            self.engine,
+            self.engine_version,
+            self.weights,
+            self.weights_hash,
+            tuple(self.gpus),
+            self.memory_fraction,
+            self.tensor_parallel,
+            self.context_length,
+            self.reasoning_parser,
+        )
+
+
+class ServerRestart(Record):
+    """A line of `servers/restarts.jsonl`: one server crawdad started went down mid-run and was
+    started again (or, past the bound of restarts, was not: `back` is False)."""
+
+    schema_version: Version = SCHEMA_VERSION
+    key: str  # the server (StartedServer.key)
+    at: datetime  # UTC, when it was seen down
+    reason: str  # "exited with code -9", "no health answer for 120 s", ...
+    cause: str | None = None  # the likely cause read from its log (out of memory, ...)
+    downtime: Seconds = 0.0  # from seen down to answering its health check again
+    back: bool = True  # False: it was not brought back (the bound, or it failed to start)
+
+
 class RunManifest(Record):
     """Written once when a run folder is created; checked on every resume."""
 
@@ -449,6 +504,9 @@ class RunManifest(Record):
     # The run's stopping rule (`crawdad run --stop`, schema 8): alpha, half_width, min_questions,
     # max_questions, max_gpu_seconds; None: the run answers every selected question.
     stop: dict[str, Any] | None = None
+    # The servers crawdad started for the run (schema 9), in start order; a resume on other
+    # servers (another engine version, other weights) adds its entries and a note.
+    started: list[StartedServer] = Field(default_factory=list)
 
 
 class ExperimentManifest(Record):

@@ -1,0 +1,474 @@
+"""The servers crawdad starts itself: start each of a plan's servers as a child in its own
+process group, wait for its health with a bound, keep it alive (a server that exits or stops
+answering is restarted, within `serving.max_restarts` per `serving.restart_window`), and stop
+every one of them (the whole process group: an engine's own workers too).
+
+The run talks to it through `urls()` and a `Listener` (told when a server goes down, comes
+back, or is given up); `watch()` is the task that keeps them alive while the run goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import errno
+import importlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import httpx
+from tqdm.auto import tqdm
+
+from crawdad.config import ServingConfig
+from crawdad.errors import ConfigError, CrawdadError
+from crawdad.records import ServerRestart, StartedServer
+from crawdad.safe_files import Folder
+from crawdad.serving.base import Plan, ServerPlan
+from crawdad.serving.causes import failure_text, log_tail
+from crawdad.serving.weights import weights_hash
+
+STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group is SIGKILLed
+START_POLL = 0.25  # seconds between health checks while a server loads
+# Where an engine module is missing (before `crawdad.serving.engines` lands): its health path.
+_HEALTH = {"vllm": "/health", "sglang": "/health", "llamacpp": "/v1/models", "ollama": "/"}
+
+State = Literal["starting", "up", "restarting", "failed", "stopped"]
+
+
+class ServerStartError(CrawdadError):
+    """A server did not come up: its log's end and the likely cause are in the message."""
+
+
+class ServersGaveUp(CrawdadError):
+    """A server went down more often than `serving.max_restarts` allows: the run stops."""
+
+
+class Listener(Protocol):
+    """What the run is told (run/served.py connects it to the request pools)."""
+
+    def server_down(self, server: ServerPlan, reason: str) -> None: ...
+
+    def server_up(self, server: ServerPlan) -> None: ...
+
+    def gave_up(self, message: str) -> None: ...
+
+
+def _engine(server: ServerPlan) -> Any | None:
+    """The engine module's object for this server (None where the engines package is absent)."""
+    try:
+        engines = importlib.import_module("crawdad.serving.engines")
+        return engines.engine(server.engine, server.command[0])
+    except (ImportError, AttributeError, TypeError, CrawdadError):
+        return None
+
+
+def health_url(server: ServerPlan) -> str:
+    engine = _engine(server)
+    path = engine.health_path() if engine is not None else _HEALTH[server.engine]
+    return f"http://{server.host}:{server.port}{path}"
+
+
+def check_installed(plan: Plan) -> None:
+    """Every server's program is there, before anything starts; a missing one is named with the
+    line that installs it."""
+    missing = []
+    for server in plan.servers:
+        program = server.command[0]
+        if shutil.which(program) is None and not (
+            os.path.isfile(program) and os.access(program, os.X_OK)
+        ):
+            engine = _engine(server)
+            hint = engine.install_hint() if engine is not None else f"install {server.engine}"
+            missing.append(f"{server.key}: {program!r} ({server.engine}) is not installed: {hint}")
+    if missing:
+        raise ConfigError(
+            "the plan's engines are not all installed, so no server was started:\n  "
+            + "\n  ".join(missing)
+            + "\n(or set the model's serve.executable to where the program is)"
+        )
+
+
+def port_free(host: str, port: int) -> bool:
+    """Nothing listens on host:port (a socket left in TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}  # every group started and not yet stopped
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """The last guard: an interpreter that exits with servers still running takes them along."""
+    for pid in list(_LIVE):
+        _kill_group(pid, signal.SIGKILL)
+
+
+@dataclass
+class Managed:
+    """One server of the plan and its process."""
+
+    plan: ServerPlan
+    health: str
+    proc: subprocess.Popen[bytes] | None = None
+    state: State = "stopped"
+    since: float = 0.0  # when the state began (monotonic)
+    last_ok: float = 0.0  # the last health answer
+    restarts: deque[float] = field(default_factory=deque)  # when, within the window
+    restart_count: int = 0
+    downtime: float = 0.0
+    started_at: datetime | None = None
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the servers of `plan`. `folder`: where the logs go
+    (`<folder>/<key>.log`, and `restarts.jsonl`), typically the run folder's `servers/`."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        serving: ServingConfig,
+        folder: Path,
+        *,
+        listener: Listener | None = None,
+        progress: bool = True,
+        say: Callable[[str], None] = tqdm.write,
+    ) -> None:
+        self.plan = plan
+        self.serving = serving
+        self.folder = Path(folder)
+        self.listener = listener
+        self.progress = progress
+        self.say = say
+        self.servers = {s.key: Managed(s, health_url(s)) for s in plan.servers}
+        self._client: httpx.AsyncClient | None = None
+        self._records: list[StartedServer] = []
+
+    # --- what the run asks --------------------------------------------------------------------
+
+    def urls(self) -> dict[str, list[str]]:
+        """Each config place ("agents.0", "extractor", ...) -> its servers' base URLs."""
+        return self.plan.urls()
+
+    def records(self) -> list[StartedServer]:
+        """What served the run, for the manifest (known once `start` has returned)."""
+        return list(self._records)
+
+    def note(self) -> str:
+        """The progress line's word on servers that are not up: "restarting: KEY (12 s)"."""
+        now = time.monotonic()
+        return "; ".join(
+            f"{m.state}: {key} ({now - m.since:.0f} s)"
+            for key, m in self.servers.items()
+            if m.state in ("restarting", "failed")
+        )
+
+    def restart_counts(self) -> dict[str, tuple[int, float]]:
+        """Server key -> (restarts, seconds down) in this session."""
+        return {k: (m.restart_count, m.downtime) for k, m in self.servers.items()}
+
+    # --- start ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every server and wait until each answers its health check; on a failure every
+        server is stopped again and the error names the cause and shows the log's end."""
+        check_installed(self.plan)
+        taken = [s for s in self.plan.servers if not port_free(s.host, s.port)]
+        if taken:
+            raise ServerStartError(
+                "port taken: "
+                + ", ".join(f"{s.key} needs {s.host}:{s.port}" for s in taken)
+                + ", and another program listens there. Stop it, or set serving.first_port "
+                "to a free range (no server was started)"
+            )
+        self._client = httpx.AsyncClient(trust_env=False)
+        try:
+            for m in self.servers.values():
+                self._spawn(m)
+            await self._wait_all(list(self.servers.values()))
+            self._records = [self._record(m) for m in self.servers.values()]
+            self._write_status()
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _log_name(self, m: Managed) -> str:
+        return f"{m.plan.key}.log"
+
+    def _spawn(self, m: Managed) -> None:
+        server = m.plan
+        with Folder(self.folder) as folder:
+            fd = folder.open_fd(self._log_name(m), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            os.write(fd, f"--- crawdad {stamp}: {' '.join(server.command)}\n".encode())
+            command = list(server.command)
+            if shutil.which("setpriv"):  # the server dies with crawdad, even a SIGKILLed one
+                command = ["setpriv", "--pdeathsig", "KILL", "--", *command]
+            m.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **server.env},
+                start_new_session=True,  # its own process group: stopped whole
+                close_fds=True,
+            )
+        except OSError as e:
+            raise ServerStartError(f"server {server.key}: {server.command[0]}: {e}") from None
+        finally:
+            os.close(fd)
+        _LIVE[m.proc.pid] = m.proc
+        m.state, m.since = "starting", time.monotonic()
+        m.started_at = datetime.now(UTC)
+
+    async def _healthy(self, m: Managed, timeout: float) -> bool:
+        assert self._client is not None
+        try:
+            r = await self._client.get(m.health, timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
+
+    async def _wait_up(self, m: Managed, bar: tqdm[Any] | None = None) -> str | None:
+        """Wait until `m` answers its health check: None, or why it will not."""
+        deadline = time.monotonic() + self.serving.startup_timeout
+        while True:
+            assert m.proc is not None
+            if (code := m.proc.poll()) is not None:
+                return f"exited with code {code} while starting"
+            if await self._healthy(m, timeout=min(5.0, self.serving.startup_timeout)):
+                now = time.monotonic()
+                m.state, m.since, m.last_ok = "up", now, now
+                if bar is not None:
+                    bar.update(1)
+                return None
+            if time.monotonic() >= deadline:
+                return (
+                    f"did not answer {m.health} within serving.startup_timeout "
+                    f"({self.serving.startup_timeout:.0f} s)"
+                )
+            await asyncio.sleep(START_POLL)
+
+    async def _wait_all(self, servers: list[Managed]) -> None:
+        names = ", ".join(m.plan.key for m in servers)
+        with tqdm(
+            total=len(servers),
+            desc=f"starting {names}",
+            unit="server",
+            disable=not self.progress,
+            leave=False,
+        ) as bar:
+            failures = await asyncio.gather(*(self._wait_up(m, bar) for m in servers))
+        failed = [(m, why) for m, why in zip(servers, failures, strict=True) if why]
+        if failed:
+            raise ServerStartError("\n\n".join(self._failure(m, why) for m, why in failed))
+
+    def _failure(self, m: Managed, what: str) -> str:
+        tail = log_tail(self.folder, self._log_name(m))
+        return failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
+
+    def _record(self, m: Managed) -> StartedServer:
+        server = m.plan
+        engine = _engine(server)
+        version = None
+        if engine is not None:
+            with contextlib.suppress(Exception):  # a version is nice to have, never a failure
+                version = engine.version()
+        names = {g.index: g.name for g in self.plan.gpus}
+        return StartedServer(
+            key=server.key,
+            engine=server.engine,
+            engine_version=version,
+            command=list(server.command),
+            weights=server.weights,
+            weights_hash=weights_hash(server.engine, server.weights),
+            served_name=server.served_name,
+            models=list(server.models),
+            base_url=server.base_url,
+            gpus=[f"{i}: {names.get(i, '?')}" for i in server.gpus],
+            memory_fraction=server.memory_fraction,
+            memory_gib=server.memory_gib,
+            tensor_parallel=server.tensor_parallel,
+            context_length=server.context_length,
+            reasoning_parser=server.reasoning_parser,
+            started_at=m.started_at,
+        )
+
+    # --- keep alive -----------------------------------------------------------------------------
+
+    @property
+    def every(self) -> float:
+        """Seconds between health checks: often enough to see a freeze within a quarter of
+        serving.freeze_timeout (at most each second)."""
+        return min(1.0, self.serving.freeze_timeout / 4)
+
+    async def watch(self) -> None:
+        """Until cancelled: restart each server that exits or stops answering."""
+        restarting: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                await asyncio.sleep(self.every)
+                up = [m for m in self.servers.values() if m.state == "up"]
+                reasons = await asyncio.gather(*(self._check(m) for m in up))
+                for m, reason in zip(up, reasons, strict=True):
+                    if reason and m.plan.key not in restarting:
+                        task = asyncio.create_task(self._restart(m, reason))
+                        restarting[m.plan.key] = task
+                        task.add_done_callback(lambda _, k=m.plan.key: restarting.pop(k, None))
+        finally:
+            for task in restarting.values():
+                task.cancel()
+
+    async def _check(self, m: Managed) -> str | None:
+        """Why `m` is down, or None while it serves."""
+        assert m.proc is not None
+        if (code := m.proc.poll()) is not None:
+            return f"exited with code {code}"
+        timeout = min(5.0, self.serving.freeze_timeout / 2)
+        now = time.monotonic()
+        if await self._healthy(m, timeout):
+            m.last_ok = now
+            return None
+        if now - m.last_ok >= self.serving.freeze_timeout:
+            return f"no health answer for {now - m.last_ok:.0f} s (frozen)"
+        return None
+
+    async def _restart(self, m: Managed, reason: str) -> None:
+        down_at, at = time.monotonic(), datetime.now(UTC)
+        m.state, m.since = "restarting", down_at
+        self._write_status()
+        self.say(f"server {m.plan.key} {reason}: restarting it")
+        if self.listener is not None:
+            self.listener.server_down(m.plan, reason)
+        tail = log_tail(self.folder, self._log_name(m))
+        await self._stop_one(m, grace=0.0 if "frozen" in reason else STOP_GRACE)
+        while True:
+            window = self.serving.restart_window
+            while m.restarts and down_at - m.restarts[0] > window:
+                m.restarts.popleft()
+            if len(m.restarts) >= self.serving.max_restarts:
+                return self._give_up(m, reason, at, down_at, tail)
+            m.restarts.append(time.monotonic())
+            m.restart_count += 1
+            self._spawn(m)
+            m.state = "restarting"  # _spawn says "starting"; the run sees a restart
+            why = await self._wait_up(m)
+            if why is None:
+                break
+            reason, tail = why, log_tail(self.folder, self._log_name(m))
+            await self._stop_one(m, STOP_GRACE)
+        m.downtime += time.monotonic() - down_at
+        self._append(m, reason, at, time.monotonic() - down_at, tail, back=True)
+        self._write_status()
+        self.say(f"server {m.plan.key} is back after {time.monotonic() - down_at:.0f} s")
+        if self.listener is not None:
+            self.listener.server_up(m.plan)
+
+    def _give_up(
+        self, m: Managed, reason: str, at: datetime, down_at: float, tail: list[str]
+    ) -> None:
+        m.state, m.since = "failed", time.monotonic()
+        m.downtime += time.monotonic() - down_at
+        self._append(m, reason, at, time.monotonic() - down_at, tail, back=False)
+        self._write_status()
+        window = self.serving.restart_window
+        what = (
+            f"{reason}, after {len(m.restarts)} restart(s) within {window:.0f} s "
+            f"(serving.max_restarts = {self.serving.max_restarts}): not restarted again"
+        )
+        message = (
+            failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
+            + "\nFinished debates are kept: fix the cause, then run the same command again to "
+            "resume."
+        )
+        if self.listener is not None:
+            self.listener.gave_up(message)
+
+    def _append(
+        self, m: Managed, reason: str, at: datetime, down: float, tail: list[str], back: bool
+    ) -> None:
+        from crawdad.serving.causes import likely_cause
+
+        cause = likely_cause("\n".join(tail))
+        line = ServerRestart(
+            key=m.plan.key,
+            at=at,
+            reason=reason,
+            cause=cause[0] if cause else None,
+            downtime=round(down, 3),
+            back=back,
+        )
+        with Folder(self.folder) as folder, folder.open_append("restarts.jsonl") as f:
+            f.write(line.model_dump_json().encode() + b"\n")
+
+    def _write_status(self) -> None:
+        """`status.json`: each server's state, for the live view (view/live.py)."""
+        import json
+
+        now, wall = time.monotonic(), time.time()
+        status = {
+            key: {
+                "state": m.state,
+                "since": wall - (now - m.since),
+                "restarts": m.restart_count,
+                "downtime": round(m.downtime, 3),
+                "url": m.plan.base_url,
+            }
+            for key, m in self.servers.items()
+        }
+        with contextlib.suppress(OSError), Folder(self.folder) as folder:
+            folder.write_text("status.json", json.dumps(status, indent=1))
+
+    # --- stop -----------------------------------------------------------------------------------
+
+    async def _stop_one(self, m: Managed, grace: float = STOP_GRACE) -> None:
+        """SIGTERM to its process group, SIGKILL after `grace` seconds (or at once)."""
+        proc = m.proc
+        if proc is None:
+            return
+        if proc.poll() is None and grace > 0:
+            _kill_group(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while proc.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        _kill_group(proc.pid, signal.SIGKILL)  # the leader, and any worker it left behind
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(proc.wait, 5.0)
+        _LIVE.pop(proc.pid, None)
+        m.proc = None
+        m.state, m.since = "stopped", time.monotonic()
+
+    async def stop(self) -> None:
+        """Stop every server (shielded: a Ctrl-C while stopping still stops them all)."""
+        await asyncio.shield(self._stop_all())
+
+    async def _stop_all(self) -> None:
+        await asyncio.gather(*(self._stop_one(m) for m in self.servers.values()))
+        self._write_status()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
