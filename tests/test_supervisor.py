@@ -6,6 +6,7 @@ that leaves no process. Faults are counted in requests, never timed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
@@ -17,8 +18,10 @@ import pytest
 
 from crawdad.config import ServingConfig
 from crawdad.errors import ConfigError
+from crawdad.fake.standin import START_ERRORS
 from crawdad.records import ServerRestart
 from crawdad.serving.base import GPU, Plan, ServerPlan
+from crawdad.serving.causes import likely_cause
 from crawdad.serving.supervisor import ServerStartError, Supervisor
 
 
@@ -89,10 +92,9 @@ async def chat(server: ServerPlan) -> None:
     """One generation request (the stand-in's faults count these)."""
     body = {"model": server.served_name, "messages": [{"role": "user", "content": "hi"}]}
     async with httpx.AsyncClient(trust_env=False) as client:
-        try:
+        # the server may die (or freeze) under the request
+        with contextlib.suppress(httpx.HTTPError):
             await client.post(f"{server.base_url}/chat/completions", json=body, timeout=30)
-        except httpx.HTTPError:
-            pass  # the server died (or froze, and we gave up waiting) under the request
 
 
 async def test_start_health_record_and_stop_leave_no_process(tmp_path: Path) -> None:
@@ -116,28 +118,46 @@ async def test_start_health_record_and_stop_leave_no_process(tmp_path: Path) -> 
     assert json.loads((tmp_path / "status.json").read_text())["a"]["state"] == "stopped"
 
 
-@pytest.mark.parametrize(
-    ("fault", "cause"),
-    [
-        ("oom", "out of memory"),
-        ("weights", "missing weights"),
-        ("unsupported", "unsupported model"),
-        ("port", "port taken"),
-    ],
-)
-async def test_failed_start_names_the_cause_and_shows_the_log(
-    tmp_path: Path, fault: str, cause: str
-) -> None:
-    bad = standin("bad", env={"CRAWDAD_STANDIN_FAULT": f"fail-start:{fault}"})
+async def test_failed_start_names_the_cause_and_shows_the_log(tmp_path: Path) -> None:
+    bad = standin("bad", env={"CRAWDAD_STANDIN_FAULT": "fail-start:oom"})
     plan = Plan(servers=[standin("good"), bad])
     sup = Supervisor(plan, serving(), tmp_path, progress=False)
     with pytest.raises(ServerStartError) as e:
         await sup.start()
     text = str(e.value)
     assert "server bad exited with code 1 while starting" in text
-    assert f"Likely cause: {cause}" in text
-    assert "| stand-in engine: serving w" in text and str(tmp_path / "bad.log") in text
+    assert "Likely cause: out of memory: give it more GPU memory" in text
+    assert "| torch.OutOfMemoryError: CUDA out of memory" in text
+    assert str(tmp_path / "bad.log") in text
     assert standins() == []  # the good one was stopped again
+
+
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        (START_ERRORS["oom"], "out of memory"),
+        ("ValueError: No available memory for the cache blocks. Try increasing", "out of memory"),
+        (
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: "
+            "cudaMalloc failed: out of memory",
+            "out of memory",
+        ),
+        (START_ERRORS["weights"], "missing weights"),
+        ("ValueError: Model path does not exist: /models/x.gguf", "missing weights"),
+        ("Error: pull model manifest: file does not exist", "missing weights"),
+        (START_ERRORS["port"], "port taken"),
+        ("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", "port taken"),
+        (START_ERRORS["unsupported"], "unsupported model"),
+        (
+            "llama_model_load: error loading model: unknown model architecture: 'fancy'",
+            "unsupported model",
+        ),
+        ("INFO: loading weights\nall fine", None),
+    ],
+)
+def test_the_engines_messages_give_the_likely_cause(log: str, cause: str | None) -> None:
+    found = likely_cause(f"INFO 05-01 starting\n{log}\n")
+    assert (found[0] if found else None) == cause
 
 
 async def test_a_server_that_never_answers_is_bounded_by_the_startup_timeout(
@@ -156,7 +176,9 @@ async def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) ->
         busy.bind(("127.0.0.1", server.port))
         busy.listen()
         sup = Supervisor(Plan(servers=[standin("other"), server]), serving(), tmp_path)
-        with pytest.raises(ServerStartError, match=rf"port taken: s0 needs 127.0.0.1:{server.port}"):
+        with pytest.raises(
+            ServerStartError, match=rf"port taken: s0 needs 127.0.0.1:{server.port}"
+        ):
             await sup.start()
     assert standins() == [] and not (tmp_path / "other.log").exists()
 

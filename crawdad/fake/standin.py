@@ -29,14 +29,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crawdad.fake.answer_key import AnswerKey
-from crawdad.fake.extractor import FakeExtractor
-from crawdad.fake.latency import LatencyModel
-from crawdad.fake.profile import ProfileModel
-from crawdad.fake.server import FakeServer
-from crawdad.fake.setups import paper_models
+if TYPE_CHECKING:
+    from crawdad.fake.server import FakeServer
 
 FAULT_ENV = "CRAWDAD_STANDIN_FAULT"
 ONCE_ENV = "CRAWDAD_STANDIN_ONCE"
@@ -66,6 +62,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _models(names: list[str]) -> dict[str, Any]:
+    from crawdad.fake.answer_key import AnswerKey
+    from crawdad.fake.extractor import FakeExtractor
+    from crawdad.fake.profile import ProfileModel
+    from crawdad.fake.setups import paper_models
+
     key = AnswerKey()
     models: dict[str, Any] = paper_models(key)
     for name in names:
@@ -123,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(START_ERRORS.get(arg, f"stand-in: failing as told ({arg})"), file=sys.stderr)
         return 1
+    # Imported only now: a start that fails says so at once, as an engine that checks first.
+    from crawdad.fake.latency import LatencyModel
+    from crawdad.fake.server import FakeServer
+
     server = FakeServer(
         "openai",
         _models(args.served_model_name),

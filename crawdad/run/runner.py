@@ -25,7 +25,7 @@ from crawdad.doctor import DoctorReport, diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
-from crawdad.records import DebateRecord, RunManifest
+from crawdad.records import DebateRecord, RunManifest, StartedServer
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.scheduler import Scheduler
 from crawdad.run.server_series import ServerSampler
@@ -299,8 +299,10 @@ def manifest_for(
     setup: DebateSetup,
     servers: DoctorReport | None,
     simulated: bool,
+    started: list[StartedServer] | None = None,
 ) -> RunManifest:
-    """`servers`: the readiness check's report (None when the servers were not checked)."""
+    """`servers`: the readiness check's report (None when the servers were not checked);
+    `started`: the servers crawdad started for the run (their supervisor's records)."""
     return RunManifest(
         crawdad_version=__version__,
         created_at=datetime.now(UTC),
@@ -315,6 +317,7 @@ def manifest_for(
         servers=servers.versions() if servers else {},
         served=servers.served(config) if servers else {},
         simulated=simulated or (servers is not None and servers.simulated),
+        started=started or [],
     )
 
 
@@ -407,6 +410,7 @@ class Progress:
         self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), self._tokens())])
         self._last = 0.0
         self.sampler: ServerSampler | None = None  # the servers' own running/waiting, if read
+        self.supervisor: Any | None = None  # the servers crawdad started: "restarting: KEY"
 
     def _tokens(self) -> int:
         return sum(j.setup.tokens[0] for j in self.jobs)
@@ -433,7 +437,9 @@ class Progress:
             for e in pool.endpoints:
                 host = host_of(e.url)
                 flights[host] = flights.get(host, 0) + e.in_flight
-                if not e.healthy(now):
+                if e.held:
+                    notes[host] = "restarting"
+                elif not e.healthy(now):
                     notes[host] = "down"
                 elif e.limited and host not in notes:
                     notes[host] = "full"
@@ -445,8 +451,11 @@ class Progress:
             for host, n in flights.items()
         )
         stalled = stall_note(stalls(pools, now))
-        return f"{self.tokens_per_second(now):,.0f} tok/s | in flight {servers}" + (
-            f" | {stalled}" if stalled else ""
+        restarting = self.supervisor.note() if self.supervisor is not None else ""
+        return (
+            f"{self.tokens_per_second(now):,.0f} tok/s | in flight {servers}"
+            + (f" | {stalled}" if stalled else "")
+            + (f" | {restarting}" if restarting else "")
         )
 
     @staticmethod
@@ -554,13 +563,50 @@ async def run_debates(
     check_servers: bool = True,
     on_summary: Callable[[RunSummary], None] | None = None,
     stop: Any | None = None,
+    plan: Any | None = None,
+    keep_servers: bool = False,
 ) -> RunSummary:
     """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
     stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` the target): the run stops
-    starting debates once its accuracy's confidence sequence is that narrow.
+    starting debates once its accuracy's confidence sequence is that narrow. Models with a
+    `serve` table are served by servers crawdad starts (`plan`: a `crawdad.serving.base.Plan`
+    made already) and stops at the end (`keep_servers`: left running).
 
     Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
     subpackage `crawdad.run` takes over once any of its modules is imported)."""
+    from crawdad.run.served import served_run
+
+    async with served_run(config, out, plan=plan, progress=progress, keep=keep_servers) as (
+        config,
+        supervisor,
+    ):
+        return await _run_debates(
+            config,
+            dataset,
+            out,
+            force=force,
+            progress=progress,
+            simulated=simulated,
+            check_servers=check_servers,
+            on_summary=on_summary,
+            stop=stop,
+            supervisor=supervisor,
+        )
+
+
+async def _run_debates(
+    config: RunConfig,
+    dataset: Dataset,
+    out: Path,
+    *,
+    force: bool,
+    progress: bool,
+    simulated: bool,
+    check_servers: bool,
+    on_summary: Callable[[RunSummary], None] | None,
+    stop: Any | None,
+    supervisor: Any | None,
+) -> RunSummary:
     setup, gate = build_setup(config, simulated)
     servers: DoctorReport | None = None
     try:
@@ -568,7 +614,8 @@ async def run_debates(
             servers = await check_servers_of(config)
             setup.simulated = setup.simulated or servers.simulated  # every record says so too
         store = RunStore(out)
-        manifest = manifest_for(config, dataset, setup, servers, simulated)
+        started = supervisor.records() if supervisor is not None else None
+        manifest = manifest_for(config, dataset, setup, servers, simulated, started)
         if stop is not None:
             manifest = manifest.model_copy(update={"stop": stop.model_dump(mode="json")})
         scan = store.open(manifest, force=force)
@@ -603,6 +650,7 @@ async def run_debates(
                 report,
                 metrics=(out, config.server_metrics),
                 scheduler=scheduler,
+                supervisor=supervisor,
             )
             return summaries[0]
         finally:
@@ -632,11 +680,14 @@ async def run_jobs(
     responses: ResponseStore | None = None,
     metrics: tuple[Path, float] | None = None,
     scheduler: Scheduler | None = None,
+    supervisor: Any | None = None,
 ) -> list[RunSummary]:
     """`metrics`: the folder of servers.jsonl and the seconds between samples (0: none).
     `scheduler`: which debates may start (an experiment's stopping rule); without one each job
-    runs every debate of its `todo`, `concurrency` at a time."""
+    runs every debate of its `todo`, `concurrency` at a time. `supervisor`: the servers crawdad
+    started (crawdad/serving/supervisor.py): kept alive while the run goes."""
     bar = Progress(jobs, progress)
+    bar.supervisor = supervisor
     names = [j.name for j in jobs]
     sched = scheduler or Scheduler(names, concurrency)
     summaries = [j.summary for j in jobs]
@@ -681,6 +732,12 @@ async def run_jobs(
     )
     ticker = asyncio.create_task(bar.tick()) if progress else None
     watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
+    keeper = None
+    if supervisor is not None:  # restarts hold the pools' requests; a server given up stops us
+        supervisor.listener.attach(
+            pools_of(*(j.setup for j in jobs)), lambda m: halt(RunStopped(m))
+        )
+        keeper = asyncio.create_task(supervisor.watch())
     sampler = sampling = None
     if metrics is not None and metrics[1] > 0:
         sampler = ServerSampler(
@@ -740,7 +797,7 @@ async def run_jobs(
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        for helper in (ticker, watcher, sampling):
+        for helper in (ticker, watcher, sampling, keeper):
             if helper is not None:
                 helper.cancel()
         queue.put_nowait(None)

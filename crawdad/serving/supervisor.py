@@ -144,8 +144,9 @@ class Managed:
 
 
 class Supervisor:
-    """Starts, watches, restarts and stops the servers of `plan`. `folder`: where the logs go
-    (`<folder>/<key>.log`, and `restarts.jsonl`), typically the run folder's `servers/`."""
+    """Starts, watches, restarts and stops the servers of `plan`. The logs go into `folder`
+    (`<key>.log`, `restarts.jsonl`, `status.json`), or into its `sub` folder (a run folder's
+    `servers/`, entered without following a link)."""
 
     def __init__(
         self,
@@ -153,16 +154,23 @@ class Supervisor:
         serving: ServingConfig,
         folder: Path,
         *,
+        sub: str | None = None,
         listener: Listener | None = None,
         progress: bool = True,
         say: Callable[[str], None] = tqdm.write,
+        outlive: bool = False,
     ) -> None:
+        """`outlive`: the servers may outlive crawdad (`--keep-servers`: `detach` at the end);
+        otherwise each dies with crawdad, even a SIGKILLed crawdad (setpriv --pdeathsig)."""
         self.plan = plan
         self.serving = serving
-        self.folder = Path(folder)
+        self.root = Path(folder)
+        self.parts = (sub,) if sub else ()
+        self.folder = self.root.joinpath(*self.parts)
         self.listener = listener
         self.progress = progress
         self.say = say
+        self.outlive = outlive
         self.servers = {s.key: Managed(s, health_url(s)) for s in plan.servers}
         self._client: httpx.AsyncClient | None = None
         self._records: list[StartedServer] = []
@@ -220,13 +228,15 @@ class Supervisor:
 
     def _spawn(self, m: Managed) -> None:
         server = m.plan
-        with Folder(self.folder) as folder:
+        with Folder(self.root, *self.parts) as folder:
             fd = folder.open_fd(self._log_name(m), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
             os.write(fd, f"--- crawdad {stamp}: {' '.join(server.command)}\n".encode())
             command = list(server.command)
-            if shutil.which("setpriv"):  # the server dies with crawdad, even a SIGKILLed one
+            if not self.outlive and shutil.which(
+                "setpriv"
+            ):  # the server dies with crawdad, even a SIGKILLed one
                 command = ["setpriv", "--pdeathsig", "KILL", "--", *command]
             m.proc = subprocess.Popen(
                 command,
@@ -245,10 +255,10 @@ class Supervisor:
         m.state, m.since = "starting", time.monotonic()
         m.started_at = datetime.now(UTC)
 
-    async def _healthy(self, m: Managed, timeout: float) -> bool:
+    async def _healthy(self, m: Managed, within: float) -> bool:
         assert self._client is not None
         try:
-            r = await self._client.get(m.health, timeout=timeout)
+            r = await self._client.get(m.health, timeout=within)
         except httpx.HTTPError:
             return False
         return r.status_code == 200
@@ -260,7 +270,7 @@ class Supervisor:
             assert m.proc is not None
             if (code := m.proc.poll()) is not None:
                 return f"exited with code {code} while starting"
-            if await self._healthy(m, timeout=min(5.0, self.serving.startup_timeout)):
+            if await self._healthy(m, min(5.0, self.serving.startup_timeout)):
                 now = time.monotonic()
                 m.state, m.since, m.last_ok = "up", now, now
                 if bar is not None:
@@ -274,6 +284,8 @@ class Supervisor:
             await asyncio.sleep(START_POLL)
 
     async def _wait_all(self, servers: list[Managed]) -> None:
+        """Wait for every server; the first that fails ends the wait (the others are stopped
+        by the caller), with every failure seen by then."""
         names = ", ".join(m.plan.key for m in servers)
         with tqdm(
             total=len(servers),
@@ -282,10 +294,18 @@ class Supervisor:
             disable=not self.progress,
             leave=False,
         ) as bar:
-            failures = await asyncio.gather(*(self._wait_up(m, bar) for m in servers))
-        failed = [(m, why) for m, why in zip(servers, failures, strict=True) if why]
+            tasks = {asyncio.create_task(self._wait_up(m, bar)): m for m in servers}
+            failed: list[str] = []
+            try:
+                pending = set(tasks)
+                while pending and not failed:
+                    done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+                    failed += [self._failure(tasks[t], why) for t in done if (why := t.result())]
+            finally:
+                for task in tasks:
+                    task.cancel()
         if failed:
-            raise ServerStartError("\n\n".join(self._failure(m, why) for m, why in failed))
+            raise ServerStartError("\n\n".join(failed))
 
     def _failure(self, m: Managed, what: str) -> str:
         tail = log_tail(self.folder, self._log_name(m))
@@ -328,19 +348,20 @@ class Supervisor:
 
     async def watch(self) -> None:
         """Until cancelled: restart each server that exits or stops answering."""
-        restarting: dict[str, asyncio.Task[None]] = {}
+        restarting: set[asyncio.Task[None]] = set()
         try:
             while True:
                 await asyncio.sleep(self.every)
                 up = [m for m in self.servers.values() if m.state == "up"]
                 reasons = await asyncio.gather(*(self._check(m) for m in up))
                 for m, reason in zip(up, reasons, strict=True):
-                    if reason and m.plan.key not in restarting:
-                        task = asyncio.create_task(self._restart(m, reason))
-                        restarting[m.plan.key] = task
-                        task.add_done_callback(lambda _, k=m.plan.key: restarting.pop(k, None))
+                    if reason and m.state == "up":
+                        m.state, m.since = "restarting", time.monotonic()
+                        task = asyncio.create_task(self._restart_or_give_up(m, reason))
+                        restarting.add(task)
+                        task.add_done_callback(restarting.discard)
         finally:
-            for task in restarting.values():
+            for task in restarting:
                 task.cancel()
 
     async def _check(self, m: Managed) -> str | None:
@@ -356,6 +377,22 @@ class Supervisor:
         if now - m.last_ok >= self.serving.freeze_timeout:
             return f"no health answer for {now - m.last_ok:.0f} s (frozen)"
         return None
+
+    async def _restart_or_give_up(self, m: Managed, reason: str) -> None:
+        """A restart that fails in crawdad itself (a full disk for the log) gives the server up:
+        the run must never wait for a server that nobody is bringing back."""
+        try:
+            await self._restart(m, reason)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            m.state, m.since = "failed", time.monotonic()
+            if self.listener is not None:
+                self.listener.gave_up(
+                    f"server {m.plan.key} {reason}, and restarting it failed: "
+                    f"{type(e).__name__}: {e}. Finished debates are kept: run the same command "
+                    "again to resume."
+                )
 
     async def _restart(self, m: Managed, reason: str) -> None:
         down_at, at = time.monotonic(), datetime.now(UTC)
@@ -422,7 +459,7 @@ class Supervisor:
             downtime=round(down, 3),
             back=back,
         )
-        with Folder(self.folder) as folder, folder.open_append("restarts.jsonl") as f:
+        with Folder(self.root, *self.parts) as folder, folder.open_append("restarts.jsonl") as f:
             f.write(line.model_dump_json().encode() + b"\n")
 
     def _write_status(self) -> None:
@@ -440,7 +477,7 @@ class Supervisor:
             }
             for key, m in self.servers.items()
         }
-        with contextlib.suppress(OSError), Folder(self.folder) as folder:
+        with contextlib.suppress(OSError), Folder(self.root, *self.parts) as folder:
             folder.write_text("status.json", json.dumps(status, indent=1))
 
     # --- stop -----------------------------------------------------------------------------------
@@ -452,15 +489,21 @@ class Supervisor:
             return
         if proc.poll() is None and grace > 0:
             _kill_group(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while proc.poll() is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            _kill_group(proc.pid, signal.SIGCONT)  # a stopped (SIGSTOP) process acts on it too
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(proc.wait, grace)
         _kill_group(proc.pid, signal.SIGKILL)  # the leader, and any worker it left behind
         with contextlib.suppress(subprocess.TimeoutExpired):
             await asyncio.to_thread(proc.wait, 5.0)
         _LIVE.pop(proc.pid, None)
         m.proc = None
         m.state, m.since = "stopped", time.monotonic()
+
+    def detach(self) -> None:
+        """Leave the servers running when crawdad exits (they are no longer watched)."""
+        for m in self.servers.values():
+            if m.proc is not None:
+                _LIVE.pop(m.proc.pid, None)
 
     async def stop(self) -> None:
         """Stop every server (shielded: a Ctrl-C while stopping still stops them all)."""

@@ -1,0 +1,167 @@
+"""A run whose models crawdad serves itself: the plan, its servers started before the run's
+readiness check and stopped after it (also on Ctrl-C and SIGTERM), the run's `base_urls` taken
+from the supervisor, and the request pools told when a server is being restarted.
+
+The runner stays a runner: it calls `served_run` around its work and hands the pools to
+`PoolListener`; planning lives in `crawdad.serving.plan`, processes in the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crawdad.config import RunConfig
+from crawdad.errors import ConfigError
+
+if TYPE_CHECKING:
+    from crawdad.backends.pool import ModelPool
+    from crawdad.serving.base import Plan, ServerPlan
+    from crawdad.serving.supervisor import Supervisor
+
+SERVERS = "servers"  # the run folder's folder of server logs, restarts and states
+
+
+def places(config: RunConfig) -> dict[str, Any]:
+    """Each model of the config by its place: "agents.0", "extractor", "judge", "grader"."""
+    out: dict[str, Any] = {f"agents.{i}": a for i, a in enumerate(config.agents)}
+    out["extractor"] = config.extractor
+    for name in ("judge", "grader"):
+        if (spec := getattr(config, name)) is not None:
+            out[name] = spec
+    return out
+
+
+def serves_any(config: RunConfig) -> bool:
+    """A model of the config has a `serve` table: crawdad starts its server."""
+    return any(spec.serve is not None for spec in places(config).values())
+
+
+def make_plan(config: RunConfig) -> Plan:
+    """The plan of the config's served models (crawdad.serving.plan)."""
+    try:
+        planning = importlib.import_module("crawdad.serving.plan")
+    except ImportError:
+        raise ConfigError(
+            "this crawdad cannot plan served models yet: give the models base_urls of running "
+            "servers instead of serve tables"
+        ) from None
+    plan: Plan = planning.plan_config(config)
+    return plan
+
+
+def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
+    """`config` with each served place's `base_urls` set to its servers' URLs."""
+    with contextlib.suppress(ImportError, AttributeError):
+        applied: RunConfig = importlib.import_module("crawdad.serving.plan").apply_plan(
+            config, plan
+        )
+        return applied
+    data = config.model_dump()
+    for place, urls in plan.urls().items():
+        target: Any = data
+        for part in place.split("."):
+            target = target[int(part)] if part.isdigit() else target[part]
+        target["base_urls"] = urls
+    return RunConfig.model_validate(data)
+
+
+def overrides(plan: Plan) -> list[str]:
+    """The `--set` options that point a run at the plan's servers (kept running)."""
+    out = []
+    for place, urls in plan.urls().items():
+        out.append(f"--set {place}.base_urls={','.join(urls)}")
+        out.append(f"--set {place}.serve=null")
+    return out
+
+
+class PoolListener:
+    """Tells the request pools that a server is being restarted and when it is back, and stops
+    the run once a server is given up."""
+
+    def __init__(self) -> None:
+        self.pools: list[ModelPool] = []
+        self.halt: Callable[[str], None] | None = None
+        self.given_up: str | None = None
+
+    def attach(self, pools: list[ModelPool], halt: Callable[[str], None]) -> None:
+        self.pools, self.halt = pools, halt
+        if self.given_up is not None:
+            halt(self.given_up)
+
+    def server_down(self, server: ServerPlan, reason: str) -> None:
+        for pool in self.pools:
+            pool.hold(server.base_url)
+
+    def server_up(self, server: ServerPlan) -> None:
+        for pool in self.pools:
+            pool.release(server.base_url)
+
+    def gave_up(self, message: str) -> None:
+        self.given_up = message
+        if self.halt is not None:
+            self.halt(message)
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Any:
+    """SIGTERM stops the run as Ctrl-C does (asyncio.run cancels it, the servers are stopped)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, os.kill, os.getpid(), signal.SIGINT)
+    except (RuntimeError, ValueError):  # not the main thread (a notebook's loop)
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+@contextlib.asynccontextmanager
+async def served_run(
+    config: RunConfig,
+    out: Path,
+    *,
+    plan: Plan | None = None,
+    progress: bool = True,
+    keep: bool = False,
+) -> AsyncIterator[tuple[RunConfig, Supervisor | None]]:
+    """(the config pointed at the servers, their supervisor); (config, None) when no model of
+    the config is served by crawdad. `keep`: the servers outlive the run (`--keep-servers`)."""
+    if plan is None:
+        if not serves_any(config):
+            yield config, None
+            return
+        plan = make_plan(config)
+    from crawdad.serving.supervisor import Supervisor
+
+    supervisor = Supervisor(
+        plan,
+        config.serving,
+        out,
+        sub=SERVERS,
+        listener=PoolListener(),
+        progress=progress,
+        outlive=keep,
+    )
+    with _sigterm_as_ctrl_c():
+        await supervisor.start()
+        try:
+            yield apply_urls(config, plan), supervisor
+        finally:
+            if keep:
+                supervisor.detach()
+                from tqdm.auto import tqdm
+
+                tqdm.write("servers kept running; point a run at them with:")
+                for line in overrides(plan):
+                    tqdm.write(f"  {line}")
+            else:
+                await supervisor.stop()

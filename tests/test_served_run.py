@@ -1,0 +1,109 @@
+"""A run whose model server crawdad starts itself (the stand-in engine): a server SIGKILLed
+mid-run is restarted and every selected debate finishes; the manifest records the server; the
+report counts the restart; Ctrl-C and SIGTERM of the run leave no server behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from crawdad.config import RetryConfig, RunConfig, SelectionConfig
+from crawdad.data.demo_questions import EXAMPLES
+from crawdad.data.questions import load_cladder, select
+from crawdad.records import ServerRestart
+from crawdad.run.runner import run_debates
+from crawdad.run.store import RunStore
+from crawdad.serving.base import Plan
+from tests.test_supervisor import standin, standins
+
+
+def served(tmp_path: Path, fault: str = "") -> tuple[RunConfig, Plan]:
+    env = {"CRAWDAD_STANDIN_FAULT": fault, "CRAWDAD_STANDIN_ONCE": str(tmp_path / "once")}
+    server = standin(
+        "paper", env=env if fault else {}, models=["agents.0", "agents.1", "extractor"]
+    )
+    config = RunConfig(seed=3, concurrency=4, retry=RetryConfig(initial_wait=0))
+    config.serving.freeze_timeout = 2.0
+    return config.serve_all_from(server.base_url, "openai"), Plan(servers=[server])
+
+
+async def test_a_server_killed_mid_run_is_restarted_and_every_debate_finishes(
+    tmp_path: Path,
+) -> None:
+    config, plan = served(tmp_path, "die-after:12")  # SIGKILLed by itself mid-run, once
+    dataset = select(load_cladder(EXAMPLES), SelectionConfig(limit=10), 3)
+    out = tmp_path / "run"
+    summary = await run_debates(config, dataset, out, plan=plan, progress=False)
+    assert (tmp_path / "once").exists()  # it did die
+    assert summary.done_total == summary.selected == 10 and summary.errored == 0
+    assert standins() == []
+    restarts = [ServerRestart.model_validate_json(x) for x in (out / "servers/restarts.jsonl").open()]
+    assert [(r.key, r.back) for r in restarts] == [("paper", True)]
+    assert "exited with code -9" in restarts[0].reason
+    started = RunStore(out).read_manifest().started
+    assert [s.command for s in started] == [plan.servers[0].command]
+    assert "die-after at generation request 12" in (out / "servers/paper.log").read_text()
+
+    from crawdad.analysis.report import write_report
+
+    report = write_report([out], tmp_path / "report").read_text()
+    assert "| paper | vllm |" in report and "| 1 |" in report  # one restart, in the servers part
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from crawdad.config import RunConfig, RetryConfig, SelectionConfig
+    from crawdad.data.demo_questions import EXAMPLES
+    from crawdad.data.questions import load_cladder, select
+    from crawdad.run.runner import run_debates
+    from crawdad.serving.base import Plan, ServerPlan
+
+    plan = Plan.model_validate_json(Path(sys.argv[1]).read_text())
+    config = RunConfig(seed=3, concurrency=2, retry=RetryConfig(initial_wait=0))
+    config.serve_all_from(plan.servers[0].base_url, "openai")
+    dataset = select(load_cladder(EXAMPLES), SelectionConfig(limit=40), 3)
+    try:
+        asyncio.run(run_debates(config, dataset, Path(sys.argv[2]), plan=plan, progress=False))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_of_a_run_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
+    # The stand-in freezes at its 3rd request: the run is mid-way, waiting, when signalled.
+    _, plan = served(tmp_path, "freeze-after:3")
+    (tmp_path / "plan.json").write_text(plan.model_dump_json())
+    out = tmp_path / "run"
+    run = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "plan.json"), str(out)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        once = tmp_path / "once"
+        while not once.exists() and run.poll() is None:  # the 3rd request has arrived
+            psutil.wait_procs([psutil.Process(run.pid)], timeout=0.05)
+        server = [p for p in psutil.Process(run.pid).children(recursive=True)]
+        assert server, run.stderr.read() if run.stderr else ""
+        os.kill(run.pid, sig)
+        code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert code == 130, run.stderr.read() if run.stderr else ""
+    gone, alive = psutil.wait_procs(server, timeout=5)
+    assert alive == []
+    status = json.loads((out / "servers/status.json").read_text())
+    assert status["paper"]["state"] == "stopped"
