@@ -45,17 +45,23 @@ async def test_a_server_killed_mid_run_is_restarted_and_every_debate_finishes(
     assert (tmp_path / "once").exists()  # it did die
     assert summary.done_total == summary.selected == 10 and summary.errored == 0
     assert standins() == []
-    restarts = [ServerRestart.model_validate_json(x) for x in (out / "servers/restarts.jsonl").open()]
+    restarts = [
+        ServerRestart.model_validate_json(x) for x in (out / "servers/restarts.jsonl").open()
+    ]
     assert [(r.key, r.back) for r in restarts] == [("paper", True)]
     assert "exited with code -9" in restarts[0].reason
     started = RunStore(out).read_manifest().started
     assert [s.command for s in started] == [plan.servers[0].command]
     assert "die-after at generation request 12" in (out / "servers/paper.log").read_text()
 
-    from crawdad.analysis.report import write_report
+    from crawdad.analysis.servers_section import servers_section
 
-    report = write_report([out], tmp_path / "report").read_text()
-    assert "| paper | vllm |" in report and "| 1 |" in report  # one restart, in the servers part
+    section = servers_section(out, "run", None)
+    assert section is not None
+    table = next(b for b in section.blocks if getattr(b, "name", "") == "servers_started")
+    row = table.df.iloc[0]  # type: ignore[union-attr]
+    assert (row["server"], row["engine"], row["restarts"]) == ("paper", "vllm", 1)
+    assert "1 restart," in table.line  # type: ignore[union-attr]
 
 
 SCRIPT = textwrap.dedent(
