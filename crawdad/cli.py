@@ -327,6 +327,13 @@ def run(
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    keep_servers: Annotated[
+        bool,
+        typer.Option(
+            help="Leave the servers crawdad starts (models with a serve table) running after "
+            "the run, and print the --set options that point the next run at them."
+        ),
+    ] = False,
 ) -> None:
     """Run (or resume) the debates of the selected questions."""
     from crawdad.run.store import selection_for
@@ -361,7 +368,7 @@ def run(
                 "--stop: a single run stops when its accuracy is known closely enough: give the "
                 "target with --stop half_width=0.02 (margin compares variants: an experiment's)"
             )
-    _run(cfg, dataset, out, force=force, progress=progress, stop=rule)
+    _run(cfg, dataset, out, force=force, progress=progress, stop=rule, keep_servers=keep_servers)
 
 
 def _stop_settings(items: list[str]) -> dict[str, Any]:
@@ -403,6 +410,28 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
         typer.echo(line)
     if summaries[-1].remaining and not summaries[-1].decision:  # failed debates: say so
         raise typer.Exit(3)
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Argument(help="The run config whose served models to start.")],
+    sets: Annotated[
+        list[str], typer.Option("--set", help="Override a config key: agents.0.serve.weights=...")
+    ] = [],  # noqa: B006
+    logs: Annotated[Path, typer.Option(help="Folder of the servers' logs.")] = Path(
+        "crawdad-servers"
+    ),
+    progress: Annotated[bool, typer.Option(help="Show the start-up progress bar.")] = True,
+) -> None:
+    """Start the servers of a config's served models and keep them (restarted if they die) for
+    several runs until Ctrl-C; prints the --set options that point a run at them."""
+    from crawdad.run.served import keep_serving
+
+    cfg = build_config(config, sets)
+    try:
+        asyncio.run(keep_serving(cfg, logs, progress))
+    except KeyboardInterrupt:
+        _echo_err("Stopped the servers.")
 
 
 @app.command()

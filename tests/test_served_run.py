@@ -109,7 +109,7 @@ def test_ctrl_c_or_sigterm_of_a_run_leaves_no_server(tmp_path: Path, sig: signal
         if run.poll() is None:
             run.kill()
     assert code == 130, run.stderr.read() if run.stderr else ""
-    gone, alive = psutil.wait_procs(server, timeout=5)
+    _, alive = psutil.wait_procs(server, timeout=5)
     assert alive == []
     status = json.loads((out / "servers/status.json").read_text())
     assert status["paper"]["state"] == "stopped"

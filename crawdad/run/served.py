@@ -74,11 +74,36 @@ def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
 
 def overrides(plan: Plan) -> list[str]:
     """The `--set` options that point a run at the plan's servers (kept running)."""
-    out = []
+    out = ["--set serving.start=false"]
     for place, urls in plan.urls().items():
-        out.append(f"--set {place}.base_urls={','.join(urls)}")
-        out.append(f"--set {place}.serve=null")
+        listed = ", ".join(f'"{u}"' for u in urls)
+        out.append(f"--set '{place}.base_urls=[{listed}]'")
     return out
+
+
+def kept_text(plan: Plan, how: str) -> str:
+    """The servers left running, and the options that point a run at them."""
+    lines = [f"servers {how}:"]
+    lines += [f"  {s.key}: {s.base_url} ({s.engine}, {s.weights})" for s in plan.servers]
+    lines.append("point a run at them with:")
+    lines += [f"  {line}" for line in overrides(plan)]
+    return "\n".join(lines)
+
+
+async def keep_serving(config: RunConfig, logs: Path, progress: bool = True) -> None:
+    """`crawdad serve CONFIG`: start the config's servers and keep them (restarted when they
+    die) until Ctrl-C or SIGTERM, then stop them."""
+    from crawdad.serving.supervisor import Supervisor
+
+    plan = make_plan(config)
+    supervisor = Supervisor(plan, config.serving, logs, progress=progress)
+    with _sigterm_as_ctrl_c():
+        await supervisor.start()
+        try:
+            print(kept_text(plan, f"running (logs in {logs}); Ctrl-C stops them"), flush=True)
+            await supervisor.watch()
+        finally:
+            await supervisor.stop()
 
 
 class PoolListener:
@@ -136,7 +161,7 @@ async def served_run(
     """(the config pointed at the servers, their supervisor); (config, None) when no model of
     the config is served by crawdad. `keep`: the servers outlive the run (`--keep-servers`)."""
     if plan is None:
-        if not serves_any(config):
+        if not serves_any(config) or not config.serving.start:
             yield config, None
             return
         plan = make_plan(config)
@@ -160,8 +185,7 @@ async def served_run(
                 supervisor.detach()
                 from tqdm.auto import tqdm
 
-                tqdm.write("servers kept running; point a run at them with:")
-                for line in overrides(plan):
-                    tqdm.write(f"  {line}")
+                groups = " ".join(f"-{pid}" for pid in supervisor.pids().values())
+                tqdm.write(kept_text(plan, f"kept running (stop them with `kill -- {groups}`)"))
             else:
                 await supervisor.stop()

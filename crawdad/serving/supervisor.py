@@ -444,6 +444,8 @@ class Supervisor:
         )
         if self.listener is not None:
             self.listener.gave_up(message)
+        else:
+            self.say(message)
 
     def _append(
         self, m: Managed, reason: str, at: datetime, down: float, tail: list[str], back: bool
@@ -498,6 +500,10 @@ class Supervisor:
         _LIVE.pop(proc.pid, None)
         m.proc = None
         m.state, m.since = "stopped", time.monotonic()
+
+    def pids(self) -> dict[str, int]:
+        """Server key -> the process (and process group) id of each server running."""
+        return {k: m.proc.pid for k, m in self.servers.items() if m.proc is not None}
 
     def detach(self) -> None:
         """Leave the servers running when crawdad exits (they are no longer watched)."""
