@@ -448,13 +448,13 @@ class StartedServer(Record):
     weights_hash: str | None = None
     served_name: str  # the model name the run asks for
     models: list[str] = Field(default_factory=list)  # the config's places it serves
-    base_url: str
+    base_url: str  # what the run's base_urls got for it
     gpus: list[str] = Field(default_factory=list)  # "0: NVIDIA H100 80GB HBM3", ...; none: CPU
     memory_fraction: float | None = None  # of each GPU, as the plan gave it
     memory_gib: float = 0.0  # what the plan expected it to hold on each GPU
-    tensor_parallel: int = 1
-    context_length: int | None = None
-    reasoning_parser: str | None = None
+    tensor_parallel: int = 1  # GPUs one copy of the model is split over
+    context_length: int | None = None  # the longest context the server was started with
+    reasoning_parser: str | None = None  # the engine's parser of reasoning traces, if any
     started_at: datetime | None = None  # UTC
 
     def identity(self) -> tuple[Any, ...]:
@@ -477,7 +477,7 @@ class ServerRestart(Record):
     """A line of `servers/restarts.jsonl`: one server crawdad started went down mid-run and was
     started again (or, past the bound of restarts, was not: `back` is False)."""
 
-    schema_version: Version = SCHEMA_VERSION
+    schema_version: Version = SCHEMA_VERSION  # the version of this schema the line was written in
     key: str  # the server (StartedServer.key)
     at: datetime  # UTC, when it was seen down
     reason: str  # "exited with code -9", "no health answer for 120 s", ...
