@@ -113,3 +113,35 @@ def test_ctrl_c_or_sigterm_of_a_run_leaves_no_server(tmp_path: Path, sig: signal
     assert alive == []
     status = json.loads((out / "servers/status.json").read_text())
     assert status["paper"]["state"] == "stopped"
+
+
+def test_the_report_tells_apart_runs_whose_servers_differ() -> None:
+    from types import SimpleNamespace
+
+    from crawdad.analysis.report import _started_lines
+    from crawdad.records import StartedServer
+
+    def run(label: str, version: str, digest: str) -> SimpleNamespace:
+        s = StartedServer(
+            key="qwen3",
+            engine="vllm",
+            engine_version=version,
+            command=["vllm", "serve", "Qwen/Qwen3-32B"],
+            weights="Qwen/Qwen3-32B",
+            weights_hash=f"revision:{digest}",
+            served_name="qwen3:32b",
+            base_url="http://127.0.0.1:8100/v1",
+            gpus=["0: NVIDIA H100"],
+            memory_fraction=0.45,
+        )
+        manifest = SimpleNamespace(started=[s])
+        return SimpleNamespace(label=label, manifests=lambda: [manifest])
+
+    same = _started_lines([run("a", "0.9.2", "abc"), run("b", "0.9.2", "abc")])  # type: ignore[list-item]
+    assert "- qwen3: vllm 0.9.2 serving Qwen/Qwen3-32B (revision:abc) on 0: NVIDIA H100, 45% " in (
+        "\n".join(same)
+    )
+    assert not any("served differently" in line for line in same)
+    differ = "\n".join(_started_lines([run("a", "0.9.2", "abc"), run("b", "0.10.0", "abc")]))  # type: ignore[list-item]
+    assert "> **`qwen3:32b` was served differently:** vllm 0.9.2" in differ
+    assert "in `a`; vllm 0.10.0" in differ and "in `b`." in differ
