@@ -10,14 +10,8 @@ back, or is given up); `watch()` is the task that keeps them alive while the run
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import errno
-import importlib
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections import deque
@@ -31,17 +25,24 @@ import httpx
 from tqdm.auto import tqdm
 
 from crawdad.config import ServingConfig
-from crawdad.errors import ConfigError, CrawdadError
+from crawdad.errors import CrawdadError
 from crawdad.records import ServerRestart, StartedServer
 from crawdad.safe_files import Folder
 from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.causes import failure_text, log_tail
+from crawdad.serving.processes import (
+    check_installed,
+    engine_of,
+    forget,
+    health_url,
+    port_free,
+    spawn,
+    stop_group,
+)
 from crawdad.serving.weights import weights_hash
 
 STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group is SIGKILLed
 START_POLL = 0.25  # seconds between health checks while a server loads
-# Where an engine module is missing (before `crawdad.serving.engines` lands): its health path.
-_HEALTH = {"vllm": "/health", "sglang": "/health", "llamacpp": "/v1/models", "ollama": "/"}
 
 State = Literal["starting", "up", "restarting", "failed", "stopped"]
 
@@ -62,69 +63,6 @@ class Listener(Protocol):
     def server_up(self, server: ServerPlan) -> None: ...
 
     def gave_up(self, message: str) -> None: ...
-
-
-def _engine(server: ServerPlan) -> Any | None:
-    """The engine module's object for this server (None where the engines package is absent)."""
-    try:
-        engines = importlib.import_module("crawdad.serving.engines")
-        return engines.engine(server.engine, server.command[0])
-    except (ImportError, AttributeError, TypeError, CrawdadError):
-        return None
-
-
-def health_url(server: ServerPlan) -> str:
-    engine = _engine(server)
-    path = engine.health_path() if engine is not None else _HEALTH[server.engine]
-    return f"http://{server.host}:{server.port}{path}"
-
-
-def check_installed(plan: Plan) -> None:
-    """Every server's program is there, before anything starts; a missing one is named with the
-    line that installs it."""
-    missing = []
-    for server in plan.servers:
-        program = server.command[0]
-        if shutil.which(program) is None and not (
-            os.path.isfile(program) and os.access(program, os.X_OK)
-        ):
-            engine = _engine(server)
-            hint = engine.install_hint() if engine is not None else f"install {server.engine}"
-            missing.append(f"{server.key}: {program!r} ({server.engine}) is not installed: {hint}")
-    if missing:
-        raise ConfigError(
-            "the plan's engines are not all installed, so no server was started:\n  "
-            + "\n  ".join(missing)
-            + "\n(or set the model's serve.executable to where the program is)"
-        )
-
-
-def port_free(host: str, port: int) -> bool:
-    """Nothing listens on host:port (a socket left in TIME_WAIT does not count)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as e:
-            if e.errno in (errno.EADDRINUSE, errno.EACCES):
-                return False
-            raise
-    return True
-
-
-def _kill_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-_LIVE: dict[int, subprocess.Popen[bytes]] = {}  # every group started and not yet stopped
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    """The last guard: an interpreter that exits with servers still running takes them along."""
-    for pid in list(_LIVE):
-        _kill_group(pid, signal.SIGKILL)
 
 
 @dataclass
@@ -233,25 +171,11 @@ class Supervisor:
         try:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
             os.write(fd, f"--- crawdad {stamp}: {' '.join(server.command)}\n".encode())
-            command = list(server.command)
-            if not self.outlive and shutil.which(
-                "setpriv"
-            ):  # the server dies with crawdad, even a SIGKILLed one
-                command = ["setpriv", "--pdeathsig", "KILL", "--", *command]
-            m.proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **server.env},
-                start_new_session=True,  # its own process group: stopped whole
-                close_fds=True,
-            )
+            m.proc = spawn(server, fd, dies_with_us=not self.outlive)
         except OSError as e:
             raise ServerStartError(f"server {server.key}: {server.command[0]}: {e}") from None
         finally:
             os.close(fd)
-        _LIVE[m.proc.pid] = m.proc
         m.state, m.since = "starting", time.monotonic()
         m.started_at = datetime.now(UTC)
 
@@ -313,7 +237,7 @@ class Supervisor:
 
     def _record(self, m: Managed) -> StartedServer:
         server = m.plan
-        engine = _engine(server)
+        engine = engine_of(server)
         version = None
         if engine is not None:
             with contextlib.suppress(Exception):  # a version is nice to have, never a failure
@@ -489,15 +413,7 @@ class Supervisor:
         proc = m.proc
         if proc is None:
             return
-        if proc.poll() is None and grace > 0:
-            _kill_group(proc.pid, signal.SIGTERM)
-            _kill_group(proc.pid, signal.SIGCONT)  # a stopped (SIGSTOP) process acts on it too
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(proc.wait, grace)
-        _kill_group(proc.pid, signal.SIGKILL)  # the leader, and any worker it left behind
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            await asyncio.to_thread(proc.wait, 5.0)
-        _LIVE.pop(proc.pid, None)
+        await stop_group(proc, grace)
         m.proc = None
         m.state, m.since = "stopped", time.monotonic()
 
@@ -509,7 +425,7 @@ class Supervisor:
         """Leave the servers running when crawdad exits (they are no longer watched)."""
         for m in self.servers.values():
             if m.proc is not None:
-                _LIVE.pop(m.proc.pid, None)
+                forget(m.proc)
 
     async def stop(self) -> None:
         """Stop every server (shielded: a Ctrl-C while stopping still stops them all)."""
