@@ -249,3 +249,20 @@ async def test_past_the_bound_of_restarts_it_gives_up_with_the_log(tmp_path: Pat
     assert standins() == []
     lines = [ServerRestart.model_validate_json(x) for x in (tmp_path / "restarts.jsonl").open()]
     assert [r.back for r in lines] == [True, False]
+
+
+async def test_a_missing_ollama_tag_is_pulled_with_progress_and_a_bad_one_named() -> None:
+    from crawdad.fake import FakeServer, paper_models
+    from crawdad.serving.ollama_pull import PullError, pull_missing
+
+    async with FakeServer("ollama", paper_models()) as fake:
+
+        def plan(tag: str) -> ServerPlan:
+            return standin().model_copy(
+                update={"engine": "ollama", "weights": tag, "port": fake.port}
+            )
+
+        assert await pull_missing(plan("qwen3:32b"), progress=False) is False  # it has it
+        assert await pull_missing(plan("qwen3:8b"), progress=False) is True
+        with pytest.raises(PullError, match="pulling missing:1b failed: pull model manifest"):
+            await pull_missing(plan("missing:1b"), progress=False)

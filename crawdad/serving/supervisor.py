@@ -155,11 +155,23 @@ class Supervisor:
             for m in self.servers.values():
                 self._spawn(m)
             await self._wait_all(list(self.servers.values()))
+            await self._pull_tags()
             self._records = [self._record(m) for m in self.servers.values()]
             self._write_status()
         except BaseException:
             await self.stop()
             raise
+
+    async def _pull_tags(self) -> None:
+        """Ollama servers get their tags pulled now, with progress, not at the first request."""
+        from crawdad.serving.ollama_pull import PullError, pull_missing
+
+        for m in self.servers.values():
+            if m.plan.engine == "ollama":
+                try:
+                    await pull_missing(m.plan, self.progress)
+                except PullError as e:
+                    raise ServerStartError(str(e)) from None
 
     def _log_name(self, m: Managed) -> str:
         return f"{m.plan.key}.log"
