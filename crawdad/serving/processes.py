@@ -123,3 +123,22 @@ async def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         await asyncio.to_thread(proc.wait, 5.0)
     forget(proc)
+
+
+_PACKAGES = {"llamacpp": "llama-cpp-python", "vllm": "vllm", "sglang": "sglang"}
+
+
+def package_version(server: ServerPlan) -> str | None:
+    """The engine's version from its Python package, where its program is a Python
+    (`python -m llama_cpp.server`): asked of that Python, in a few seconds at most."""
+    program, package = server.command[0], _PACKAGES.get(server.engine)
+    if package is None or "python" not in os.path.basename(program):
+        return None
+    code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    try:
+        done = subprocess.run(
+            [program, "-c", code], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None

@@ -35,6 +35,7 @@ from crawdad.serving.processes import (
     engine_of,
     forget,
     health_url,
+    package_version,
     port_free,
     spawn,
     stop_group,
@@ -156,7 +157,7 @@ class Supervisor:
                 self._spawn(m)
             await self._wait_all(list(self.servers.values()))
             await self._pull_tags()
-            self._records = [self._record(m) for m in self.servers.values()]
+            self._records = [await self._record(m) for m in self.servers.values()]
             self._write_status()
         except BaseException:
             await self.stop()
@@ -247,13 +248,25 @@ class Supervisor:
         tail = log_tail(self.folder, self._log_name(m))
         return failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
 
-    def _record(self, m: Managed) -> StartedServer:
+    async def _version(self, m: Managed) -> str | None:
+        """The engine module's word on its version, else the running server's own (vLLM's
+        /version, Ollama's /api/version), else the Python package's (llama-cpp-python)."""
+        engine = engine_of(m.plan)
+        with contextlib.suppress(Exception):  # a version is nice to have, never a failure
+            if engine is not None and (said := engine.version()):
+                return str(said)
         server = m.plan
-        engine = engine_of(server)
-        version = None
-        if engine is not None:
-            with contextlib.suppress(Exception):  # a version is nice to have, never a failure
-                version = engine.version()
+        assert self._client is not None
+        path = "/api/version" if server.engine == "ollama" else "/version"
+        with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
+            r = await self._client.get(f"http://{server.host}:{server.port}{path}", timeout=5)
+            if r.status_code == 200 and (said := r.json().get("version")):
+                return str(said)
+        return await asyncio.to_thread(package_version, server)
+
+    async def _record(self, m: Managed) -> StartedServer:
+        server = m.plan
+        version = await self._version(m)
         names = {g.index: g.name for g in self.plan.gpus}
         return StartedServer(
             key=server.key,
