@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,6 +128,17 @@ class PoolListener:
     def server_up(self, server: ServerPlan) -> None:
         for pool in self.pools:
             pool.release(server.base_url)
+
+    def answering(self, server: ServerPlan, within: float) -> bool:
+        """Requests of the run in flight there got a chunk or an answer in the last `within`
+        seconds: the server works, whatever its health check says."""
+        now = time.monotonic()
+        return any(
+            e.active and e.silent_for(now) < within
+            for pool in self.pools
+            for e in pool.endpoints
+            if e.url == server.base_url.rstrip("/")
+        )
 
     def gave_up(self, message: str) -> None:
         self.given_up = message

@@ -31,7 +31,7 @@ def engine_of(server: ServerPlan) -> Any | None:
     try:
         engines = importlib.import_module("crawdad.serving.engines")
         return engines.engine(server.engine, server.command[0])
-    except (ImportError, AttributeError, TypeError, CrawdadError):
+    except (ImportError, AttributeError, TypeError, ValueError, CrawdadError):
         return None
 
 
@@ -47,10 +47,14 @@ def check_installed(plan: Plan) -> None:
     missing = []
     for server in plan.servers:
         program = server.command[0]
-        if shutil.which(program) is None and not (
-            os.path.isfile(program) and os.access(program, os.X_OK)
-        ):
-            engine = engine_of(server)
+        engine = engine_of(server)
+        if engine is not None:
+            there = engine.installed()  # a Python must also have the engine's package
+        else:
+            there = shutil.which(program) is not None or (
+                os.path.isfile(program) and os.access(program, os.X_OK)
+            )
+        if not there:
             hint = engine.install_hint() if engine is not None else f"install {server.engine}"
             missing.append(f"{server.key}: {program!r} ({server.engine}) is not installed: {hint}")
     if missing:

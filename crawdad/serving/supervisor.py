@@ -75,7 +75,7 @@ class Managed:
     proc: subprocess.Popen[bytes] | None = None
     state: State = "stopped"
     since: float = 0.0  # when the state began (monotonic)
-    last_ok: float = 0.0  # the last health answer
+    failing_since: float | None = None  # its health checks have failed since then
     restarts: deque[float] = field(default_factory=deque)  # when, within the window
     restart_count: int = 0
     downtime: float = 0.0
@@ -209,7 +209,7 @@ class Supervisor:
                 return f"exited with code {code} while starting"
             if await self._healthy(m, min(5.0, self.serving.startup_timeout)):
                 now = time.monotonic()
-                m.state, m.since, m.last_ok = "up", now, now
+                m.state, m.since, m.failing_since = "up", now, None
                 if bar is not None:
                     bar.update(1)
                 return None
@@ -297,34 +297,46 @@ class Supervisor:
 
     async def watch(self) -> None:
         """Until cancelled: restart each server that exits or stops answering."""
-        restarting: set[asyncio.Task[None]] = set()
-        try:
-            while True:
-                await asyncio.sleep(self.every)
-                up = [m for m in self.servers.values() if m.state == "up"]
-                reasons = await asyncio.gather(*(self._check(m) for m in up))
-                for m, reason in zip(up, reasons, strict=True):
-                    if reason and m.state == "up":
-                        m.state, m.since = "restarting", time.monotonic()
-                        task = asyncio.create_task(self._restart_or_give_up(m, reason))
-                        restarting.add(task)
-                        task.add_done_callback(restarting.discard)
-        finally:
-            for task in restarting:
-                task.cancel()
+        await asyncio.gather(*(self._keep(m) for m in self.servers.values()))
+
+    async def _keep(self, m: Managed) -> None:
+        m.failing_since = None  # a freeze is counted from the first check that fails
+        while True:
+            await asyncio.sleep(self.every)
+            if m.state != "up":
+                continue  # stopped, or given up
+            if reason := await self._check(m):
+                m.state, m.since = "restarting", time.monotonic()
+                await self._restart_or_give_up(m, reason)
+                m.failing_since = None
 
     async def _check(self, m: Managed) -> str | None:
-        """Why `m` is down, or None while it serves."""
+        """Why `m` is down, or None while it serves. A server is frozen when its health checks
+        have failed for `serving.freeze_timeout` seconds while it sent nothing on any request of
+        the run (a busy llama-cpp-python answers its health only between generations)."""
         assert m.proc is not None
-        if (code := m.proc.poll()) is not None:
-            return f"exited with code {code}"
-        timeout = min(5.0, self.serving.freeze_timeout / 2)
+        within = min(30.0, self.serving.freeze_timeout / 2)
+        asked = time.monotonic()
+        probe = asyncio.create_task(self._healthy(m, within))
+        try:
+            while not probe.done():  # an exit is seen at once, not after the probe's timeout
+                await asyncio.wait({probe}, timeout=self.every)
+                if (code := m.proc.poll()) is not None:
+                    return f"exited with code {code}"
+        finally:
+            probe.cancel()
         now = time.monotonic()
-        if await self._healthy(m, timeout):
-            m.last_ok = now
+        if probe.result():
+            m.failing_since = None
             return None
-        if now - m.last_ok >= self.serving.freeze_timeout:
-            return f"no health answer for {now - m.last_ok:.0f} s (frozen)"
+        if m.failing_since is None:
+            m.failing_since = asked
+        silent = now - m.failing_since
+        answering = getattr(self.listener, "answering", None)
+        if silent >= self.serving.freeze_timeout and not (
+            answering is not None and answering(m.plan, self.serving.freeze_timeout)
+        ):
+            return f"no health answer for {silent:.0f} s (frozen)"
         return None
 
     async def _restart_or_give_up(self, m: Managed, reason: str) -> None:
