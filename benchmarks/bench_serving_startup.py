@@ -34,11 +34,20 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def _program(folder: Path) -> str:
+    """The stand-in as an engine's program (a Python alone would be taken for vLLM's)."""
+    program = folder / "standin-engine"
+    program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m crawdad.fake.standin "$@"\n')
+    program.chmod(0o755)
+    return str(program)
+
+
 def _plan(n: int, weights: Path) -> Plan:
     servers = []
+    program = _program(weights.parent)
     for i in range(n):
         port = _port()
-        command = [sys.executable, "-m", "crawdad.fake.standin", "serve", str(weights)]
+        command = [program, "serve", str(weights)]
         servers.append(
             ServerPlan(
                 key=f"s{i}",

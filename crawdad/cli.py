@@ -413,28 +413,6 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
 
 
 @app.command()
-def serve(
-    config: Annotated[Path, typer.Argument(help="The run config whose served models to start.")],
-    sets: Annotated[
-        list[str], typer.Option("--set", help="Override a config key: agents.0.serve.weights=...")
-    ] = [],  # noqa: B006
-    logs: Annotated[Path, typer.Option(help="Folder of the servers' logs.")] = Path(
-        "crawdad-servers"
-    ),
-    progress: Annotated[bool, typer.Option(help="Show the start-up progress bar.")] = True,
-) -> None:
-    """Start the servers of a config's served models and keep them (restarted if they die) for
-    several runs until Ctrl-C; prints the --set options that point a run at them."""
-    from crawdad.run.served import keep_serving
-
-    cfg = build_config(config, sets)
-    try:
-        asyncio.run(keep_serving(cfg, logs, progress))
-    except KeyboardInterrupt:
-        _echo_err("Stopped the servers.")
-
-
-@app.command()
 def experiment(
     file: Annotated[
         Path, typer.Argument(help="Experiment file, or a ready one by name (experiments/mac).")
@@ -659,15 +637,18 @@ def serve(
     sets: Annotated[
         list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
     ] = [],  # noqa: B006
+    logs: Annotated[
+        Path, typer.Option(help="Without --plan/--slurm: the folder of the servers' logs.")
+    ] = Path("crawdad-servers"),
+    progress: Annotated[bool, typer.Option(help="Show the start-up progress bar.")] = True,
 ) -> None:
-    """Serve a config's models: --plan prints where each server goes and starts nothing;
-    --slurm writes a batch script that starts them beside the driver."""
+    """Serve a config's models: start them and keep them (restarted if they die) for several
+    runs until Ctrl-C, printing the --set options that point a run at them; --plan prints
+    where each server goes and starts nothing; --slurm writes a batch script that starts them
+    beside the driver."""
     from crawdad.serving import commands
     from crawdad.serving.gpus import simulated
 
-    if not (plan or slurm):
-        # TODO(supervisor): `crawdad serve CONFIG` starts the servers and keeps them.
-        raise UsageProblem("give --plan or --slurm")
     if commands.is_experiment(config):
         if sets:
             raise UsageProblem("--set applies to run configs; edit the experiment file instead")
@@ -676,6 +657,15 @@ def serve(
         configs = {"": build_config(config, sets)}
     inventory = simulated(gpus, gpu_memory) if gpus is not None else None
     made = commands.make_plan(configs, inventory)
+    if not (plan or slurm):
+        from crawdad.run.served import keep_serving
+
+        first = next(iter(configs.values()))
+        try:
+            asyncio.run(keep_serving(made, first.serving, logs, progress))
+        except KeyboardInterrupt:
+            _echo_err("Stopped the servers.")
+        return
     if plan:
         typer.echo(commands.plan_table(made, str(config)))
     if slurm:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -31,9 +32,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def standin_program() -> str:
+    """An executable that runs the stand-in (as `vllm` would be one), made once per process."""
+    global _PROGRAM
+    if _PROGRAM is None:
+        folder = Path(tempfile.mkdtemp(prefix="crawdad-standin-"))
+        program = folder / "standin-engine"
+        program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m crawdad.fake.standin "$@"\n')
+        program.chmod(0o755)
+        _PROGRAM = str(program)
+    return _PROGRAM
+
+
+_PROGRAM: str | None = None
+
+
 def standin(key: str = "s0", env: dict[str, str] | None = None, **kw: object) -> ServerPlan:
     port = free_port()
-    command = [sys.executable, "-m", "crawdad.fake.standin", "serve", "w", "--port", str(port)]
+    command = [standin_program(), "serve", "w", "--port", str(port)]
     fields: dict[str, object] = {
         "key": key,
         "engine": "vllm",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import signal
 import time
@@ -18,8 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crawdad.config import RunConfig
-from crawdad.errors import ConfigError
+from crawdad.config import RunConfig, ServingConfig
 
 if TYPE_CHECKING:
     from crawdad.backends.pool import ModelPool
@@ -46,31 +44,16 @@ def serves_any(config: RunConfig) -> bool:
 
 def make_plan(config: RunConfig) -> Plan:
     """The plan of the config's served models (crawdad.serving.plan)."""
-    try:
-        planning = importlib.import_module("crawdad.serving.plan")
-    except ImportError:
-        raise ConfigError(
-            "this crawdad cannot plan served models yet: give the models base_urls of running "
-            "servers instead of serve tables"
-        ) from None
-    plan: Plan = planning.plan_config(config)
-    return plan
+    from crawdad.serving.plan import plan_config
+
+    return plan_config(config)
 
 
 def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
-    """`config` with each served place's `base_urls` set to its servers' URLs."""
-    with contextlib.suppress(ImportError, AttributeError):
-        applied: RunConfig = importlib.import_module("crawdad.serving.plan").apply_plan(
-            config, plan
-        )
-        return applied
-    data = config.model_dump()
-    for place, urls in plan.urls().items():
-        target: Any = data
-        for part in place.split("."):
-            target = target[int(part)] if part.isdigit() else target[part]
-        target["base_urls"] = urls
-    return RunConfig.model_validate(data)
+    """`config` with each served place's `base_urls` (and backend) set to its servers'."""
+    from crawdad.serving.plan import apply_plan
+
+    return apply_plan(config, plan)
 
 
 def overrides(plan: Plan) -> list[str]:
@@ -91,13 +74,14 @@ def kept_text(plan: Plan, how: str) -> str:
     return "\n".join(lines)
 
 
-async def keep_serving(config: RunConfig, logs: Path, progress: bool = True) -> None:
-    """`crawdad serve CONFIG`: start the config's servers and keep them (restarted when they
+async def keep_serving(
+    plan: Plan, serving: ServingConfig, logs: Path, progress: bool = True
+) -> None:
+    """`crawdad serve CONFIG`: start the plan's servers and keep them (restarted when they
     die) until Ctrl-C or SIGTERM, then stop them."""
     from crawdad.serving.supervisor import Supervisor
 
-    plan = make_plan(config)
-    supervisor = Supervisor(plan, config.serving, logs, progress=progress)
+    supervisor = Supervisor(plan, serving, logs, progress=progress)
     with _sigterm_as_ctrl_c():
         await supervisor.start()
         try:

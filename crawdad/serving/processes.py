@@ -11,33 +11,29 @@ import asyncio
 import atexit
 import contextlib
 import errno
-import importlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-from typing import Any
 
-from crawdad.errors import ConfigError, CrawdadError
-from crawdad.serving.base import Plan, ServerPlan
-
-# Where an engine module is missing (before `crawdad.serving.engines` lands): its health path.
-_HEALTH = {"vllm": "/health", "sglang": "/health", "llamacpp": "/v1/models", "ollama": "/"}
+from crawdad.errors import ConfigError
+from crawdad.serving.base import Engine, Plan, ServerPlan
 
 
-def engine_of(server: ServerPlan) -> Any | None:
-    """The engine module's object for this server (None where the engines package is absent)."""
+def engine_of(server: ServerPlan) -> Engine | None:
+    """The engine module's object for this server, running its command's program."""
+    from crawdad.serving.engines import engine
+
     try:
-        engines = importlib.import_module("crawdad.serving.engines")
-        return engines.engine(server.engine, server.command[0])
-    except (ImportError, AttributeError, TypeError, ValueError, CrawdadError):
+        return engine(server.engine, server.command[0])
+    except ValueError:
         return None
 
 
 def health_url(server: ServerPlan) -> str:
     engine = engine_of(server)
-    path = engine.health_path() if engine is not None else _HEALTH[server.engine]
+    path = engine.health_path() if engine is not None else "/health"
     return f"http://{server.host}:{server.port}{path}"
 
 
@@ -127,22 +123,3 @@ async def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         await asyncio.to_thread(proc.wait, 5.0)
     forget(proc)
-
-
-_PACKAGES = {"llamacpp": "llama-cpp-python", "vllm": "vllm", "sglang": "sglang"}
-
-
-def package_version(server: ServerPlan) -> str | None:
-    """The engine's version from its Python package, where its program is a Python
-    (`python -m llama_cpp.server`): asked of that Python, in a few seconds at most."""
-    program, package = server.command[0], _PACKAGES.get(server.engine)
-    if package is None or "python" not in os.path.basename(program):
-        return None
-    code = f"import importlib.metadata as m; print(m.version({package!r}))"
-    try:
-        done = subprocess.run(
-            [program, "-c", code], capture_output=True, text=True, timeout=20, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() or None if done.returncode == 0 else None

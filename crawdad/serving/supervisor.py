@@ -35,7 +35,6 @@ from crawdad.serving.processes import (
     engine_of,
     forget,
     health_url,
-    package_version,
     port_free,
     spawn,
     stop_group,
@@ -249,12 +248,8 @@ class Supervisor:
         return failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
 
     async def _version(self, m: Managed) -> str | None:
-        """The engine module's word on its version, else the running server's own (vLLM's
-        /version, Ollama's /api/version), else the Python package's (llama-cpp-python)."""
-        engine = engine_of(m.plan)
-        with contextlib.suppress(Exception):  # a version is nice to have, never a failure
-            if engine is not None and (said := engine.version()):
-                return str(said)
+        """The running server's own word on its version (vLLM's and SGLang's /version,
+        Ollama's /api/version), else the engine module's (its package, or `--version`)."""
         server = m.plan
         assert self._client is not None
         path = "/api/version" if server.engine == "ollama" else "/version"
@@ -262,7 +257,11 @@ class Supervisor:
             r = await self._client.get(f"http://{server.host}:{server.port}{path}", timeout=5)
             if r.status_code == 200 and (said := r.json().get("version")):
                 return str(said)
-        return await asyncio.to_thread(package_version, server)
+        engine = engine_of(m.plan)
+        with contextlib.suppress(Exception):  # a version is nice to have, never a failure
+            if engine is not None and (said := await asyncio.to_thread(engine.version)):
+                return str(said)
+        return None
 
     async def _record(self, m: Managed) -> StartedServer:
         server = m.plan
