@@ -59,9 +59,11 @@ def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
 def overrides(plan: Plan) -> list[str]:
     """The `--set` options that point a run at the plan's servers (kept running)."""
     out = ["--set serving.start=false"]
+    engines = {place: s.engine for s in plan.servers for place in s.models}
     for place, urls in plan.urls().items():
         listed = ", ".join(f'"{u}"' for u in urls)
         out.append(f"--set '{place}.base_urls=[{listed}]'")
+        out.append(f"--set {place}.backend={'ollama' if engines[place] == 'ollama' else 'openai'}")
     return out
 
 
