@@ -476,12 +476,14 @@ def decisions_section(exp: Experiment) -> Section:
             else ""
         )
     )
+    changed = _changed_rule(exp.manifest.stop_history)
     shown = decisions.assign(
         sequence=[f"{_pts(r.estimate)} {_ci_pts(r.lower, r.upper)}" for r in decisions.itertuples()]
     )[["variant", "decision", "questions", "sequence", "settled"]]
     return Section(
         "Decisions",
         [
+            *([changed] if changed else []),
             guarantee,
             Table(
                 "decisions",
@@ -511,6 +513,40 @@ def decisions_section(exp: Experiment) -> Section:
                 fold="never",
             ),
         ],
+    )
+
+
+def _rule_words(rule: dict[str, Any] | None) -> str:
+    """A recorded rule's settings in words (only numbers: a rule that does not validate is
+    not shown)."""
+    from crawdad.errors import ConfigError
+    from crawdad.run.experiment import stop_rule
+
+    if rule is None:
+        return "no rule"
+    try:
+        valid = stop_rule(rule)
+    except ConfigError:
+        return "a rule that is not valid"
+    return ", ".join(f"{k} = {v:g}" for k, v in valid.model_dump().items() if v is not None)
+
+
+def _changed_rule(history: list[Any]) -> str:
+    """What the report says where a resume with --force changed the stopping rule: which rules
+    held from which question, and that the guarantee no longer holds as stated."""
+    if len(history) < 2:
+        return ""
+    steps = "; ".join(
+        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
+        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_rule_words(c.rule)}"
+        for c in history
+    )
+    return (
+        "**The stopping rule was changed while the experiment ran** (a resume with `--force`): "
+        f"{steps}. The guarantee below is that of a rule fixed before any decision was seen. "
+        "A rule changed after interim decisions could have been chosen for what they showed, "
+        "so the guarantee no longer holds as stated: read the decisions below as descriptive, "
+        "not as decisions at the stated error rate."
     )
 
 

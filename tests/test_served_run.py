@@ -174,7 +174,7 @@ async def test_keep_servers_leaves_them_running_and_says_how_to_use_them(
         psutil.wait_procs([kept], timeout=5)
 
 
-def test_a_manifest_of_schema_8_has_no_started_servers_and_loads() -> None:
+def test_a_manifest_of_an_older_schema_has_no_started_servers_and_loads() -> None:
     from crawdad.records import RunManifest
 
     manifest = json.loads(
