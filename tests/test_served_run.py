@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import psutil
@@ -22,7 +21,7 @@ from crawdad.records import ServerRestart
 from crawdad.run.runner import run_debates
 from crawdad.run.store import RunStore
 from crawdad.serving.base import Plan
-from tests.test_supervisor import standin, standins
+from tests.test_supervisor import standin, standin_program, standins
 
 
 def served(tmp_path: Path, fault: str = "") -> tuple[RunConfig, Plan]:
@@ -64,55 +63,62 @@ async def test_a_server_killed_mid_run_is_restarted_and_every_debate_finishes(
     assert "1 restart," in table.line  # type: ignore[union-attr]
 
 
-SCRIPT = textwrap.dedent(
-    """
-    import asyncio, sys
-    from pathlib import Path
-    from crawdad.config import RunConfig, RetryConfig, SelectionConfig
-    from crawdad.data.demo_questions import EXAMPLES
-    from crawdad.data.questions import load_cladder, select
-    from crawdad.run.runner import run_debates
-    from crawdad.serving.base import Plan, ServerPlan
+def served_toml(tmp_path: Path, env: dict[str, str]) -> Path:
+    """A config whose three models are served by crawdad, as the stand-in engine (vLLM's
+    command line), planned on this machine's CPU."""
+    variables = ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
 
-    plan = Plan.model_validate_json(Path(sys.argv[1]).read_text())
-    config = RunConfig(seed=3, concurrency=2, retry=RetryConfig(initial_wait=0))
-    config.serve_all_from(plan.servers[0].base_url, "openai")
-    dataset = select(load_cladder(EXAMPLES), SelectionConfig(limit=40), 3)
-    try:
-        asyncio.run(run_debates(config, dataset, Path(sys.argv[2]), plan=plan, progress=False))
-    except KeyboardInterrupt:
-        sys.exit(130)
-    """
-)
+    def table(name: str) -> str:
+        return (
+            f'{{ engine = "vllm", weights = "stand-in/{name}", weights_gb = 0.1, '
+            f'executable = "{standin_program()}", env = {{ {variables} }} }}'
+        )
+
+    path = tmp_path / "served.toml"
+    path.write_text(
+        "seed = 3\nconcurrency = 2\n[retry]\ninitial_wait = 0\n"
+        + "".join(
+            f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nserve = {table(n)}\n'
+            for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
+        )
+        + f'[extractor]\nmodel = "granite3.3:2b"\nserve = {table("granite")}\n'
+    )
+    return path
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_of_a_run_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
-    # The stand-in freezes at its 3rd request: the run is mid-way, waiting, when signalled.
-    _, plan = served(tmp_path, "freeze-after:3")
-    (tmp_path / "plan.json").write_text(plan.model_dump_json())
-    out = tmp_path / "run"
+def test_ctrl_c_or_sigterm_of_crawdad_run_leaves_no_server(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # Each server freezes at its 2nd request: the run is mid-way, waiting, when signalled.
+    env = {
+        "CRAWDAD_STANDIN_FAULT": "freeze-after:2",
+        "CRAWDAD_STANDIN_ONCE": str(tmp_path / "once"),
+    }
+    config, out = served_toml(tmp_path, env), tmp_path / "run"
+    argv = ["run", "--data", str(EXAMPLES), "--out", str(out), "--config", str(config)]
     run = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "plan.json"), str(out)],
+        [sys.executable, "-m", "crawdad", *argv, "--no-progress"],
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "CRAWDAD_GPUS": "none"},
     )
     try:
         once = tmp_path / "once"
-        while not once.exists() and run.poll() is None:  # the 3rd request has arrived
+        while not once.exists() and run.poll() is None:  # a server has frozen: mid-run
             psutil.wait_procs([psutil.Process(run.pid)], timeout=0.05)
-        server = [p for p in psutil.Process(run.pid).children(recursive=True)]
-        assert server, run.stderr.read() if run.stderr else ""
+        servers = psutil.Process(run.pid).children(recursive=True)
+        assert len(servers) >= 3, run.stderr.read() if run.stderr else ""
         os.kill(run.pid, sig)
         code = run.wait(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
     assert code == 130, run.stderr.read() if run.stderr else ""
-    _, alive = psutil.wait_procs(server, timeout=5)
+    _, alive = psutil.wait_procs(servers, timeout=5)
     assert alive == []
     status = json.loads((out / "servers/status.json").read_text())
-    assert status["paper"]["state"] == "stopped"
+    assert {s["state"] for s in status.values()} == {"stopped"}
 
 
 def test_the_report_tells_apart_runs_whose_servers_differ() -> None:
