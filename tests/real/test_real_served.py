@@ -39,7 +39,7 @@ from .servers import (
 
 pytestmark = pytest.mark.real
 
-N = 6
+N = 4  # in flight at once with concurrency 3: the SIGKILL lands with debates running
 
 
 def llamacpp_plan(key: str = "smol-gguf") -> ServerPlan:
@@ -113,7 +113,8 @@ async def test_crawdad_starts_both_engines_survives_a_sigkill_and_leaves_nothing
         tmp_path / "crawdad.toml",
         agents=[("smol-a", _At(gguf)), ("smol-b", _At(hf))],  # type: ignore[list-item]
         extractor=_At(hf),  # type: ignore[arg-type]
-        max_tokens=64,
+        max_tokens=48,
+        max_turns=2,
         attempts=3,
     )
     config = load_config(config_file)
