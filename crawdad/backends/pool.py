@@ -79,6 +79,7 @@ class Endpoint:
     last_error: str = ""
     active: set[StreamGuard] = field(default_factory=set)  # requests in flight, by their guard
     held: bool = False  # its server is being restarted: no request until it is back
+    supervised: bool = False  # crawdad runs its server: one that cannot be reached is restarted
     restarts: int = 0  # times its server was restarted (a request sent before one is not blamed)
     _down_streak: int = 0
 
@@ -336,6 +337,10 @@ class ModelPool:
                 raise _Restarted(e) from e  # not the request's fault: its server was restarted
             crowded = endpoint.in_flight > 1  # others in flight too: a lower cap is the answer
             self._on_error(endpoint, e, cuts)
+            if endpoint.supervised and isinstance(e, ServerUnavailable):
+                # set aside, and the supervisor restarts it (or stops the run): not the
+                # request's fault either
+                raise _Restarted(e) from e
             if crowded and is_overload(e):
                 raise _Congestion(e) from e
             raise
@@ -416,8 +421,11 @@ class ModelPool:
         if self._turns:
             self._dispatch()
 
-    def serves(self, url: str) -> bool:
-        return any(e.url == url.rstrip("/") for e in self.endpoints)
+    def supervise(self, url: str) -> None:
+        """crawdad runs the server at `url`: one it cannot reach costs a request no attempt."""
+        for e in self.endpoints:
+            if e.url == url.rstrip("/"):
+                e.supervised = True
 
     async def aclose(self) -> None:
         if self._timer is not None:

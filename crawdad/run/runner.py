@@ -735,7 +735,9 @@ async def run_jobs(
     keeper = None
     if supervisor is not None:  # restarts hold the pools' requests; a server given up stops us
         supervisor.listener.attach(
-            pools_of(*(j.setup for j in jobs)), lambda m: halt(RunStopped(m))
+            pools_of(*(j.setup for j in jobs)),
+            lambda m: halt(RunStopped(m)),
+            [s.base_url for s in supervisor.plan.servers],
         )
         keeper = asyncio.create_task(supervisor.watch())
     sampler = sampling = None

@@ -102,8 +102,11 @@ class PoolListener:
         self.halt: Callable[[str], None] | None = None
         self.given_up: str | None = None
 
-    def attach(self, pools: list[ModelPool], halt: Callable[[str], None]) -> None:
+    def attach(self, pools: list[ModelPool], halt: Callable[[str], None], urls: list[str]) -> None:
         self.pools, self.halt = pools, halt
+        for pool in pools:
+            for url in urls:
+                pool.supervise(url)
         if self.given_up is not None:
             halt(self.given_up)
 
