@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -190,3 +191,40 @@ def test_a_manifest_of_an_older_schema_has_no_started_servers_and_loads() -> Non
     )
     assert "started" not in manifest
     assert RunManifest.model_validate(manifest).started == []
+
+
+def test_an_experiment_serves_its_variants_from_one_set_of_servers(
+    tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWDAD_GPUS", "none")  # planned on the CPU, whatever the machine
+
+    def table(weights: str) -> str:
+        return (
+            f'{{ engine = "vllm", weights = "{weights}", weights_gb = 0.1, '
+            f'executable = "{standin_program()}" }}'
+        )
+
+    experiment = tmp_path / "exp.toml"
+    experiment.write_text(
+        'baseline = "a"\n[base]\nconcurrency = 4\nagents = [\n'
+        f'  {{ name = "qwen3", model = "qwen3:32b", serve = {table("stand-in/q")} }},\n'
+        f'  {{ name = "deepseek-r1", model = "deepseek-r1:32b", serve = {table("stand-in/d")} }},\n'
+        f']\nextractor = {{ model = "granite3.3:2b", serve = {table("stand-in/g")} }}\n'
+        "[variants.a]\n[variants.b]\nprotocol = { max_turns = 2 }\n"
+    )
+    out = tmp_path / "exp"
+    code, _, err = cli(
+        "experiment", str(experiment), "--data", str(EXAMPLES), "--out", str(out),
+        "--limit", "3", "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert standins() == []
+    for variant in ("a", "b"):
+        started = RunStore(out / variant).read_manifest().started
+        assert sorted(s.served_name for s in started) == [
+            "deepseek-r1:32b",
+            "granite3.3:2b",
+            "qwen3:32b",
+        ]
+        assert all(f"{variant}:" in " ".join(s.models) for s in started)
+    assert len(list((out / "servers").glob("*.log"))) == 3  # one server per model, shared

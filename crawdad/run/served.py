@@ -67,6 +67,45 @@ def overrides(plan: Plan) -> list[str]:
     return out
 
 
+def variant_plan(plan: Plan, name: str) -> Plan:
+    """The servers of one experiment variant, its places without the "VARIANT:" prefix that
+    `plan_configs` gives them."""
+    servers = []
+    for server in plan.servers:
+        mine = [p.split(":", 1)[1] for p in server.models if p.startswith(f"{name}:")]
+        if mine:
+            servers.append(server.model_copy(update={"models": mine}))
+    return plan.model_copy(update={"servers": servers})
+
+
+@contextlib.asynccontextmanager
+async def served_experiment(
+    configs: dict[str, RunConfig], out: Path, *, progress: bool = True
+) -> AsyncIterator[tuple[dict[str, RunConfig], Supervisor | None]]:
+    """`served_run` for an experiment: one plan for every variant (a model several variants
+    serve is served once), each variant pointed at its servers; the logs in DIR/servers."""
+    if not any(serves_any(c) and c.serving.start for c in configs.values()):
+        yield configs, None
+        return
+    from crawdad.serving.plan import plan_configs
+    from crawdad.serving.supervisor import Supervisor
+
+    plan = plan_configs(configs)
+    first = next(iter(configs.values()))
+    supervisor = Supervisor(
+        plan, first.serving, out, sub=SERVERS, listener=PoolListener(), progress=progress
+    )
+    with _sigterm_as_ctrl_c():
+        await supervisor.start()
+        try:
+            yield (
+                {n: apply_urls(c, variant_plan(plan, n)) for n, c in configs.items()},
+                supervisor,
+            )
+        finally:
+            await supervisor.stop()
+
+
 def kept_text(plan: Plan, how: str) -> str:
     """The servers left running, and the options that point a run at them."""
     lines = [f"servers {how}:"]
