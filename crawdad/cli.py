@@ -579,6 +579,32 @@ def doctor(
     typer.secho("All servers and models are ready.", fg=typer.colors.GREEN)
 
 
+@app.command("wait-for")
+def wait_for(
+    urls: Annotated[
+        list[str],
+        typer.Argument(
+            help="Server addresses: http://HOST:PORT, or HOST:PORT as OLLAMA_HOST takes it.",
+            show_default=False,
+        ),
+    ],
+    timeout: Annotated[
+        float, typer.Option(min=0, help="Seconds to wait in all before giving up.")
+    ] = 60.0,
+) -> None:
+    """Wait until a server that is starting answers (a fake server started with `&`, a vLLM
+    loading its model); exit 1 if it does not within --timeout."""
+    from crawdad.config import check_url, ollama_host_url
+    from crawdad.doctor import wait_for as wait
+
+    try:
+        addresses = [check_url(ollama_host_url(u)) for u in urls]
+    except ValueError as e:
+        raise UsageProblem(str(e)) from None
+    for url, seconds in wait(addresses, timeout).items():
+        typer.echo(f"{url} answers (after {seconds:.1f} s)")
+
+
 @app.command()
 def show(
     run_dir: Annotated[Path, typer.Argument(help="Run folder.")],
