@@ -174,7 +174,13 @@ async def test_a_one_agent_run_reports_no_consensus(tmp_path: Path) -> None:
     text = "\n".join(summary.lines())
     assert summary.agents == 1 and "consensus rate" not in text
     assert "consensus n/a (one agent)" in text
-    assert "cons=" not in Progress.figures(summary)
+    from crawdad.config import RunConfig
+    from crawdad.run.runner import Job, build_setup
+    from crawdad.run.store import RunStore
+
+    setup, _ = build_setup(RunConfig.model_validate({}))
+    line = Progress([Job(setup, RunStore(tmp_path / "solo"), [], summary)], False).postfix(0.0)
+    assert "acc " in line and "cons" not in line
 
 
 # --- 5: the report's sentences and the experiment figure ---------------------------------------
