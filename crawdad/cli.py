@@ -705,7 +705,7 @@ def analyze(
             audit=audit,
             contradicted=contradicted,
             compare=compare,
-            progress=progress,
+            progress=progress or "lines",
         )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
@@ -806,7 +806,7 @@ def demo(
     if report:
         from crawdad.analysis.report import write_report
 
-        path = write_report([out], out / "report", progress=progress)
+        path = write_report([out], out / "report", progress=progress or "lines")
         typer.echo(f"report written: {path}")
 
 

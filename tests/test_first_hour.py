@@ -366,7 +366,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_the_report_shows_its_phases_on_a_terminal_and_nothing_elsewhere(
+def test_the_report_shows_its_phases_on_a_terminal_and_as_lines_in_a_log(
     tmp_path: Path, monkeypatch
 ) -> None:
     from crawdad.analysis.report import write_report
@@ -382,9 +382,12 @@ def test_the_report_shows_its_phases_on_a_terminal_and_nothing_elsewhere(
     shown = terminal.getvalue()
     for phase in ("loading 1 run folder", "computing tables", "writing tables", "drawing figures"):
         assert phase in shown, shown[-500:]
-    log = io.StringIO()  # not a terminal: no bar, even when asked for
+    log = io.StringIO()  # not a terminal: a line per phase, no bar
     monkeypatch.setattr(sys, "stderr", log)
     with ReportProgress(True) as bar:
         bar.phase("drawing figures", 3)
         bar.step()
-    assert log.getvalue() == ""
+    assert log.getvalue() == "report [0:00]: drawing figures\n"
+    with ReportProgress(False) as bar:  # not asked for: nothing
+        bar.phase("drawing figures", 3)
+    assert log.getvalue() == "report [0:00]: drawing figures\n"
