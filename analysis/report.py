@@ -662,8 +662,8 @@ def write_report(
     or a report folder that cannot be written raises `StoreError` with a message. `audit`: a
     file from `crawdad data audit --json`; debates on questions whose label it contradicts are
     left out (`contradicted="leave-out"`) or kept and marked (`"mark"`). `progress`: the
-    phases (loading, tables, sections, figures) as a bar on stderr where it is a terminal, a
-    line per phase elsewhere; "lines": a line per phase only.
+    phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal;
+    "lines": a line per phase instead (for logs).
     """
     with ReportProgress(progress) as bar:
         return _write_report(run_dirs, out, workers, audit, contradicted, compare, bar)

@@ -1,7 +1,8 @@
 """The report's progress on stderr: one tqdm bar whose description names the phase (loading the
 runs, computing the tables, writing the sections, drawing the figures) and which counts the
-phase's steps (tables, figures). Off unless asked for; where stderr is not a terminal (a pipe, a
-log), one line per phase instead of a bar, so that a log says what the silence was."""
+phase's steps (tables, figures). Off unless asked for, and then off where stderr is not a
+terminal (tqdm's own rule), so that logs and tests stay clean; or, asked for as "lines", one line
+per phase (the demo piped: a log that says what its silence was)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,8 @@ class ReportProgress:
     """`with ReportProgress(on) as p: p.phase("loading runs"); ...; p.step()`."""
 
     def __init__(self, enabled: bool | Literal["lines"] = False) -> None:
-        """`enabled`: a bar where stderr is a terminal, a line per phase elsewhere; "lines": a
-        line per phase only (the command line's `--no-progress`); False: nothing."""
-        self.lines = enabled == "lines" or (enabled is True and not sys.stderr.isatty())
+        """`enabled`: a bar where stderr is a terminal; "lines": a line per phase instead."""
+        self.lines = enabled == "lines"
         self.start = time.monotonic()
         self.bar = tqdm(
             total=0,

@@ -705,7 +705,7 @@ def analyze(
             audit=audit,
             contradicted=contradicted,
             compare=compare,
-            progress=progress or "lines",
+            progress=progress,
         )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
@@ -804,9 +804,13 @@ def demo(
         )
         raise typer.Exit(130) from None
     if report:
+        import sys
+
         from crawdad.analysis.report import write_report
 
-        path = write_report([out], out / "report", progress=progress or "lines")
+        # a bar on a terminal; elsewhere (piped, --no-progress) a line per phase: never silent
+        bar = progress and sys.stderr.isatty()
+        path = write_report([out], out / "report", progress=True if bar else "lines")
         typer.echo(f"report written: {path}")
 
 
