@@ -140,3 +140,22 @@ def test_without_a_bar_a_heartbeat_line_at_least_every_minute(tmp_path: Path) ->
     now[0] += bar.heartbeat
     bar.beat()
     assert len(said) == 2 and said[1].startswith("[1:")
+
+
+def test_an_experiments_lines_line_up() -> None:
+    from crawdad.run.progress_line import bar_room
+
+    states = [
+        state([], label="paper   ", done=78),
+        state([], label="stronger", done=56),
+        state(THREE, label="same    ", done=79),
+    ]
+    for width in (80, 240):
+        plain = [progress_line(s, width, bar=False) for s in states]
+        room = bar_room(plain, width)
+        lines = [progress_line(s, width, bar=min(room, 40)) for s in states]
+        assert all(len(line) <= width for line in lines), lines
+        assert [line[:8] for line in lines] == ["paper   ", "stronger", "same    "]
+        bars = {(line.find("%|"), line.find("|  ", line.find("%|"))) for line in lines}
+        assert len(bars) == 1, lines  # every bar (or none) at the same columns
+    assert "%|" in lines[0]  # 240 columns: room for bars

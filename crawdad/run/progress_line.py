@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 BAR_MIN = 16  # `13%|` and 10 cells at least: a narrower bar says no more than the count
+BAR_MAX = 40
 SEP = "  "
 
 
@@ -168,8 +169,10 @@ def _bar(done: int, selected: int, width: int) -> str:
     return f"{100 * share:3.0f}%|{cells.ljust(inner)}|"
 
 
-def progress_line(state: LineState, width: int, bar: bool = True) -> str:
-    """The line for `state` in at most `width` columns."""
+def progress_line(state: LineState, width: int, bar: bool | int = True) -> str:
+    """The line for `state` in at most `width` columns. `bar`: a bar in the room left (at most
+    BAR_MAX columns), none (False), or one of this many columns where it fits (lines that must
+    line up: an experiment's)."""
     fields = _fields(state)
     at = dict.fromkeys(ORDER, 0)
     line = _join(fields, at)
@@ -181,12 +184,15 @@ def progress_line(state: LineState, width: int, bar: bool = True) -> str:
             line = _join(fields, at)
     if len(line) > width:  # narrower than done/selected itself: nothing cut, nothing shown
         return ""
-    if bar:
-        room = width - len(line) - len(SEP)
-        if room >= BAR_MIN:
-            label, _, rest = (
-                line.partition(SEP) if at["label"] == 0 and state.label else ("", "", line)
-            )
-            bar_text = _bar(state.done, state.selected, min(room, 40))
-            line = SEP.join(x for x in (label, bar_text, rest) if x)
+    room = width - len(line) - len(SEP)
+    size = min(room, BAR_MAX) if bar is True else min(room, int(bar))
+    if bar is not False and size >= BAR_MIN:
+        label = state.label if at["label"] == 0 and state.label.strip() else ""
+        rest = line[len(label + SEP) :] if label else line
+        line = SEP.join(x for x in (label, _bar(state.done, state.selected, size), rest) if x)
     return line
+
+
+def bar_room(lines: list[str], width: int) -> int:
+    """The widest bar every one of these lines (made with `bar=False`) has room for."""
+    return min((width - len(line) - len(SEP) for line in lines), default=0)

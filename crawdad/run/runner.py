@@ -29,8 +29,10 @@ from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
 from crawdad.run.progress_line import (
+    BAR_MAX,
     LineState,
     ServerState,
+    bar_room,
     legend,
     progress_line,
     uses_short_names,
@@ -505,7 +507,12 @@ class Progress:
     def lines(self, now: float, width: int, bar: bool = True) -> list[str]:
         """Each job's line at `now`, in `width` columns."""
         last = self.jobs[-1]
-        return [progress_line(self.state(job, now, job is last), width, bar) for job in self.jobs]
+        states = [self.state(job, now, job is last) for job in self.jobs]
+        if not bar or len(states) == 1:
+            return [progress_line(state, width, bar) for state in states]
+        # an experiment's bars line up: one width for all, where every line has room for it
+        room = bar_room([progress_line(state, width, bar=False) for state in states], width)
+        return [progress_line(state, width, bar=min(room, BAR_MAX)) for state in states]
 
     def postfix(self, now: float) -> str:
         """The line of a plain run, as wide as it may be (for logs and tests)."""
