@@ -14,7 +14,7 @@ THREE = [ServerState(f"10.0.0.{i}:8000", 64, running=48, waiting=16) for i in (1
 
 # Every form a field may take: a line is these, joined; a field cut in the middle matches none.
 FIELD = re.compile(
-    r"^(\d+/\d+|\d+\.\d debates/(s|min)|\d+\.\d/s|\d+/min|(\d+:)?\d+:\d\d( left)?"
+    r"^(\d+/\d+( stopped)?|\d+\.\d debates/(s|min)|\d+\.\d/s|\d+/min|(\d+:)?\d+:\d\d( left)?"
     r"|acc \d+(\.\d)?%|cons \d+%|err \d+|\d+err|[\d,]+ tok/s|\d+k tok/s|stalled"
     r"|weaker|\s*\d+%\|[ █▏▎▍▌▋▊▉]*\|)$"
 )
@@ -83,6 +83,8 @@ def test_what_the_line_drops_first_and_last() -> None:
     assert progress_line(state(ONE), 5) == ""  # not even the count: nothing, never a part
     slow = progress_line(state([], rate=0.1), 200)
     assert "6.0 debates/min" in slow and "52:00 left" in slow, slow
+    stopped = progress_line(state([], rate=0.5, stopped=True), 80)
+    assert stopped.startswith("48/360 stopped  30.0 debates/min  acc") and "left" not in stopped
     bare = progress_line(LineState(done=0, selected=10), 80)
     assert bare.endswith("|  0/10  err 0") and bare.startswith("  0%|"), bare
 

@@ -41,6 +41,7 @@ class LineState:
     tokens_per_s: float | None = None
     servers: list[ServerState] = field(default_factory=list)
     stalled: str = ""  # a stall note, where one stands
+    stopped: bool = False  # a stopping rule stopped it: no new debate, no time left to say
 
 
 def clock(seconds: float) -> str:
@@ -103,14 +104,14 @@ def _fields(state: LineState) -> dict[str, list[str | None]]:
     """Each field's forms, longest first; None leaves it out."""
     left = (
         (state.selected - state.done) / state.rate
-        if state.rate and state.selected > state.done
+        if state.rate and state.selected > state.done and not state.stopped
         else None
     )
     acc = state.accuracy
     servers = state.servers
     out: dict[str, list[str | None]] = {
         "label": [state.label, None] if state.label.strip() else [None],
-        "count": [f"{state.done}/{state.selected}"],
+        "count": [f"{state.done}/{state.selected}" + (" stopped" if state.stopped else "")],
         "rate": [_rate(state.rate, True), _rate(state.rate, False), None]
         if state.rate is not None
         else [None],

@@ -441,6 +441,7 @@ class Progress:
         self._start = self._last = self._beat = now
         self._legend = False
         self.sampler: ServerSampler | None = None  # the servers' own running/waiting, if read
+        self.stopped: Callable[[str], bool] = lambda name: False  # by a stopping rule
 
     def _tokens(self) -> int:
         return sum(j.setup.tokens[0] for j in self.jobs)
@@ -502,6 +503,7 @@ class Progress:
             tokens_per_s=self.tokens_per_second(now) if servers else None,
             servers=self.servers(now) if servers else [],
             stalled=stall_note(stalls(pools, now)) if servers else "",
+            stopped=self.stopped(job.name),
         )
 
     def lines(self, now: float, width: int, bar: bool = True) -> list[str]:
@@ -716,6 +718,7 @@ async def run_jobs(
     bar = Progress(jobs, progress)
     names = [j.name for j in jobs]
     sched = scheduler or Scheduler(names, concurrency)
+    bar.stopped = lambda name: sched.verdict(name) is not None
     summaries = [j.summary for j in jobs]
     stuck = _StuckServers(threshold=max(8, concurrency))
 
