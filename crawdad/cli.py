@@ -326,7 +326,9 @@ def run(
     force: Annotated[
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool, typer.Option(help="Show the progress bar (--no-progress: a line every 30 s instead).")
+    ] = True,
 ) -> None:
     """Run (or resume) the debates of the selected questions."""
     from crawdad.run.store import selection_for
@@ -428,7 +430,10 @@ def experiment(
     force: Annotated[
         bool, typer.Option(help="Resume variants even if their settings changed.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: a line every 30 s instead)."),
+    ] = True,
 ) -> None:
     """Run (or resume) every variant of an experiment over the same questions, together."""
     from crawdad.run.experiment import prepare, run_experiment
@@ -776,7 +781,10 @@ def demo(
         int, typer.Option(min=1, max=4096, help="Debates in flight at once.")
     ] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: lines now and then instead)."),
+    ] = True,
     config: Annotated[
         Path | None,
         typer.Option(
