@@ -559,11 +559,24 @@ def doctor(
         list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
     ] = [],  # noqa: B006
 ) -> None:
-    """Check that the servers answer and have the models; print what to run if not."""
-    from crawdad.doctor import diagnose
+    """Check that the servers answer and have the models; print what to run if not. Models
+    crawdad serves itself (a `serve` table): their engine, weights and plan. Takes experiment
+    files too (every variant's servers)."""
+    from crawdad.doctor import diagnose, diagnose_all
+    from crawdad.serving.commands import check_served, experiment_configs, is_experiment
 
-    cfg = build_config(config, sets)
-    report = asyncio.run(diagnose(cfg))
+    if config is not None and is_experiment(config):
+        if sets:
+            raise UsageProblem("--set applies to run configs; edit the experiment file instead")
+        configs = experiment_configs(config)
+        report = asyncio.run(diagnose_all(list(configs.values())))
+    else:
+        configs = {"": build_config(config, sets)}
+        report = asyncio.run(diagnose(configs[""], skip_served=True))
+    served = check_served(configs)
+    for line in served.lines:
+        typer.echo(line)
+    report.problems.extend(served.problems)
     for url, check in report.servers.items():
         state = (
             "not answering"
@@ -608,6 +621,85 @@ def wait_for(
         raise UsageProblem(str(e)) from None
     for url, seconds in wait(addresses, timeout).items():
         typer.echo(f"{url} answers (after {seconds:.1f} s)")
+
+
+@app.command()
+def serve(
+    config: Annotated[
+        Path, typer.Argument(help="Run config or experiment file whose models have `serve` tables.")
+    ],
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Print the plan (GPU, model, memory, port, command).")
+    ] = False,
+    slurm: Annotated[
+        bool, typer.Option("--slurm", help="Write a SLURM batch script that serves the plan.")
+    ] = False,
+    driver: Annotated[
+        str,
+        typer.Option(
+            help="--slurm: the command the job runs beside the servers (crawdad run or "
+            "crawdad experiment, with its options)."
+        ),
+    ] = "crawdad run --config {config} --data data/cladder-v1.zip --out runs/{name}",
+    script: Annotated[
+        Path | None, typer.Option("--out", "-o", help="--slurm: write the script here.")
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(min=1, help="--slurm: nodes, each serving every model.")
+    ] = 1,
+    time: Annotated[str, typer.Option(help="--slurm: the job's time limit.")] = "24:00:00",
+    sbatch: Annotated[
+        list[str], typer.Option("--sbatch", help="--slurm: another #SBATCH line: --array=0-3.")
+    ] = [],  # noqa: B006
+    gpus: Annotated[
+        int | None,
+        typer.Option(min=0, help="Plan for this many GPUs (a node elsewhere), not this machine's."),
+    ] = None,
+    gpu_memory: Annotated[
+        float, typer.Option(min=1, help="With --gpus: each GPU's memory in GiB.")
+    ] = 80.0,
+    sets: Annotated[
+        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+    ] = [],  # noqa: B006
+) -> None:
+    """Serve a config's models: --plan prints where each server goes and starts nothing;
+    --slurm writes a batch script that starts them beside the driver."""
+    from crawdad.serving import commands
+    from crawdad.serving.gpus import simulated
+
+    if not (plan or slurm):
+        # TODO(supervisor): `crawdad serve CONFIG` starts the servers and keeps them.
+        raise UsageProblem("give --plan or --slurm")
+    if commands.is_experiment(config):
+        if sets:
+            raise UsageProblem("--set applies to run configs; edit the experiment file instead")
+        configs = commands.experiment_configs(config)
+    else:
+        configs = {"": build_config(config, sets)}
+    inventory = simulated(gpus, gpu_memory) if gpus is not None else None
+    made = commands.make_plan(configs, inventory)
+    if plan:
+        typer.echo(commands.plan_table(made, str(config)))
+    if slurm:
+        from crawdad.serving.slurm import slurm_script
+
+        first = next(iter(configs.values()))
+        text = slurm_script(
+            made,
+            driver.replace("{config}", str(config)).replace("{name}", config.stem),
+            source=str(config),
+            job_name=f"crawdad-{config.stem}",
+            nodes=nodes,
+            time=time,
+            startup_timeout=first.serving.startup_timeout,
+            sbatch=sbatch,
+        )
+        if script is None:
+            typer.echo(text, nl=False)
+        else:
+            script.write_text(text, encoding="utf-8")
+            script.chmod(0o755)
+            typer.echo(f"wrote {script}: submit it with `sbatch {script}`", err=True)
 
 
 @app.command()

@@ -132,6 +132,9 @@ class ServeConfig(Strict):
     # The engine's program, where it is not the one on PATH (`vllm`, `llama-server`, `ollama`):
     # a path, e.g. a venv's `bin/vllm`; for llama.cpp also a Python that has llama-cpp-python.
     executable: str | None = None
+    # The weights' size in GB where crawdad cannot read it yet (a Hugging Face id not
+    # downloaded on the machine that plans, as a SLURM login node); None: read from the files.
+    weights_gb: float | None = Field(None, gt=0)
 
 
 class ModelSpec(Strict):
@@ -363,6 +366,31 @@ class InputLimits(Strict):
     max_file_mb: int = Field(DEFAULT_MAX_FILE_MB, ge=1)  # megabytes of one input file
 
 
+SERVED_URLS_ENV = "CRAWDAD_SERVED_URLS"
+
+
+def served_urls_from_env() -> dict[str, list[str]]:
+    """CRAWDAD_SERVED_URLS: a JSON object of served model name -> the URLs of servers already
+    up for it (a URL ending in /v1: OpenAI-compatible, else Ollama); empty when unset."""
+    raw = os.environ.get(SERVED_URLS_ENV, "").strip()
+    if not raw:
+        return {}
+    import json
+
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{SERVED_URLS_ENV} is not JSON ({e})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, list) and all(isinstance(u, str) for u in v) for v in data.values()
+    ):
+        raise ValueError(
+            f'{SERVED_URLS_ENV} must map model names to URL lists: {{"qwen3:32b": '
+            '["http://node1:8100/v1"]}'
+        )
+    return data
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -453,6 +481,20 @@ class RunConfig(Strict):
                     "to give each its own"
                 )
             spec.temperature = self.temperature
+        return self
+
+    @model_validator(mode="after")
+    def _served_elsewhere(self) -> RunConfig:
+        """CRAWDAD_SERVED_URLS, set by a `crawdad serve --slurm` job that started the servers
+        itself: each served model is pointed at them, instead of crawdad starting its own."""
+        served = served_urls_from_env()
+        for spec in [*self.agents, self.extractor, *self.readers()]:
+            urls = served.get(spec.model) if spec.serve is not None else None
+            if urls:
+                object.__setattr__(spec, "base_urls", [check_url(u) for u in urls])
+                backend = "openai" if urls[0].rstrip("/").endswith("/v1") else "ollama"
+                object.__setattr__(spec, "backend", backend)
+                object.__setattr__(spec, "serve", None)
         return self
 
     @property
