@@ -215,7 +215,8 @@ def require_ready(report: DoctorReport) -> None:
 
 
 def answers(url: str, limit: float = 2.0) -> bool:
-    """Does anything answer HTTP at `url` (any status: a server that says 404 is up)?"""
+    """Does a server answer HTTP at `url`? Any status but 503 counts (a server that says 404 to
+    the path is up); 503 is llama-server's "loading model": not up yet."""
     import http.client
     from urllib.parse import urlsplit
 
@@ -224,8 +225,9 @@ def answers(url: str, limit: float = 2.0) -> bool:
     conn = kind(parts.hostname or "127.0.0.1", parts.port, timeout=limit)
     try:
         conn.request("GET", parts.path or "/")
-        conn.getresponse().read()
-        return True
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status != 503
     except (OSError, http.client.HTTPException):
         return False
     finally:
@@ -255,8 +257,9 @@ def wait_for(
             return took
         if clock() - start >= timeout:
             raise CrawdadError(
-                f"nothing answers at {', '.join(waiting)} after {timeout:g} s: is the server "
-                "still starting (a large model loads for minutes: give --timeout more), or did "
-                "it fail? Look at its log; check the address and the port"
+                f"nothing answers at {', '.join(waiting)} after {timeout:g} s (or only 503, a "
+                "model still loading): is the server still starting (a large model loads for "
+                "minutes: give --timeout more), or did it fail? Look at its log; check the "
+                "address and the port"
             )
         sleep(every)

@@ -583,7 +583,9 @@ def test_wait_for_waits_for_a_starting_server_and_says_when_none_came(tmp_path: 
     assert took == pytest.approx({"http://a:1": 2.0, "http://b:2": 5.0}, abs=0.2)
     assert max(slept) <= 0.2  # a short poll, not a long sleep
     now[0] = 0.0
-    with pytest.raises(CrawdadError, match=r"nothing answers at http://b:2 after 3 s: is the"):
+    with pytest.raises(
+        CrawdadError, match=r"nothing answers at http://b:2 after 3 s \(or only 503"
+    ):
         wait_for(["http://b:2"], 3, probe=lambda url: False, clock=lambda: now[0], sleep=sleep)
 
 
@@ -597,3 +599,26 @@ def test_wait_for_from_the_command_line(unused_tcp_port: int) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     said = " ".join(result.stderr.split())
     assert f"nothing answers at http://127.0.0.1:{unused_tcp_port} after 0.3 s" in said
+
+
+def test_a_server_loading_its_model_is_not_up_yet() -> None:
+    """llama-server answers 503 while it loads the model: wait-for waits on."""
+    from crawdad.doctor import answers
+
+    class Loading(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(503 if self.path == "/" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Loading)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert not answers(url)  # 503: loading
+        assert answers(url + "/v1")  # 404: up, the path is not its
+    finally:
+        server.shutdown()
+        server.server_close()
