@@ -73,7 +73,8 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="TOML config file, or a ready config by name (protocols/judge; `crawdad configs`).",
+        help="TOML config file, or a ready config by name, such as protocols/judge "
+        "(`crawdad configs` lists them).",
     ),
 ]
 
@@ -148,10 +149,8 @@ StopOpt = Annotated[
     list[str],
     typer.Option(
         "--stop",
-        help="A stopping rule's setting, KEY=VALUE, repeated: alpha=0.05, margin=0.03 (an "
-        "experiment's smallest difference that matters), half_width=0.02 (a run's target), "
-        "min_questions=100, max_questions=N, max_gpu_seconds=S (each variant's GPU-time "
-        "budget). Over an experiment file's [stop].",
+        help="A stopping rule's setting, KEY=VALUE, repeated (the keys are listed above). "
+        "A resume keeps the rule it was run under (or pass --force).",
     ),
 ]
 RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]
@@ -288,6 +287,14 @@ def build_config(config: Path | None, sets: list[str], **flags: Any) -> RunConfi
     cfg = load_config(config, overrides, origins)
     for hint in url_hints(cfg):
         typer.secho(f"warning: {hint}", fg=typer.colors.YELLOW, err=True)
+    if any(path[-1] == "api_key" for path in set_origins):
+        typer.secho(
+            "warning: --set ...api_key=KEY puts the key in this command's arguments, which every "
+            "user of this machine can read (ps, /proc); keep it in an environment variable and "
+            "name that instead: --set agents.0.api_key_env=VARIABLE",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     return cfg
 
 
@@ -296,7 +303,26 @@ def _check_out(out: Path, option: str = "--out") -> None:
         raise CrawdadError(f"{option} {out} is a file: give a folder (it is created if missing)")
 
 
-@app.command()
+# The commands' examples and the stopping keys are told above the options, at the terminal's
+# full width: an option's help column is narrow at 80 columns, and Rich cuts a word longer than
+# it ("min_questions=1…"). Rich markup is on: a literal "[" is written "\\[".
+RUN_HELP = (
+    "Run (or resume) the debates of the selected questions.\n\n"
+    "--set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b.\n\n"
+    "--stop KEY=VALUE sets a stopping rule: the run stops once its accuracy is known closely "
+    "enough. Keys: half_width=0.02 (the target), alpha=0.05, min_questions=50, max_questions=N, "
+    "max_gpu_seconds=S."
+)
+EXPERIMENT_HELP = (
+    "Run (or resume) every variant of an experiment over the same questions, together.\n\n"
+    "--stop KEY=VALUE sets the stopping rule, over the file's \\[stop]: each variant stops once "
+    "it is decided against the baseline. Keys: alpha=0.05, margin=0.03 (the smallest "
+    "difference that matters), min_questions=50, max_questions=N, max_gpu_seconds=S (each "
+    "variant's GPU-time budget)."
+)
+
+
+@app.command(help=RUN_HELP)
 def run(
     data: DataOpt,
     out: Annotated[
@@ -321,7 +347,8 @@ def run(
     alignments: AlignmentsOpt = [],  # noqa: B006
     questions_file: QuestionsFileOpt = None,
     sets: Annotated[
-        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+        list[str],
+        typer.Option("--set", help="Override a config key, KEY=VALUE (an example is above)."),
     ] = [],  # noqa: B006
     force: Annotated[
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
@@ -330,7 +357,7 @@ def run(
         bool, typer.Option(help="Show the progress bar (--no-progress: a line every 30 s instead).")
     ] = True,
 ) -> None:
-    """Run (or resume) the debates of the selected questions."""
+    """Run (or resume) the debates of the selected questions (its help: RUN_HELP)."""
     from crawdad.run.store import selection_for
     from crawdad.tasks import load_items, task_named
 
@@ -407,10 +434,11 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
         raise typer.Exit(3)
 
 
-@app.command()
+@app.command(help=EXPERIMENT_HELP)
 def experiment(
     file: Annotated[
-        Path, typer.Argument(help="Experiment file, or a ready one by name (experiments/mac).")
+        Path,
+        typer.Argument(help="Experiment file, or a ready one by name, such as experiments/mac."),
     ],
     data: DataOpt,
     out: Annotated[
@@ -435,7 +463,8 @@ def experiment(
         typer.Option(help="Show the progress bars (--no-progress: a line every 30 s instead)."),
     ] = True,
 ) -> None:
-    """Run (or resume) every variant of an experiment over the same questions, together."""
+    """Run (or resume) every variant of an experiment over the same questions, together (its
+    help: EXPERIMENT_HELP)."""
     from crawdad.run.experiment import prepare, run_experiment
     from crawdad.run.runner import RunStopped, RunSummary
 
@@ -827,10 +856,11 @@ def view(
 ) -> None:
     """Browse debates, outcomes and the report in a local web app (until Ctrl-C). It answers only
     the loopback, and only with the session's token: open the URL it prints."""
+    import contextlib
     import time
-    import webbrowser
 
     from crawdad.view import Server, Viewer
+    from crawdad.view.launch import browser_redirect, open_browser
 
     t0 = time.perf_counter()
     viewer = Viewer.open(list(folders), audit)
@@ -850,15 +880,15 @@ def view(
         )
     )
     typer.echo(f"crawdad view: {url} (Ctrl-C to stop)")
-    if browser:
-        webbrowser.open(url)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.stop)
+        if browser:  # on a file of the user's alone: no token in the browser's arguments
+            open_browser(stack.enter_context(browser_redirect(url)))
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
 
 
 @app.command()

@@ -625,16 +625,20 @@ def _origin(loc: tuple[str | int, ...], path: Path | str | None, origins: Origin
     return " with ".join(([str(path)] if path else []) + below) or str(path or "the settings")
 
 
-def _error_line(err: Any) -> str:
+def _error_line(err: Any, model: type[BaseModel] | None = None, kind: str = "") -> str:
+    """One bad value, in words. `model`: the model the error is of (a run config's by
+    default); with `kind` ("stopping") an unknown key is told with every key of its kind, its
+    guess first: a [stop] table is short, and its keys are not the run config's."""
     loc = ".".join(str(p) for p in err["loc"]) or "(whole config)"
     if err["type"] == "extra_forbidden":
-        known = _known_keys(err["loc"][:-1])
+        known = _known_keys(err["loc"][:-1], model or RunConfig)
         hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
-        extra = (
-            f" (did you mean '{hint[0]}'?)"
-            if hint
-            else f" (known keys: {', '.join(sorted(known))})"
-        )
+        guess = f"did you mean '{hint[0]}'?" if hint else ""
+        if kind:
+            listed = f"{kind} keys: {', '.join(known)}"
+            extra = f" ({guess} {listed})" if guess else f" ({listed})"
+        else:
+            extra = f" ({guess})" if hint else f" (known keys: {', '.join(sorted(known))})"
         return f"  - {loc}: unknown key{extra}"
     if err["type"] == "value_error":  # our own validators: the message names the value and fix
         return f"  - {loc}: {err['msg'].removeprefix('Value error, ')}"
@@ -675,8 +679,7 @@ def _describe(
     return "\n".join(lines)
 
 
-def _known_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = RunConfig
+def _known_keys(loc: tuple[Any, ...], model: type[BaseModel] = RunConfig) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
