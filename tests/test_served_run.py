@@ -22,7 +22,7 @@ from crawdad.records import ServerRestart
 from crawdad.run.runner import run_debates
 from crawdad.run.store import RunStore
 from crawdad.serving.base import Plan
-from tests.test_supervisor import standin, standin_program, standins
+from tests.test_supervisor import free_port, standin, standin_program, standins
 
 
 def served(tmp_path: Path, fault: str = "") -> tuple[RunConfig, Plan]:
@@ -80,6 +80,8 @@ def served_toml(tmp_path: Path, env: dict[str, str]) -> Path:
     path = tmp_path / "served.toml"
     path.write_text(
         "seed = 3\nconcurrency = 2\n[retry]\ninitial_wait = 0\n"
+        # ports away from the default 8100 of other tests' plans (the suite runs in parallel)
+        f"[serving]\nfirst_port = {free_port()}\n"
         + "".join(
             f'[[agents]]\nname = "{n}"\nmodel = "{m}"\nserve = {table(n)}\n'
             for n, m in (("qwen3", "qwen3:32b"), ("deepseek-r1", "deepseek-r1:32b"))
@@ -210,6 +212,7 @@ def test_an_experiment_serves_its_variants_from_one_set_of_servers(
         f'  {{ name = "qwen3", model = "qwen3:32b", serve = {table("stand-in/q")} }},\n'
         f'  {{ name = "deepseek-r1", model = "deepseek-r1:32b", serve = {table("stand-in/d")} }},\n'
         f']\nextractor = {{ model = "granite3.3:2b", serve = {table("stand-in/g")} }}\n'
+        f"[base.serving]\nfirst_port = {free_port()}\n"
         "[variants.a]\n[variants.b]\nprotocol = { max_turns = 2 }\n"
     )
     out = tmp_path / "exp"
