@@ -78,10 +78,12 @@ def test_matches_the_plain_construction() -> None:
 
 def test_frame_shape_and_attrs() -> None:
     seq = accuracy_sequence([1, 0, 1], 10, 0.05)
-    assert list(seq.columns) == ["questions", "estimate", "lower", "upper"]
+    assert list(seq.columns) == ["questions", "estimate", "lower", "upper", "contradicted"]
     assert seq["questions"].tolist() == [1, 2, 3]
     assert seq["estimate"].tolist() == pytest.approx([1, 0.5, 2 / 3])
-    assert seq.attrs == {"alpha": 0.05, "population": 10, "kind": "accuracy"}
+    assert seq.attrs == {"alpha": 0.05, "population": 10, "target": "run", "kind": "accuracy"}
+    iid = accuracy_sequence([1, 0, 1], None, 0.05)
+    assert iid.attrs == {"alpha": 0.05, "population": None, "target": "models", "kind": "accuracy"}
     empty = accuracy_sequence([], 10, 0.05)
     assert len(empty) == 0 and list(empty.columns) == list(seq.columns)
 

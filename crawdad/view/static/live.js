@@ -211,7 +211,7 @@ function band(d) {
   for (const m of [d.margin, -d.margin]) {
     add("path", { d: `M${L},${y(m).toFixed(1)} H${W - 4}`, stroke: "#D55E00", fill: "none", "stroke-dasharray": "2,2" });
   }
-  if (d.decision !== "undecided" && d.questions) {
+  if (d.decision !== "undecided" && d.decision !== "contradicted" && d.questions) {
     add("path", { d: `M${x(d.questions).toFixed(1)},4 V${H - B}`, stroke: "#009E73", fill: "none", "stroke-dasharray": "4,2" });
   }
   add("path", { d: `M${L},4 V${H - B} H${W - 4}`, stroke: "#bbb", fill: "none" });
@@ -230,15 +230,18 @@ function drawDecisions(decisions) {
   if (section.hidden) return;
   const rows = decisions.map((d) => {
     const what = el("span", d.decision, "badge decision-" + String(d.decision));
-    const against = d.decision === "undecided" ? "" : ` (vs ${d.baseline})`;
+    const open = d.decision === "undecided" || d.decision === "contradicted";
+    const against = open ? "" : ` (vs ${d.baseline})`;
     const cell = el("span");
     cell.appendChild(what);
     cell.appendChild(el("span", against));
-    const interval = d.lower === null ? "–"
-      : `${fmt(100 * d.estimate, 1)} pts [${fmt(100 * d.lower, 1)}, ${fmt(100 * d.upper, 1)}]`;
+    cell.appendChild(el("div", `about ${d.target === "run" ? "this run" : "the models"}`, "hint"));
+    if (d.reason) cell.appendChild(el("div", d.reason, "hint"));
+    const interval = d.estimate === null ? "–"
+      : `${fmt(100 * d.estimate, 1)} pts; ${d.interval || "–"}`;
     const used = d.decision === "undecided"
       ? `${fmt(d.settled, 0)} counted so far` : `after ${fmt(d.questions, 0)} of ${fmt(d.settled, 0)} counted`;
-    const chart = d.sequence ? band(d) : el("span", "no question settled yet", "hint");
+    const chart = d.sequence && d.sequence.questions.length ? band(d) : el("span", d.decision === "contradicted" ? "no interval: the sequence contradicted itself" : "no question settled yet", "hint");
     return row([d.label, cell, used, interval, chart]);
   });
   replace(document.getElementById("live-decisions"), rows);
