@@ -148,7 +148,9 @@ StopOpt = Annotated[
     list[str],
     typer.Option(
         "--stop",
-        help="A stopping rule's setting, KEY=VALUE, repeated: alpha=0.05, margin=0.03 (an "
+        help="A stopping rule's setting, KEY=VALUE, repeated: target=models (claims about the "
+        "models' expected accuracy, the default) or target=run (about this full run), "
+        "alpha=0.05, margin=0.03 (an "
         "experiment's smallest difference that matters), half_width=0.02 (a run's target), "
         "min_questions=100, max_questions=N, max_gpu_seconds=S (each variant's GPU-time "
         "budget). Over an experiment file's [stop].",
@@ -361,7 +363,16 @@ def run(
                 "--stop: a single run stops when its accuracy is known closely enough: give the "
                 "target with --stop half_width=0.02 (margin compares variants: an experiment's)"
             )
+        _warn_short(rule, len(dataset.questions))
     _run(cfg, dataset, out, force=force, progress=progress, stop=rule)
+
+
+def _warn_short(rule: Any, selected: int) -> None:
+    """Say before a run starts when its stopping rule cannot decide anything."""
+    from crawdad.run.experiment import short_run_warning
+
+    if warning := short_run_warning(rule, selected):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
 def _stop_settings(items: list[str]) -> dict[str, Any]:
@@ -447,6 +458,10 @@ def experiment(
     )
     configs, manifest, dataset = prepare(file, data, flags, out, _stop_settings(stop))
     names = list(configs)
+    if manifest.stop is not None:
+        from crawdad.run.experiment import stop_rule
+
+        _warn_short(stop_rule(manifest.stop), min(len(d.questions) for d in dataset.values()))
 
     def show(summaries: list[RunSummary]) -> None:
         for name, summary in zip(names, summaries, strict=False):

@@ -453,6 +453,16 @@ class Scheduler:
             return "the baseline stopped: every variant is decided"
         return None
 
+    def undecided_line(self, name: str) -> str | None:
+        """An undecided compared job, in words: why it is (None without a rule, or for the
+        baseline, or once decided)."""
+        if self.judge is None or name == self.baseline or self.stopped(name):
+            return None
+        base = self.outcomes[self.baseline] if self.baseline is not None else None
+        prefix = settled_prefix(self.order, self.outcomes[name], base)
+        why = undecided_reason(prefix, self.max_questions)
+        return f"undecided (which never means equivalent): {why}"
+
     def undecided(self) -> list[str]:
         return [n for n in self.names if n != self.baseline and n not in self.decided]
 
