@@ -498,3 +498,53 @@ def test_questions_without_an_answer_the_run_decides_as_the_report(target: str) 
     last = seq.iloc[-1]
     assert last["questions"] == len(scored)
     assert last["lower"] == pytest.approx(exact) and last["upper"] == pytest.approx(exact)
+
+
+def test_the_sequences_figure_is_in_points_with_its_lines_labelled() -> None:
+    """The figure's axis is in points like every table, the margin and each stop are labelled on
+    it, each band has its own hatching, and a contradicted sequence (NaN bounds) draws."""
+    import pandas as pd
+
+    from crawdad.analysis.figures.stopping import sequences_figure
+
+    q = np.arange(1, 101)
+    seqs = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "variant": "a",
+                    "questions": q,
+                    "estimate": 0.2,
+                    "lower": 0.2 - 1 / q,
+                    "upper": 0.2 + 1 / q,
+                    "contradicted": False,
+                    "target": "run",
+                    "about": "",
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "variant": "b",
+                    "questions": q,
+                    "estimate": 0.0,
+                    "lower": np.where(q > 90, np.nan, -1 / q),
+                    "upper": np.where(q > 90, np.nan, 1 / q),
+                    "contradicted": q > 90,
+                    "target": "run",
+                    "about": "",
+                }
+            ),
+        ]
+    )
+    decisions = pd.DataFrame(
+        {"variant": ["a", "b"], "decision": ["better", "contradicted"], "questions": [40, 91]}
+    )
+    fig = sequences_figure(seqs, decisions, 0.03)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "+margin (3 pts)" in texts and "−margin (−3 pts)" in texts
+    assert any(t.startswith("a stops: better (40)") for t in texts)
+    assert "points" in ax.get_ylabel() and "this run" in ax.get_title()
+    hatches = {c.get_hatch() for c in ax.collections if c.get_hatch()}
+    assert len(hatches) == 2
+    assert ax.get_ylim()[1] > 20  # in points, not shares
