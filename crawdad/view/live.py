@@ -268,7 +268,7 @@ class Decisions:
     variants: list[dict[str, Any]] = field(default_factory=list)
     # variant -> (its settled outcomes and the baseline's, its entry): a sequence over 10,112
     # questions costs about 0.2 s, so a variant whose settled prefix did not move is not redone
-    done: dict[str, tuple[tuple[tuple[int, ...], tuple[int, ...]], dict[str, Any]]] = field(
+    done: dict[str, tuple[tuple[tuple[int, ...], ...], dict[str, Any]]] = field(
         default_factory=dict
     )
 
