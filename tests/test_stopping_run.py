@@ -504,7 +504,6 @@ def test_the_sequences_figure_is_in_points_with_its_lines_labelled() -> None:
     """The figure's axis is in points like every table, the margin and each stop are labelled on
     it, each band has its own hatching, and a contradicted sequence (NaN bounds) draws."""
     import pandas as pd
-
     from crawdad.analysis.figures.stopping import sequences_figure
 
     q = np.arange(1, 101)
