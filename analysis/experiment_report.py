@@ -607,7 +607,11 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
             ],
         }
     )
-    blocks: list[Block] = [stopping_guarantee(rule, str(exp.baseline), compared)]
+    changed = _changed_rule(exp.manifest.stop_history)
+    blocks: list[Block] = [
+        *([changed] if changed else []),
+        stopping_guarantee(rule, str(exp.baseline), compared),
+    ]
     contradicted = decisions[decisions["decision"] == "contradicted"]
     if not contradicted.empty:
         names = ", ".join(f"`{v}`" for v in contradicted["variant"])
@@ -657,6 +661,44 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
         ),
     ]
     return Section("Decisions", blocks)
+
+
+def _rule_words(rule: dict[str, Any] | None) -> str:
+    """A recorded rule's settings in words (only numbers: a rule that does not validate is
+    not shown)."""
+    from crawdad.errors import ConfigError
+    from crawdad.run.experiment import recorded_rule
+
+    if rule is None:
+        return "no rule"
+    try:
+        valid = recorded_rule(rule)
+    except ConfigError:
+        return "a rule that is not valid"
+    return ", ".join(
+        f"{k} = {v:g}" if isinstance(v, int | float) else f"{k} = {v}"
+        for k, v in valid.model_dump().items()
+        if v is not None
+    )
+
+
+def _changed_rule(history: list[Any]) -> str:
+    """What the report says where a resume with --force changed the stopping rule: which rules
+    held from which question, and that the guarantee no longer holds as stated."""
+    if len(history) < 2:
+        return ""
+    steps = "; ".join(
+        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
+        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_rule_words(c.rule)}"
+        for c in history
+    )
+    return (
+        "**The stopping rule was changed while the experiment ran** (a resume with `--force`): "
+        f"{steps}. The guarantee below is that of a rule fixed before any decision was seen. "
+        "A rule changed after interim decisions could have been chosen for what they showed, "
+        "so the guarantee no longer holds as stated: read the decisions below as descriptive, "
+        "not as decisions at the stated error rate."
+    )
 
 
 def _servers(exp: Experiment) -> list[Section]:

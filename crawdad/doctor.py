@@ -96,6 +96,15 @@ def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
     return specs
 
 
+def _without_served(config: RunConfig) -> RunConfig:
+    """A copy whose models with a `serve` table have no URL to check."""
+    out = config.model_copy(deep=True)
+    for spec in [*out.agents, out.extractor, *out.readers()]:
+        if spec.serve is not None:
+            object.__setattr__(spec, "base_urls", [])
+    return out
+
+
 async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
     # Its own short timeout: a server that takes connections and never answers must not keep
     # the check waiting for as long as a response may take.
@@ -118,9 +127,26 @@ async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
     return check
 
 
-async def diagnose(config: RunConfig, limit: float | None = None) -> DoctorReport:
-    """Check every server (all at once), each within `limit` seconds (READY_TIMEOUT)."""
+async def diagnose_all(configs: list[RunConfig], limit: float | None = None) -> DoctorReport:
+    """`diagnose` of several configs (an experiment's variants), as one report; models crawdad
+    serves itself are left out (`crawdad.serving.commands.check_served` checks them)."""
+    reports = [await diagnose(c, limit, skip_served=True) for c in configs]
+    return DoctorReport(
+        servers={u: c for r in reports for u, c in r.servers.items()},
+        problems=list(dict.fromkeys(p for r in reports for p in r.problems)),
+        warnings=list(dict.fromkeys(w for r in reports for w in r.warnings)),
+        tool_modes={k: v for r in reports for k, v in r.tool_modes.items()},
+    )
+
+
+async def diagnose(
+    config: RunConfig, limit: float | None = None, skip_served: bool = False
+) -> DoctorReport:
+    """Check every server (all at once), each within `limit` seconds (READY_TIMEOUT);
+    `skip_served`: not the models crawdad serves itself (no server of theirs is up yet)."""
     limit = limit or READY_TIMEOUT
+    if skip_served:
+        config = _without_served(config)
     targets = {url: spec for _, spec in _specs(config) for url in spec.base_urls}
     checks = await asyncio.gather(
         *(_check_server(spec, url, limit) for url, spec in targets.items())

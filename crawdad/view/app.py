@@ -20,7 +20,7 @@ from aiohttp import web
 
 from crawdad.errors import CrawdadError
 from crawdad.show import _answer, _title, format_debate
-from crawdad.view.access import NONCE, middlewares, new_token
+from crawdad.view.access import NONCE, guard_every_response, middlewares, new_token
 from crawdad.view.index import (
     PERSUASION,
     Entry,
@@ -286,8 +286,15 @@ class Viewer:
         root = self.report_dir(i)
         if root is None:
             raise web.HTTPForbidden(text=_leaves(self.sources[i].path) + "\n")
-        path = (root / request.match_info["path"]).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
+        rel = request.match_info["path"]
+        if "\0" in rel:  # no file's name holds a NUL (the OS refuses it: ValueError)
+            raise web.HTTPNotFound()
+        try:
+            path = (root / rel).resolve()
+            found = path.is_relative_to(root) and path.is_file()
+        except (OSError, ValueError):  # a name too long, a loop of links: no such file
+            found = False
+        if not found:
             raise web.HTTPNotFound()
         return web.FileResponse(path)
 
@@ -333,6 +340,8 @@ class Server:
         async def setup() -> None:
             self._runner = web.AppRunner(self.viewer.app(self.token), access_log=None)
             await self._runner.setup()
+            assert self._runner.server is not None
+            guard_every_response(self._runner.server)
             site = web.TCPSite(self._runner, "127.0.0.1", self.port)
             await site.start()
             sock = site._server.sockets[0]  # type: ignore[union-attr]
