@@ -390,9 +390,15 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     models = stopping_guarantee(stop_rule({}), "base", 2)
     assert "about: the models**" in models and "the models' expected difference" in models
     assert "this run, not" not in models
-    # a folder of before targets was about the run, whatever the default is now
+    # a folder of before targets was about the run, whatever the default is now: resumed under
+    # today's default it is a changed rule (refused without --force), under target "run" not
+    from crawdad.run.store import stop_differences
+
     assert recorded_rule({"alpha": 0.05}).target == "run"
     assert recorded_rule({"target": "models"}).target == "models"
+    now = stop_rule({}).model_dump(mode="json")
+    assert any("target" in d for d in stop_differences({"alpha": 0.05}, now))
+    assert stop_differences({"alpha": 0.05}, {**now, "target": "run"}) == []
 
 
 # --- questions without an exact answer: one rule for the run and the report --------------------
