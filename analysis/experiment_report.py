@@ -445,8 +445,8 @@ def _paired_section(
     for _, r in overall.iterrows():
         if r["variant"] in early:
             lines.append(
-                f"- {stopped_sentence(early[r['variant']], base)} Newcombe's interval and "
-                f"McNemar's test on the same questions are {IGNORES_STOPPING}: "
+                f"- {stopped_sentence(early[r['variant']], base)} For reference only, the "
+                "fixed-sample figures, which ignore the optional stopping (too narrow after it): "
                 + paired_sentence(r)
             )
         else:
