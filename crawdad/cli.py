@@ -388,8 +388,8 @@ def run(
         rule = stop_rule(_stop_settings(stop), "--stop")
         if rule.half_width is None:
             raise ConfigError(
-                "--stop: a single run stops when its accuracy is known closely enough: give the "
-                "target with --stop half_width=0.02 (margin compares variants: an experiment's)"
+                "--stop: a single run stops when its accuracy is known closely enough: say how "
+                "closely with --stop half_width=0.02 (margin compares variants: an experiment's)"
             )
         _warn_short(rule, len(dataset.questions))
     _run(cfg, dataset, out, force=force, progress=progress, stop=rule)

@@ -372,6 +372,25 @@ def test_a_single_run_stops_when_its_accuracy_is_known_closely_enough(
     assert manifest.schema_version >= 10 and manifest.stop["target"] == "models"  # since 10
 
 
+def test_a_run_too_short_for_min_questions_is_warned_about_before_it_starts(
+    tmp_path: Path, cli: Any
+) -> None:
+    from crawdad.fake import FakeServer
+    from crawdad.fake.setups import paper_models
+    from tests.conftest import paper_toml
+
+    with FakeServer("ollama", paper_models()) as server:
+        config = paper_toml(server.url, tmp_path / "paper.toml", head="concurrency = 4\n")
+        code, out, err = cli(
+            "run", "--data", "examples", "--config", str(config), "--out", str(tmp_path / "r"),
+            "--no-progress", "--limit", "6", "--stop", "half_width=0.25",
+            "--stop", "min_questions=10",
+        )  # fmt: skip
+    assert code == 0, err
+    assert "only 6 question(s) selected, fewer than the stopping rule's min_questions = 10" in err
+    assert "undecided (which never means equivalent): its questions ran out first" in out
+
+
 def test_a_run_without_a_target_is_told_to_give_one(tmp_path: Path, cli: Any) -> None:
     code, _, err = cli(
         "run", "--data", "examples", "--out", str(tmp_path / "r"), "--stop", "alpha=0.05"

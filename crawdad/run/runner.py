@@ -559,7 +559,7 @@ async def run_debates(
     stop: Any | None = None,
 ) -> RunSummary:
     """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
-    stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` the target): the run stops
+    stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` how closely): the run stops
     starting debates once its accuracy's confidence sequence is that narrow.
 
     Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
