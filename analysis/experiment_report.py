@@ -595,7 +595,7 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
             "decision": decisions["decision"],
             "about": [target_name(t) for t in decisions["target"]],
             "questions": decisions["questions"],
-            "difference (points)": [_pts(x) for x in decisions["estimate"]],
+            "difference (points)": [_pts(x) if x == x else "–" for x in decisions["estimate"]],
             "sequence": [
                 interval_words(lo, hi)
                 for lo, hi in zip(decisions["lower"], decisions["upper"], strict=True)
