@@ -657,10 +657,51 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
             "Requests, completion tokens and GPU seconds each variant spent (debates "
             "finished after its decision included) and a full pass over its selected "
             "questions, projected from its mean cost per question.",
+            shown=spending_shown(spend),
             fold="never",
         ),
     ]
     return Section("Decisions", blocks)
+
+
+# The spending table's columns as a reader names them (the CSV keeps the frame's names).
+SPENDING_HEADERS = {
+    "variant": "variant",
+    "questions_run": "questions run",
+    "selected": "questions selected",
+    "requests": "requests",
+    "tokens": "completion tokens",
+    "gpu_seconds": "GPU seconds",
+    "full_requests": "full pass: requests",
+    "full_tokens": "full pass: tokens",
+    "full_gpu_seconds": "full pass: GPU seconds",
+    "saved_requests": "saved: requests",
+    "saved_tokens": "saved: tokens",
+    "saved_gpu_seconds": "saved: GPU seconds",
+}
+
+
+def _count(x: float) -> str:
+    return "-" if pd.isna(x) else f"{round(x):,}"
+
+
+def _seconds(x: float) -> str:
+    if pd.isna(x):
+        return "-"
+    text = f"{x:,.1f}"
+    return "0" if text in ("0.0", "-0.0") else text
+
+
+def spending_shown(spend: pd.DataFrame) -> pd.DataFrame:
+    """The spending table for reading: whole requests and tokens with thousands separators,
+    GPU seconds to a tenth, nothing saved shown as 0, headers in words."""
+    out = pd.DataFrame({"variant": spend["variant"].astype(str)})
+    for col in SPENDING_HEADERS:
+        if col == "variant":
+            continue
+        fmt = _seconds if col.endswith("gpu_seconds") else _count
+        out[col] = [fmt(float(x)) for x in spend[col]]
+    return out.rename(columns=SPENDING_HEADERS)
 
 
 def _rule_words(rule: dict[str, Any] | None) -> str:
@@ -705,8 +746,7 @@ def _servers(exp: Experiment) -> list[Section]:
     """The servers the variants shared, over the experiment (its one series)."""
     configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
     top = max((c.get("concurrency") or 0 for c in configs), default=0)
-    found = servers_section(exp.path, "experiment", {"concurrency": top or None})
-    return [found] if found is not None else []
+    return [servers_section(exp.path, "experiment", {"concurrency": top or None})]
 
 
 def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:

@@ -70,7 +70,10 @@ def test_llamacpp_runs_llama_server_or_llama_cpp_python_with_its_flags() -> None
     for flag in ("--model", "--model_alias", "--host", "--port", "--n_ctx"):
         assert flag in argv
     assert argv[argv.index("--n_gpu_layers") + 1] == "0"  # no GPU planned
+    assert argv[argv.index("--interrupt_requests") + 1] == "false"
     assert python.health_path() == "/v1/models"
+    assert python.metrics_kind is None  # type: ignore[attr-defined]
+    assert engine("llamacpp").metrics_kind == "llamacpp"  # type: ignore[attr-defined]
 
 
 def test_ollama_serve_is_configured_through_its_environment() -> None:
@@ -293,3 +296,31 @@ def test_an_ollama_tag_from_its_manifest_the_server_or_its_name(
     manifest.write_text(json.dumps({"layers": layers}))
     pulled = sizes.ollama_footprint("smol")
     assert pulled.weights_bytes == 1000 and pulled.quantization == "Q4_1"
+
+
+def test_nvml_then_nvidia_smi_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    monkeypatch.delenv("CRAWDAD_GPUS", raising=False)
+    memory = types.SimpleNamespace(total=81559 * 1024 * 1024)
+    nvml = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3",
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h}",
+        nvmlDeviceGetMemoryInfo=lambda h: memory,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    found = gpus.inventory()
+    assert [(g.index, g.name, g.memory_mib, g.uuid) for g in found] == [
+        (0, "NVIDIA H100 80GB HBM3", 81559, "GPU-0"),
+        (1, "NVIDIA H100 80GB HBM3", 81559, "GPU-1"),
+    ]
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no nvidia-ml-py: nvidia-smi
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB, 40960, GPU-x'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert [(g.name, g.memory_mib) for g in gpus.inventory()] == [("NVIDIA A100-SXM4-40GB", 40960)]

@@ -112,6 +112,8 @@ def test_no_gpu_plans_every_server_on_the_cpu() -> None:
     assert all(s.gpus == [] and s.memory_fraction is None for s in plan.servers)
     assert "--gpu-memory-utilization" not in plan.servers[0].command
     assert "CUDA_VISIBLE_DEVICES" not in plan.servers[0].env
+    # vLLM's CPU build: its KV cache in GiB, for 8 full contexts of 256 KiB a token.
+    assert plan.servers[0].env["VLLM_CPU_KVCACHE_SPACE"] == "25"
     assert any("no GPU" in n for n in plan.notes)
 
 
@@ -245,3 +247,34 @@ def test_a_model_without_serve_is_not_planned() -> None:
     config = RunConfig()
     plan = plan_config(config, [h100(0)], {})
     assert plan.servers == [] and plan.notes
+
+
+def test_a_refusal_names_the_max_tokens_that_would_fit() -> None:
+    heavier = {  # FP8 checkpoints that keep their embeddings in BF16: 34 GB, not 32.8
+        **FOOTPRINTS,
+        QWEN_FP8: FOOTPRINTS[QWEN_FP8].model_copy(update={"weights_bytes": 34 * GB}),
+        R1_FP8: FOOTPRINTS[R1_FP8].model_copy(update={"weights_bytes": 34 * GB}),
+    }
+    with pytest.raises(CrawdadError) as refused:
+        plan_config(paper(QWEN_FP8, R1_FP8), [h100(0)], heavier)
+    assert "a shorter max_tokens: 2048" in str(refused.value)
+    short = paper(QWEN_FP8, R1_FP8)
+    for agent in short.agents:
+        agent.max_tokens = 2048
+    assert len(plan_config(short, [h100(0)], heavier).servers) == 3
+
+
+def test_bad_served_urls_in_the_environment_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("CRAWDAD_SERVED_URLS", '["http://x:1/v1"]')
+    with pytest.raises(ValidationError, match="CRAWDAD_SERVED_URLS must map model names"):
+        RunConfig()
+
+
+def test_a_tensor_parallelism_past_the_gpus_is_named() -> None:
+    config = paper()
+    assert config.agents[0].serve is not None
+    config.agents[0].serve.tensor_parallel = 4
+    with pytest.raises(CrawdadError, match=r"agents\.0: tensor_parallel = 4, but there are 2 GPU"):
+        plan_config(config, [h100(0), h100(1)], FOOTPRINTS)

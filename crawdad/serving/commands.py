@@ -84,35 +84,39 @@ def check_served(configs: dict[str, RunConfig], gpus: list[GPU] | None = None) -
     from crawdad.serving.sizes import footprint
 
     check = ServedCheck()
-    seen: set[str] = set()
+    engines: set[tuple[str, str | None]] = set()
+    weights: set[str] = set()
+    missing = False
     for name, config in configs.items():
         for place, spec in served_places(config):
             serve = spec.serve
             assert serve is not None
-            key = f"{serve.engine}|{serve.executable}|{serve.weights}"
-            if key in seen:
-                continue
-            seen.add(key)
             where = f"{name}: {place}" if name else place
-            found = engine(serve.engine, serve.executable)
-            if not found.installed():
-                check.problems.append(
-                    f"{where}: {serve.engine} is not installed ({found.executable} not found)"
-                    f"\n      fix: {found.install_hint()}"
-                )
-            else:
-                version = found.version() or "version unknown"
-                check.lines.append(f"{serve.engine:7} {found.executable}: installed ({version})")
+            if (serve.engine, serve.executable) not in engines:
+                engines.add((serve.engine, serve.executable))
+                found = engine(serve.engine, serve.executable)
+                if not found.installed():
+                    check.problems.append(
+                        f"{where}: {serve.engine} is not installed ({found.executable} not "
+                        f"found)\n      fix: {found.install_hint()}"
+                    )
+                else:
+                    version = found.version() or "version unknown"
+                    check.lines.append(f"{serve.engine:7} {found.executable}: {version}")
+            if serve.weights in weights:
+                continue
+            weights.add(serve.weights)
             try:
                 size = footprint(spec.model, serve)
             except CrawdadError as e:
                 check.problems.append(f"{where}: {e}")
+                missing = True
             else:
                 check.lines.append(
                     f"weights {serve.weights}: {size.weights_bytes / 1024**3:.1f} GiB"
                     f" ({size.source})"
                 )
-    if check.problems:  # the plan needs the weights' sizes
+    if not engines or missing:  # nothing served, or the plan lacks a model's size
         return check
     try:
         plan = plan_configs(configs, gpus)
@@ -121,4 +125,5 @@ def check_served(configs: dict[str, RunConfig], gpus: list[GPU] | None = None) -
     else:
         where = f"{len(plan.gpus)} GPU(s)" if plan.gpus else "the CPU"
         check.lines.append(f"plan    {len(plan.servers)} server(s) fit on {where}")
+        check.lines += [f"        - {note}" for note in plan.notes]
     return check

@@ -59,8 +59,9 @@ def parse_inventory(text: str) -> list[GPU]:
     return sorted(gpus, key=lambda g: g.index)
 
 
-def simulated(count: int, memory_gib: float, name: str = "GPU") -> list[GPU]:
+def simulated(count: int, memory_gib: float, name: str | None = None) -> list[GPU]:
     """`count` identical GPUs of `memory_gib` each (`crawdad serve --gpus N --gpu-memory G`)."""
+    name = name or f"{memory_gib:g} GiB GPU"
     return [GPU(index=i, name=name, memory_mib=int(memory_gib * 1024)) for i in range(count)]
 
 

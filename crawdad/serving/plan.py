@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from crawdad.config import ModelSpec, RunConfig, ServeConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import GPU, EngineName, Footprint, Plan, ServerPlan
+from crawdad.serving.sizes import kv_estimate
 
 GIB = 1024**3
 # Per server and GPU: the CUDA context and activations of one process. vLLM counts its
@@ -62,7 +63,11 @@ class _Need:
         return self.engine in ("vllm", "sglang")
 
     def kv_gib(self) -> float:
-        per_token = self.footprint.kv_bytes_per_token or 0
+        found = self.footprint
+        # A shape that could not be read: estimated from the size at 16 bits (sizes.py).
+        per_token = found.kv_bytes_per_token or kv_estimate(
+            found.parameters * 2 if found.parameters else found.weights_bytes
+        )
         if self.kv_cache_dtype == "fp8":
             per_token //= 2
         sequences = 1 if self.elastic else self.parallel
@@ -112,6 +117,14 @@ def plan_configs(
         return Plan(gpus=gpus, notes=["no model of this config has a `serve` table"])
     first = next(iter(configs.values()))
     limit = first.serving.gpu_memory_limit
+    for need in needs:
+        tp = need.serve.tensor_parallel
+        if gpus and tp and tp > len(gpus):
+            raise CrawdadError(
+                f"{', '.join(need.places)}: tensor_parallel = {tp}, but there are "
+                f"{len(gpus)} GPU(s): set it to {len(gpus)} or fewer, or leave it out to let "
+                "the plan choose"
+            )
     placed, kv_notes = _fit(needs, gpus, limit)
     if placed is None:
         raise CrawdadError(_refusal(first, needs, gpus, limit))
@@ -240,7 +253,9 @@ def _combined(found: list[Footprint]) -> Footprint:
     unique = list({id(f): f for f in found}.values())
     return Footprint(
         weights_bytes=sum(f.weights_bytes for f in unique),
-        kv_bytes_per_token=sum(f.kv_bytes_per_token or 0 for f in unique) or None,
+        kv_bytes_per_token=sum(
+            f.kv_bytes_per_token or kv_estimate(f.weights_bytes) for f in unique
+        ),
         max_context=min((f.max_context for f in unique if f.max_context), default=None),
         source="; ".join(f.source for f in unique),
     )
@@ -486,6 +501,9 @@ def _server(
     environment = getattr(engine_, "environment", None)
     if environment is not None:
         env.update(environment(draft))
+    if need.engine == "vllm" and not on:  # vLLM's CPU build sizes its KV cache from this (GiB)
+        kv = need.kv_gib() * min(need.parallel, MAX_SLOTS)
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(kv)))
     env.update(need.serve.env)
     return draft.model_copy(update={"command": engine_.command(draft), "env": env})
 

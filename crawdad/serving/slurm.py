@@ -91,7 +91,8 @@ def describe(plan: Plan) -> list[str]:
         where = f"GPU {','.join(map(str, s.gpus))}" if s.gpus else "CPU"
         share = f"{s.memory_fraction:.3f} of each GPU, " if s.memory_fraction else ""
         lines.append(
-            f"{s.key}: {s.served_name} on {where}, {share}{s.memory_gib:.1f} GiB, port {s.port}"
+            f"{s.key}: {', '.join(s.tags or [s.served_name])} on {where}, {share}"
+            f"{s.memory_gib:.1f} GiB, port {s.port}"
         )
     return lines
 
@@ -112,8 +113,14 @@ def _serve_here(servers: list[ServerPlan], gpus: int) -> list[str]:
         "serve_here() {",
         "  # This node's servers. SLURM sets CUDA_VISIBLE_DEVICES to the job's GPUs on the node;",
         "  # the plan's GPU i is the i-th of them.",
-        "  local gpus=() pids=() logs",
-        f'  IFS=, read -r -a gpus <<< "${{CUDA_VISIBLE_DEVICES:-{default}}}"',
+        *(
+            [
+                "  local gpus=() pids=() logs",
+                f'  IFS=, read -r -a gpus <<< "${{CUDA_VISIBLE_DEVICES:-{default}}}"',
+            ]
+            if any(s.gpus for s in servers)
+            else ["  local pids=() logs"]
+        ),
         '  logs="$LOGS/$(hostname -s)"',
         '  mkdir -p "$logs"',
         "  stop_here() {",
@@ -179,27 +186,31 @@ def _start(nodes: int) -> list[str]:
 def _wait(servers: list[ServerPlan]) -> list[str]:
     lines = [
         "DEADLINE=$((SECONDS + STARTUP_TIMEOUT))",
-        "wait_up() {  # wait_up NAME URL: until URL answers, the servers exit, or the deadline",
-        '  until curl -fsS -o /dev/null --max-time 10 "$2" 2> /dev/null; do',
-        '    if ! kill -0 "$SERVING" 2> /dev/null; then',
-        '      echo "crawdad: the servers exited before $1 answered $2; their logs: $LOGS" >&2',
-        '      tail -n 20 "$LOGS"/*/"${1%% *}.log" >&2 || true',
+        "wait_up() {  # wait_up KEY HOST URL: until URL answers, the server exits, or the deadline",
+        "  local here log",
+        '  here="$LOGS/$(hostname -s)"',
+        '  log="$LOGS/*/$1.log"',
+        '  until curl -fsS -o /dev/null --max-time 10 "$3" 2> /dev/null; do',
+        "    # A server of this node that exited (the others: their deadline) ends the wait.",
+        '    if [ -f "$here/$1.pid" ] && ! kill -0 -- "-$(cat "$here/$1.pid")" 2> /dev/null \\',
+        '      || ! kill -0 "$SERVING" 2> /dev/null; then',
+        '      echo "crawdad: $1 on $2 exited before it answered $3; the end of its log:" >&2',
+        '      tail -n 20 "$here/$1.log" >&2 || true',
         "      exit 1",
         "    fi",
         '    if [ "$SECONDS" -ge "$DEADLINE" ]; then',
-        '      echo "crawdad: $1 did not answer $2 within $STARTUP_TIMEOUT s; its log:" >&2',
-        '      tail -n 20 "$LOGS"/*/"${1%% *}.log" >&2 || true',
+        '      echo "crawdad: $1 on $2 did not answer $3 within $STARTUP_TIMEOUT s ($log)" >&2',
         "      exit 1",
         "    fi",
         f"    sleep {POLL}",
         "  done",
-        '  echo "crawdad: $1 is up ($2)"',
+        '  echo "crawdad: $1 on $2 is up ($3)"',
         "}",
         'for host in "${HOSTS[@]}"; do',
     ]
     for server in servers:
         url = f"http://$host:{server.port}{server.health_path}"
-        lines.append(f'  wait_up "{server.key} on $host" "{url}"')
+        lines.append(f'  wait_up {server.key} "$host" "{url}"')
         exe = shlex.quote(server.command[0])
         for tag in server.tags:  # Ollama: pull what the node does not have yet
             lines.append(

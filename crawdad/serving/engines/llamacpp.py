@@ -1,6 +1,7 @@
 """llama.cpp: `llama-server -m FILE.gguf` (health at /health), or, where the executable is a
 Python with llama-cpp-python, `python -m llama_cpp.server --model FILE.gguf` (its flags are
-spelled with underscores; it has no /health: /v1/models answers once the model is loaded)."""
+spelled with underscores; it has no /health: /v1/models answers once the model is loaded; and
+`--interrupt_requests false`, without which a new request cuts a streamed answer short)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ class LlamaCpp:
         self.executable = executable or "llama-server"
 
     @property
+    def metrics_kind(self) -> str | None:
+        """llama-server publishes /metrics and /slots; llama-cpp-python's server neither."""
+        return None if self.python else "llamacpp"
+
+    @property
     def python(self) -> bool:
         return _common.is_python(self.executable)
 
@@ -30,11 +36,13 @@ class LlamaCpp:
             argv += ["--model_alias", server.served_name]
             argv += ["--host", server.host, "--port", str(server.port)]
             argv += ["--n_ctx", str(server.context_length), "--n_gpu_layers", layers]
+            if "--interrupt_requests" not in server.args:  # else a new request cuts a stream
+                argv += ["--interrupt_requests", "false"]
         else:
             argv = [self.executable, "-m", server.weights, "--alias", server.served_name]
             argv += ["--host", server.host, "--port", str(server.port)]
             argv += ["-c", str(total), "-np", str(server.parallel)]
-            argv += ["-ngl", "999" if server.gpus else "0", "--jinja"]
+            argv += ["-ngl", "999" if server.gpus else "0", "--jinja", "--metrics"]
             if server.reasoning_parser:  # the thinking goes to reasoning_content
                 argv += ["--reasoning-format", "deepseek"]
             if server.tensor_parallel > 1:

@@ -14,6 +14,8 @@ from crawdad.serving.engines import _common
 class Ollama:
     name: EngineName = "ollama"
     backend: Literal["openai", "ollama"] = "ollama"
+    # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
+    metrics_kind: str | None = "ollama"
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or "ollama"

@@ -12,6 +12,8 @@ from crawdad.serving.engines import _common
 class SGLang:
     name: EngineName = "sglang"
     backend: Literal["openai", "ollama"] = "openai"
+    # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
+    metrics_kind: str | None = "sglang"
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or "python3"

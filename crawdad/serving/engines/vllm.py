@@ -13,6 +13,8 @@ from crawdad.serving.engines import _common
 class VLLM:
     name: EngineName = "vllm"
     backend: Literal["openai", "ollama"] = "openai"
+    # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
+    metrics_kind: str | None = "vllm"
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or "vllm"
@@ -35,6 +37,10 @@ class VLLM:
         if server.reasoning_parser:
             argv += ["--reasoning-parser", server.reasoning_parser]
         return argv + list(server.args)
+
+    def environment(self, server: ServerPlan) -> dict[str, str]:
+        """No usage reports sent from the server."""
+        return {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
     def health_path(self) -> str:
         return "/health"
