@@ -70,14 +70,16 @@ def sequences_figure(seqs: pd.DataFrame, decisions: pd.DataFrame, margin: float)
         if d["decision"] not in ("undecided", "budget spent") and d["questions"]:
             at = int(d["questions"])
             ax.axvline(at, color=colour, lw=0.8, ls=":", zorder=5)
+            # past the middle of the (log) axis the label goes left of its line, to stay inside
+            span = np.log(max(2.0, float(seqs["questions"].max())))
+            left = np.log(max(1, at)) > span / 2
             ax.annotate(
                 f"{name} stops: {d['decision']} ({at})",
                 (at, 1.0),
                 xycoords=("data", "axes fraction"),
-                xytext=(2, -3 - 9 * i),
+                xytext=(-2 if left else 2, -3 - 9 * i),
                 textcoords="offset points",
-                rotation=0,
-                ha="left",
+                ha="right" if left else "left",
                 va="top",
                 fontsize="x-small",
                 color=colour,
