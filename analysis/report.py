@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from crawdad.analysis import figures as F
@@ -665,7 +666,7 @@ def write_report(
     audit: Path | None = None,
     contradicted: str = "leave-out",
     compare: bool = False,
-    progress: bool = False,
+    progress: bool | Literal["lines"] = False,
 ) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
     One experiment folder (with `experiment.json`) gets the experiment report instead. Folders
@@ -677,7 +678,8 @@ def write_report(
     or a report folder that cannot be written raises `StoreError` with a message. `audit`: a
     file from `crawdad data audit --json`; debates on questions whose label it contradicts are
     left out (`contradicted="leave-out"`) or kept and marked (`"mark"`). `progress`: the
-    phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal.
+    phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal;
+    "lines": a line per phase instead (for logs).
     """
     with ReportProgress(progress) as bar:
         return _write_report(run_dirs, out, workers, audit, contradicted, compare, bar)

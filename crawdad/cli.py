@@ -356,7 +356,9 @@ def run(
     force: Annotated[
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool, typer.Option(help="Show the progress bar (--no-progress: a line every 30 s instead).")
+    ] = True,
 ) -> None:
     """Run (or resume) the debates of the selected questions (its help: RUN_HELP)."""
     from crawdad.run.store import selection_for
@@ -468,7 +470,10 @@ def experiment(
     force: Annotated[
         bool, typer.Option(help="Resume variants even if their settings changed.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: a line every 30 s instead)."),
+    ] = True,
 ) -> None:
     """Run (or resume) every variant of an experiment over the same questions, together (its
     help: EXPERIMENT_HELP)."""
@@ -635,6 +640,32 @@ def doctor(
             _echo_err(f"problem: {problem}")
         raise typer.Exit(1)
     typer.secho("All servers and models are ready.", fg=typer.colors.GREEN)
+
+
+@app.command("wait-for")
+def wait_for(
+    urls: Annotated[
+        list[str],
+        typer.Argument(
+            help="Server addresses: http://HOST:PORT, or HOST:PORT as OLLAMA_HOST takes it.",
+            show_default=False,
+        ),
+    ],
+    timeout: Annotated[
+        float, typer.Option(min=0, help="Seconds to wait in all before giving up.")
+    ] = 60.0,
+) -> None:
+    """Wait until a server that is starting answers (a fake server started with `&`, a vLLM
+    loading its model); exit 1 if it does not within --timeout."""
+    from crawdad.config import check_url, ollama_host_url
+    from crawdad.doctor import wait_for as wait
+
+    try:
+        addresses = [check_url(ollama_host_url(u)) for u in urls]
+    except ValueError as e:
+        raise UsageProblem(str(e)) from None
+    for url, seconds in wait(addresses, timeout).items():
+        typer.echo(f"{url} answers (after {seconds:.1f} s)")
 
 
 @app.command()
@@ -888,7 +919,10 @@ def demo(
         int, typer.Option(min=1, max=4096, help="Debates in flight at once.")
     ] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: lines now and then instead)."),
+    ] = True,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -916,9 +950,13 @@ def demo(
         )
         raise typer.Exit(130) from None
     if report:
+        import sys
+
         from crawdad.analysis.report import write_report
 
-        path = write_report([out], out / "report", progress=progress)
+        # a bar on a terminal; elsewhere (piped, --no-progress) a line per phase: never silent
+        bar = progress and sys.stderr.isatty()
+        path = write_report([out], out / "report", progress=True if bar else "lines")
         typer.echo(f"report written: {path}")
 
 
