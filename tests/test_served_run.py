@@ -231,3 +231,34 @@ def test_an_experiment_serves_its_variants_from_one_set_of_servers(
         ]
         assert all(f"{variant}:" in " ".join(s.models) for s in started)
     assert len(list((out / "servers").glob("*.log"))) == 3  # one server per model, shared
+
+
+def test_crawdad_serve_keeps_the_servers_until_ctrl_c_and_says_how_to_use_them(
+    tmp_path: Path,
+) -> None:
+    config = served_toml(tmp_path, {})
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "crawdad", "serve", str(config), "--no-progress",
+         "--logs", str(tmp_path / "logs")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CRAWDAD_GPUS": "none"},
+    )  # fmt: skip
+    try:
+        assert serve.stdout is not None
+        said = []
+        for line in serve.stdout:  # until the last --set line: the servers are up
+            said.append(line)
+            if "extractor.backend" in line:
+                break
+        servers = psutil.Process(serve.pid).children(recursive=True)
+        assert len(standins()) == 3
+        text = "".join(said)
+        assert "--set serving.start=false" in text and "agents.1.base_urls" in text
+        os.kill(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    _, alive = psutil.wait_procs(servers, timeout=5)
+    assert alive == [] and len(list((tmp_path / "logs").glob("*.log"))) == 3
