@@ -32,14 +32,13 @@ from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.causes import failure_text, log_tail
 from crawdad.serving.processes import (
     check_installed,
-    engine_of,
     forget,
     health_url,
     port_free,
     spawn,
     stop_group,
 )
-from crawdad.serving.weights import weights_hash
+from crawdad.serving.served_by import started_record
 
 STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group is SIGKILLed
 START_POLL = 0.25  # seconds between health checks while a server loads
@@ -49,10 +48,6 @@ State = Literal["starting", "up", "restarting", "failed", "stopped"]
 
 class ServerStartError(CrawdadError):
     """A server did not come up: its log's end and the likely cause are in the message."""
-
-
-class ServersGaveUp(CrawdadError):
-    """A server went down more often than `serving.max_restarts` allows: the run stops."""
 
 
 class Listener(Protocol):
@@ -156,7 +151,11 @@ class Supervisor:
                 self._spawn(m)
             await self._wait_all(list(self.servers.values()))
             await self._pull_tags()
-            self._records = [await self._record(m) for m in self.servers.values()]
+            assert self._client is not None
+            self._records = [
+                await started_record(m.plan, self.plan.gpus, self._client, m.started_at)
+                for m in self.servers.values()
+            ]
             self._write_status()
         except BaseException:
             await self.stop()
@@ -246,45 +245,6 @@ class Supervisor:
     def _failure(self, m: Managed, what: str) -> str:
         tail = log_tail(self.folder, self._log_name(m))
         return failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
-
-    async def _version(self, m: Managed) -> str | None:
-        """The running server's own word on its version (vLLM's and SGLang's /version,
-        Ollama's /api/version), else the engine module's (its package, or `--version`)."""
-        server = m.plan
-        assert self._client is not None
-        path = "/api/version" if server.engine == "ollama" else "/version"
-        with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
-            r = await self._client.get(f"http://{server.host}:{server.port}{path}", timeout=5)
-            if r.status_code == 200 and (said := r.json().get("version")):
-                return str(said)
-        engine = engine_of(m.plan)
-        with contextlib.suppress(Exception):  # a version is nice to have, never a failure
-            if engine is not None and (said := await asyncio.to_thread(engine.version)):
-                return str(said)
-        return None
-
-    async def _record(self, m: Managed) -> StartedServer:
-        server = m.plan
-        version = await self._version(m)
-        names = {g.index: g.name for g in self.plan.gpus}
-        return StartedServer(
-            key=server.key,
-            engine=server.engine,
-            engine_version=version,
-            command=list(server.command),
-            weights=server.weights,
-            weights_hash=weights_hash(server.engine, server.weights),
-            served_name=server.served_name,
-            models=list(server.models),
-            base_url=server.base_url,
-            gpus=[f"{i}: {names.get(i, '?')}" for i in server.gpus],
-            memory_fraction=server.memory_fraction,
-            memory_gib=server.memory_gib,
-            tensor_parallel=server.tensor_parallel,
-            context_length=server.context_length,
-            reasoning_parser=server.reasoning_parser,
-            started_at=m.started_at,
-        )
 
     # --- keep alive -----------------------------------------------------------------------------
 
