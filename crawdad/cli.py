@@ -310,13 +310,16 @@ RUN_HELP = (
     "Run (or resume) the debates of the selected questions.\n\n"
     "--set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b.\n\n"
     "--stop KEY=VALUE sets a stopping rule: the run stops once its accuracy is known closely "
-    "enough. Keys: half_width=0.02 (the target), alpha=0.05, min_questions=50, max_questions=N, "
-    "max_gpu_seconds=S."
+    "enough. Keys: half_width=0.02 (how closely), target=models (a claim about the models' "
+    "expected accuracy, the default) or target=run (about this full run), alpha=0.05, "
+    "min_questions=50, max_questions=N, max_gpu_seconds=S."
 )
 EXPERIMENT_HELP = (
     "Run (or resume) every variant of an experiment over the same questions, together.\n\n"
     "--stop KEY=VALUE sets the stopping rule, over the file's \\[stop]: each variant stops once "
-    "it is decided against the baseline. Keys: alpha=0.05, margin=0.03 (the smallest "
+    "it is decided against the baseline. Keys: target=models (claims about the models' expected "
+    "difference, the default) or target=run (about this full run), alpha=0.05, margin=0.03 (the "
+    "smallest "
     "difference that matters), min_questions=50, max_questions=N, max_gpu_seconds=S (each "
     "variant's GPU-time budget)."
 )
@@ -353,7 +356,16 @@ def run(
     force: Annotated[
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool, typer.Option(help="Show the progress bar (--no-progress: a line every 30 s instead).")
+    ] = True,
+    keep_servers: Annotated[
+        bool,
+        typer.Option(
+            help="Leave the servers crawdad starts (models with a serve table) running after "
+            "the run, and print the --set options that point the next run at them."
+        ),
+    ] = False,
 ) -> None:
     """Run (or resume) the debates of the selected questions (its help: RUN_HELP)."""
     from crawdad.run.store import selection_for
@@ -385,10 +397,19 @@ def run(
         rule = stop_rule(_stop_settings(stop), "--stop")
         if rule.half_width is None:
             raise ConfigError(
-                "--stop: a single run stops when its accuracy is known closely enough: give the "
-                "target with --stop half_width=0.02 (margin compares variants: an experiment's)"
+                "--stop: a single run stops when its accuracy is known closely enough: say how "
+                "closely with --stop half_width=0.02 (margin compares variants: an experiment's)"
             )
-    _run(cfg, dataset, out, force=force, progress=progress, stop=rule)
+        _warn_short(rule, len(dataset.questions))
+    _run(cfg, dataset, out, force=force, progress=progress, stop=rule, keep_servers=keep_servers)
+
+
+def _warn_short(rule: Any, selected: int) -> None:
+    """Say before a run starts when its stopping rule cannot decide anything."""
+    from crawdad.run.experiment import short_run_warning
+
+    if warning := short_run_warning(rule, selected):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
 def _stop_settings(items: list[str]) -> dict[str, Any]:
@@ -456,7 +477,10 @@ def experiment(
     force: Annotated[
         bool, typer.Option(help="Resume variants even if their settings changed.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: a line every 30 s instead)."),
+    ] = True,
 ) -> None:
     """Run (or resume) every variant of an experiment over the same questions, together (its
     help: EXPERIMENT_HELP)."""
@@ -476,6 +500,10 @@ def experiment(
     )
     configs, manifest, dataset = prepare(file, data, flags, out, _stop_settings(stop))
     names = list(configs)
+    if manifest.stop is not None:
+        from crawdad.run.experiment import stop_rule
+
+        _warn_short(stop_rule(manifest.stop), min(len(d.questions) for d in dataset.values()))
 
     def show(summaries: list[RunSummary]) -> None:
         for name, summary in zip(names, summaries, strict=False):
@@ -621,6 +649,32 @@ def doctor(
     typer.secho("All servers and models are ready.", fg=typer.colors.GREEN)
 
 
+@app.command("wait-for")
+def wait_for(
+    urls: Annotated[
+        list[str],
+        typer.Argument(
+            help="Server addresses: http://HOST:PORT, or HOST:PORT as OLLAMA_HOST takes it.",
+            show_default=False,
+        ),
+    ],
+    timeout: Annotated[
+        float, typer.Option(min=0, help="Seconds to wait in all before giving up.")
+    ] = 60.0,
+) -> None:
+    """Wait until a server that is starting answers (a fake server started with `&`, a vLLM
+    loading its model); exit 1 if it does not within --timeout."""
+    from crawdad.config import check_url, ollama_host_url
+    from crawdad.doctor import wait_for as wait
+
+    try:
+        addresses = [check_url(ollama_host_url(u)) for u in urls]
+    except ValueError as e:
+        raise UsageProblem(str(e)) from None
+    for url, seconds in wait(addresses, timeout).items():
+        typer.echo(f"{url} answers (after {seconds:.1f} s)")
+
+
 @app.command()
 def serve(
     config: Annotated[
@@ -659,15 +713,18 @@ def serve(
     sets: Annotated[
         list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
     ] = [],  # noqa: B006
+    logs: Annotated[
+        Path, typer.Option(help="Without --plan/--slurm: the folder of the servers' logs.")
+    ] = Path("crawdad-servers"),
+    progress: Annotated[bool, typer.Option(help="Show the start-up progress bar.")] = True,
 ) -> None:
-    """Serve a config's models: --plan prints where each server goes and starts nothing;
-    --slurm writes a batch script that starts them beside the driver."""
+    """Serve a config's models: start them and keep them (restarted if they die) for several
+    runs until Ctrl-C, printing the --set options that point a run at them; --plan prints
+    where each server goes and starts nothing; --slurm writes a batch script that starts them
+    beside the driver."""
     from crawdad.serving import commands
     from crawdad.serving.gpus import simulated
 
-    if not (plan or slurm):
-        # TODO(supervisor): `crawdad serve CONFIG` starts the servers and keeps them.
-        raise UsageProblem("give --plan or --slurm")
     if commands.is_experiment(config):
         if sets:
             raise UsageProblem("--set applies to run configs; edit the experiment file instead")
@@ -676,6 +733,15 @@ def serve(
         configs = {"": build_config(config, sets)}
     inventory = simulated(gpus, gpu_memory) if gpus is not None else None
     made = commands.make_plan(configs, inventory)
+    if not (plan or slurm):
+        from crawdad.run.served import keep_serving
+
+        first = next(iter(configs.values()))
+        try:
+            asyncio.run(keep_serving(made, first.serving, logs, progress))
+        except KeyboardInterrupt:
+            _echo_err("Stopped the servers.")
+        return
     if plan:
         typer.echo(commands.plan_table(made, str(config)))
     if slurm:
@@ -872,7 +938,10 @@ def demo(
         int, typer.Option(min=1, max=4096, help="Debates in flight at once.")
     ] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: lines now and then instead)."),
+    ] = True,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -900,9 +969,13 @@ def demo(
         )
         raise typer.Exit(130) from None
     if report:
+        import sys
+
         from crawdad.analysis.report import write_report
 
-        path = write_report([out], out / "report", progress=progress)
+        # a bar on a terminal; elsewhere (piped, --no-progress) a line per phase: never silent
+        bar = progress and sys.stderr.isatty()
+        path = write_report([out], out / "report", progress=True if bar else "lines")
         typer.echo(f"report written: {path}")
 
 

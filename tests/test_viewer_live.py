@@ -310,9 +310,11 @@ async def test_a_variant_decided_by_the_stopping_rule_shows_its_decision_and_seq
         # the run's own judge reaches the same decision from the same records
         order = [str(i) for i in range(300)][::-1]
         outcomes = {n: {q: int(f(int(q))) for q in order} for n, f in rights.items()}
-        from crawdad.run.experiment import stop_rule
+        from crawdad.run.experiment import recorded_rule
 
-        judged = decisions_of(order, outcomes, "base", rule_judge(stop_rule(stop), 2))
+        # a manifest's rule without a target (one of before targets) is about the run
+        assert good["target"] == "run" and "this run" in good["about"]
+        judged = decisions_of(order, outcomes, "base", rule_judge(recorded_rule(stop), 2))
         assert judged["good"].questions == good["questions"]
         assert (judged["good"].lower, judged["good"].upper) == (good["lower"], good["upper"])
 
@@ -320,13 +322,13 @@ async def test_a_variant_decided_by_the_stopping_rule_shows_its_decision_and_seq
         import crawdad.view.live as live_module
 
         calls: list[int] = []
-        real = live_module.variant_decision
+        real = live_module.prefix_decision
 
         def counted(*args: Any) -> Any:
             calls.append(1)
             return real(*args)
 
-        monkeypatch.setattr(live_module, "variant_decision", counted)
+        monkeypatch.setattr(live_module, "prefix_decision", counted)
         assert (await poll(client))["decisions"] == data["decisions"]
         assert calls == []
         same = exp / "same" / "debates.jsonl"
@@ -347,6 +349,25 @@ async def test_without_a_stopping_rule_there_are_no_decisions(tmp_path: Path) ->
     exp = stop_experiment(tmp_path / "exp", rights, 40, None)
     async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
         assert (await poll(client))["decisions"] == []
+
+
+async def test_a_server_crawdad_is_restarting_is_said_on_its_card(
+    grown: tuple[TestClient, Path, list[bytes]],
+) -> None:
+    client, run, _ = grown
+    t0 = 1_800_000_000.0
+    (run / "servers.jsonl").write_text(
+        json.dumps({"session": t0, "every": 5}) + "\n" + sample(t0 + 5, 8, 0, 0.2, 1000, 900)
+    )
+    (run / "servers").mkdir()
+    status = {"state": "restarting", "since": t0, "restarts": 1, "url": "http://127.0.0.1:8000/v1"}
+    (run / "servers" / "status.json").write_text(json.dumps({"paper": status}))
+    (s,) = (await poll(client))["servers"]
+    assert "crawdad's server paper: restarting for " in s["note"]
+    assert "restarts so far: 1" in s["note"]
+    (run / "servers" / "status.json").write_text(json.dumps({"paper": status | {"state": "up"}}))
+    (s,) = (await poll(client))["servers"]
+    assert s["note"] is None
 
 
 async def test_a_decided_variant_says_decided_in_the_poll_and_the_header(tmp_path: Path) -> None:

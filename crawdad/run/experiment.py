@@ -159,6 +159,25 @@ def stop_rule(stop: Mapping[str, Any], source: str = "[stop]") -> Any:
         raise ConfigError("\n".join(lines)) from None
 
 
+def recorded_rule(stop: Mapping[str, Any]) -> Any:
+    """The stopping rule a run folder's manifest records. A manifest written before rules named
+    their target (run manifest schema 8, experiment manifest schema 2) has none: its decisions
+    were about the run (the only sequence there was), and are read so."""
+    return stop_rule({"target": "run", **stop}, "the manifest's [stop]")
+
+
+def short_run_warning(rule: Any, selected: int) -> str | None:
+    """A warning, before a run starts, where the rule cannot decide anything: fewer questions
+    selected than its min_questions."""
+    if selected >= rule.min_questions:
+        return None
+    return (
+        f"only {selected} question(s) selected, fewer than the stopping rule's min_questions = "
+        f"{rule.min_questions}: nothing can be decided and every comparison will end undecided; "
+        "select more questions (--limit, the data) or lower min_questions"
+    )
+
+
 def variant_configs(
     spec: ExperimentFile, source: str, flags: dict[str, Any] | None = None
 ) -> dict[str, RunConfig]:
@@ -244,8 +263,39 @@ async def run_experiment(
     through pools shared per server, identical requests answered once from DIR/responses.jsonl.
     Each variant is an ordinary run folder DIR/<variant>; the same command resumes them all.
     `dataset`: one for every variant, or variant name -> its own (variants of two tasks, such
-    as MAC's pairs and whole graphs, select the same graphs as two kinds of items)."""
+    as MAC's pairs and whole graphs, select the same graphs as two kinds of items). Served
+    models (`serve` tables) get their servers started first, and stopped at the end."""
+    from crawdad.run.served import served_experiment
+
     out = Path(out)
+    async with served_experiment(configs, out, progress=progress) as (configs, supervisor):
+        return await _run_experiment(
+            configs,
+            manifest,
+            dataset,
+            out,
+            force=force,
+            progress=progress,
+            simulated=simulated,
+            check_servers=check_servers,
+            on_summary=on_summary,
+            supervisor=supervisor,
+        )
+
+
+async def _run_experiment(
+    configs: dict[str, RunConfig],
+    manifest: ExperimentManifest,
+    dataset: Dataset | Mapping[str, Any],
+    out: Path,
+    *,
+    force: bool,
+    progress: bool,
+    simulated: bool,
+    check_servers: bool,
+    on_summary: Callable[[list[RunSummary]], None] | None,
+    supervisor: Any | None,
+) -> list[RunSummary]:
     earlier = _earlier_manifest(out, manifest, force)
     lock = _lock(out)
     grouped = any(c.schedule == "grouped" for c in configs.values())
@@ -264,8 +314,17 @@ async def run_experiment(
                 setup.simulated = True
             store = RunStore(out / name, root=out)
             try:
+                started = (
+                    [
+                        r
+                        for r in supervisor.records()
+                        if any(m.startswith(f"{name}:") for m in r.models)
+                    ]
+                    if supervisor is not None
+                    else None
+                )
                 scan = store.open(
-                    manifest_for(config, data, setup, servers, simulated), force=force
+                    manifest_for(config, data, setup, servers, simulated, started), force=force
                 )
             except StoreError as e:
                 raise StoreError(f"variant {name!r}: {e}") from None
@@ -289,6 +348,7 @@ async def run_experiment(
             responses,
             metrics=(out, every),
             scheduler=scheduler,
+            supervisor=supervisor,
         )
     finally:
         for store in stores:
@@ -306,7 +366,7 @@ def experiment_scheduler(
     alpha shared among them (Bonferroni), over the run's order of questions."""
     from tqdm.auto import tqdm
 
-    rule = stop_rule(manifest.stop or {})
+    rule = recorded_rule(manifest.stop or {})
     orders = {tuple(j.order) for j in jobs}
     if len(orders) != 1:
         raise ConfigError(

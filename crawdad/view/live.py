@@ -24,9 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from crawdad.analysis.metrics._stats import wilson_proportion
-from crawdad.run.scheduler import Outcome, outcome_of, settled_outcomes, variant_decision
+from crawdad.errors import CrawdadError
+from crawdad.run.scheduler import (
+    Outcome,
+    outcome_of,
+    prefix_decision,
+    settled_prefix,
+    undecided_reason,
+)
 from crawdad.run.server_series import KIND_LABEL, SERIES
 from crawdad.run.store import MANIFEST, read_selected_order
+from crawdad.safe_files import read_inside
 from crawdad.view.index import Entry, RunIndex, Source
 
 WINDOW_S = 300.0  # debates/min and tokens/s: over the last 5 minutes
@@ -230,6 +238,27 @@ class ServersTail:
         return out
 
 
+def server_states(folder: Path, now: float) -> dict[str, str]:
+    """Base URL -> what crawdad says of a server it started and is restarting (or gave up),
+    from the run folder's servers/status.json (crawdad/serving/supervisor.py)."""
+    try:
+        data = read_inside(folder / "servers", "status.json", root=folder, limit=1 << 20)
+        status = json.loads(data) if data else {}
+    except (OSError, ValueError, CrawdadError):
+        return {}
+    out = {}
+    for key, s in status.items() if isinstance(status, dict) else []:
+        if not isinstance(s, dict) or s.get("state") not in ("restarting", "failed"):
+            continue
+        since = _num(s.get("since"))
+        took = f" for {now - since:.0f} s" if since is not None else ""
+        word = "restarting" if s["state"] == "restarting" else "down, not restarted (see its log)"
+        out[str(s.get("url", "")).rstrip("/")] = (
+            f"crawdad's server {key}: {word}{took}; restarts so far: {s.get('restarts', 0)}"
+        )
+    return out
+
+
 def _outcomes(run: RunIndex) -> dict[str, Outcome]:
     """The run's outcome per finished question (its latest line; an errored one is not
     finished), as the scheduler counts them."""
@@ -253,7 +282,9 @@ def _order(run: RunIndex) -> list[str] | None:
 
 def _thinned(seq: Any) -> dict[str, list[float]]:
     """The sequence's questions, lower and upper bounds, at most SEQUENCE_POINTS of them (every
-    n-th, the newest always kept)."""
+    n-th, the newest always kept), up to a contradiction (an empty intersection has none)."""
+    if "contradicted" in seq:  # after a contradiction the sequence has no bounds to draw
+        seq = seq[~seq["contradicted"].astype(bool)]
     n = len(seq)
     step = max(1, math.ceil(n / SEQUENCE_POINTS))
     rows = seq.iloc[::-1].iloc[::step].iloc[::-1]
@@ -273,7 +304,7 @@ class Decisions:
     variants: list[dict[str, Any]] = field(default_factory=list)
     # variant -> (its settled outcomes and the baseline's, its entry): a sequence over 10,112
     # questions costs about 0.2 s, so a variant whose settled prefix did not move is not redone
-    done: dict[str, tuple[tuple[tuple[int, ...], tuple[int, ...]], dict[str, Any]]] = field(
+    done: dict[str, tuple[tuple[tuple[int, ...], ...], dict[str, Any]]] = field(
         default_factory=dict
     )
 
@@ -292,17 +323,19 @@ class Decisions:
         key = tuple((r.label, r.lines, r.scanned) for r in src.runs)
         if key == self.key:
             return self.variants  # nothing new since the last poll: nothing computed
-        from crawdad.run.experiment import stop_rule
+        from crawdad.run.experiment import recorded_rule
+        from crawdad.stopping.decide import CONTRADICTED, interval_words, target_words
 
-        rule = stop_rule(exp.stop)
+        rule = recorded_rule(exp.stop)
         comparisons = max(1, len(exp.variants) - 1)  # as the run's scheduler shares alpha
         theirs = _outcomes(base)
         out = []
         for name, run in runs.items():
             if name == exp.baseline:
                 continue
-            a, b = settled_outcomes(self.order, _outcomes(run), theirs)
-            seen = (tuple(a), tuple(b or ()))
+            prefix = settled_prefix(self.order, _outcomes(run), theirs)
+            a = prefix.a
+            seen = (tuple(a), tuple(prefix.b or ()), tuple(prefix.populations))
             kept = self.done.get(name)
             if kept is not None and kept[0] == seen and kept[1]["label"] == run.label:
                 out.append(kept[1])
@@ -313,23 +346,33 @@ class Decisions:
                 "baseline": exp.baseline,
                 "margin": rule.margin,
                 "decision": "undecided",
+                "target": rule.target,
+                "about": target_words(rule.target),
                 "questions": 0,
                 "settled": len(a),
+                "unscored": prefix.unscored,
                 "estimate": None,
                 "lower": None,
                 "upper": None,
+                "interval": None,
+                "reason": undecided_reason(prefix, rule.max_questions, running=True),
                 "sequence": None,
             }
             if a:
-                seq, decision = variant_decision(a, b, len(self.order), rule, comparisons)
+                seq, decision = prefix_decision(prefix, rule, comparisons)
                 entry.update(
                     decision=decision.outcome,
                     questions=decision.questions,
                     estimate=_num(decision.estimate),
-                    lower=decision.lower,
-                    upper=decision.upper,
+                    lower=_num(decision.lower),
+                    upper=_num(decision.upper),
+                    interval=interval_words(decision.lower, decision.upper),
                     sequence=_thinned(seq),
                 )
+                if decision.outcome == "contradicted":
+                    entry["reason"] = CONTRADICTED
+                elif decision.outcome != "undecided":
+                    entry["reason"] = ""
                 if entry["estimate"] is not None and math.isnan(entry["estimate"]):
                     entry["estimate"] = None
             self.done[name] = (seen, entry)
@@ -353,6 +396,8 @@ class Live:
         rule decided (it starts no new debate, though its process still holds the folder),
         `writing` while a crawdad process writes it, else nothing."""
         decision = self.decided.get(label)
+        if decision == "contradicted":  # no claim: its sequence ran empty, and it stopped
+            return "stopped: contradicted"
         if decision and decision != "undecided":
             return f"decided: {decision}"
         return "writing" if live else ""
@@ -411,8 +456,22 @@ class Live:
         newest.sort(key=lambda e: (e.finished_at or 0.0, e.line_no), reverse=True)
         servers = []
         for src in self.sources:
+            states = server_states(src.path, now)
             for server in self._servers_of(src).payload():
+                said = states.pop(str(server["url"]).rstrip("/"), None)
+                if said:
+                    server["note"] = "; ".join(x for x in (said, server.get("note")) if x)
                 servers.append({"folder": src.path.name, **server})
+            for url, said in states.items():  # not sampled yet: its state alone
+                servers.append(
+                    {
+                        "folder": src.path.name,
+                        "url": url,
+                        "kind": "server",
+                        "source": "",
+                        "note": said,
+                    }
+                )
         return {
             "now": now,
             "runs": out_runs,
