@@ -145,9 +145,11 @@ def test_cli_bench_figures_agree_and_stay_in_the_bench_folder(
     row = next(line for line in out.splitlines() if re.match(r"\s+3\s", line))
     assert f"{run['tokens_per_second']:,.1f}" in row
     # "of ceiling": of the same-work ceiling (the load generator replaying the run's requests)
-    # (the replay's requests in flight, a whole number, brought down to the run's mean)
-    load = min(1.0, run["window"]["in_flight"] / replay["window"]["in_flight"])
-    share = run["tokens_per_second"] / (replay["tokens_per_second"] * load)
+    # (crawdad's rate over the same requests, from the first one's start to the last one's end,
+    # over the replay's, scaled from its mean in flight to crawdad's)
+    work = run["work_window"]
+    scale = work["in_flight"] / replay["window"]["in_flight"]
+    share = (work["tokens"] / work["seconds"]) / (replay["tokens_per_second"] * scale)
     assert data["advice"]["same_work"] == pytest.approx(share)
     assert f"{share:.2f}" in row
     assert "First-turn ceiling" in out and "Same-work ceiling" in out
