@@ -162,7 +162,7 @@ def test_verdict_in_plain_words() -> None:
 
 
 def test_series_file_stays_bounded_and_keeps_notes(tmp_path: Path) -> None:
-    f = SeriesFile(tmp_path / SERIES, cap=10)
+    f = SeriesFile(tmp_path, cap=10)
     f.append({"session": 1.0, "every": 5})
     f.append({"note": "no metrics", "server": "u"})
     for i in range(100):
@@ -172,7 +172,7 @@ def test_series_file_stays_bounded_and_keeps_notes(tmp_path: Path) -> None:
     assert len(samples) < 10 and f.stride > 1
     assert samples[0] == 0.0 and samples[-1] >= 60  # spread over the whole run
     assert sum("note" in x for x in lines) == 1 and "session" in lines[0]
-    again = SeriesFile(tmp_path / SERIES, cap=4)  # a later session: the bound holds at once
+    again = SeriesFile(tmp_path, cap=4)  # a later session: the bound holds at once
     assert again.samples < 4
 
 

@@ -675,13 +675,7 @@ async def run_jobs(
             for task in list(tasks):
                 task.cancel()
 
-    queue: asyncio.Queue[Written | None] = asyncio.Queue()
-    writer = asyncio.create_task(
-        _writer(queue, on_written, lambda e: halt(RunStopped(str(e))), responses)
-    )
-    ticker = asyncio.create_task(bar.tick()) if progress else None
-    watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
-    sampler = sampling = None
+    sampler = None
     if metrics is not None and metrics[1] > 0:
         sampler = ServerSampler(
             pools_of(*(j.setup for j in jobs)),
@@ -690,6 +684,15 @@ async def run_jobs(
             lambda: sum(s.finished for s in summaries),
             concurrency,
         )
+        sampler.open()  # a servers.jsonl that is a link: refused here, before any debate
+    queue: asyncio.Queue[Written | None] = asyncio.Queue()
+    writer = asyncio.create_task(
+        _writer(queue, on_written, lambda e: halt(RunStopped(str(e))), responses)
+    )
+    ticker = asyncio.create_task(bar.tick()) if progress else None
+    watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
+    sampling = None
+    if sampler is not None:
         bar.sampler = sampler
         sampling = asyncio.create_task(_sample(sampler))
     start = time.monotonic()
