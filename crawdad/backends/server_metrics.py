@@ -144,9 +144,7 @@ class Reading:
     def as_dict(self) -> dict[str, Any]:
         """The figures it has (None left out), for a line of the series."""
         return {
-            k: v
-            for k, v in self.__dict__.items()
-            if v is not None and v != {} and k != "rejected"
+            k: v for k, v in self.__dict__.items() if v is not None and v != {} and k != "rejected"
         }
 
 
@@ -358,9 +356,7 @@ class MetricsReader:
 
     async def _get(self, path: str) -> tuple[int, bytes]:
         headers = {"Accept-Encoding": "gzip, deflate"}
-        async with self.session.get(
-            self.root + path, headers=headers, auto_decompress=False
-        ) as r:
+        async with self.session.get(self.root + path, headers=headers, auto_decompress=False) as r:
             return r.status, await read_body(r, self.limits)
 
     async def read(self) -> Reading | NoMetrics | None:

@@ -198,9 +198,7 @@ class SeriesFile:
     bytes (see the module's docstring). Opening it refuses a servers.jsonl that is a link
     (`UnsafePathError`), before anything is written."""
 
-    def __init__(
-        self, folder: Path, cap: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES
-    ) -> None:
+    def __init__(self, folder: Path, cap: int = MAX_SAMPLES, max_bytes: int = MAX_BYTES) -> None:
         self.folder = Path(folder)
         self.path = self.folder / SERIES
         self.cap = cap
