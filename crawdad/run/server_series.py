@@ -36,7 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawdad.backends.server_metrics import COUNTERS, Lost, MetricsReader, NoMetrics, Reading
+from crawdad.backends.server_metrics import (
+    COUNTERS,
+    LIMITS,
+    Limits,
+    Lost,
+    MetricsReader,
+    NoMetrics,
+    Reading,
+)
 from crawdad.run.series_file import MAX_SAMPLES, SERIES, SeriesFile, load_series, read_series
 
 log = logging.getLogger("crawdad")
@@ -67,8 +75,10 @@ class ServerSampler:
         folder: Path,
         debates: Callable[[], int] = lambda: 0,
         concurrency: int | None = None,
+        limits: Limits = LIMITS,
     ) -> None:
         self.pools = list(pools)
+        self.limits = limits
         self.every = every
         self.folder = Path(folder)
         self.debates = debates
@@ -106,13 +116,9 @@ class ServerSampler:
 
         if self._file is None:
             self.open()
-        timeout = min(2.0, max(0.05, self.every / 2))
         # Bodies are decompressed by server_metrics.read_body, within its bound.
         async with aiohttp.ClientSession(connector=connector(), auto_decompress=False) as session:
-            self._readers = {
-                url: MetricsReader(url, backend, session, timeout)
-                for url, backend in self.servers().items()
-            }
+            self.start(session)
             loop = asyncio.get_running_loop()
             due = loop.time()
             while True:
@@ -120,6 +126,15 @@ class ServerSampler:
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 await self.sample()
                 due = max(due, loop.time() - self.every)  # fell behind: do not catch up in a burst
+
+    def start(self, session: Any) -> None:
+        """A reader of each server over `session` (an aiohttp session made with
+        `auto_decompress=False`), each read within `limits` and a timeout of at most 2 s."""
+        timeout = min(self.limits.seconds, max(0.05, self.every / 2))
+        self._readers = {
+            url: MetricsReader(url, backend, session, timeout, self.limits)
+            for url, backend in self.servers().items()
+        }
 
     def _note(self, url: str, cause: str, text: str, now: float) -> None:
         """Write `text` once per server and cause this session."""
