@@ -362,3 +362,25 @@ async def test_an_invalid_stop_gives_no_decisions_not_a_500(tmp_path: Path) -> N
         assert r.status == 200
         data = _strict(await r.text())
     assert data["decisions"] == []
+
+
+# --- what a server is (`describe`): its version read within bounds too -----------------------
+
+
+@pytest.mark.parametrize("mode", ["endless", "gzip_bomb", "deep_json"])
+async def test_a_version_answer_is_read_within_bounds(mode: str, serve: Any) -> None:
+    from crawdad.backends.ollama import OllamaBackend
+    from crawdad.backends.openai_compat import OpenAIBackend
+
+    url = await serve(mode)
+    openai_backend = OpenAIBackend(url)
+    try:
+        assert await openai_backend._get_root("/version") == ({}, False)
+    finally:
+        await openai_backend.aclose()
+    ollama = OllamaBackend(url.removesuffix("/v1"))
+    try:
+        with pytest.raises(ValueError):  # a garbled answer (a Lost), never held past the bound
+            await ollama._get_json("/api/version", 10.0)
+    finally:
+        await ollama.aclose()

@@ -105,11 +105,14 @@ class Limits:
 
 
 LIMITS = Limits()
+# Answers read once per session (a version, Ollama's list of models): larger, never parsed deep.
+ANSWER_LIMITS = Limits(seconds=10.0, max_bytes=16_000_000, max_decoded=64_000_000, max_depth=64)
 
 
-class Lost(Exception):
-    """This sample of the server is lost: why, in a sentence. `cause` is a short key (one note
-    per server and cause)."""
+class Lost(ValueError):
+    """This sample of the server is lost (an answer past a bound, late or unreadable): why, in a
+    sentence. `cause` is a short key (one note per server and cause). A ValueError: a caller
+    that reads other answers (a version, a list of models) takes it as a garbled answer."""
 
     def __init__(self, cause: str, reason: str) -> None:
         super().__init__(reason)
