@@ -212,7 +212,8 @@ class SeriesFile:
             if f.is_file(SERIES):
                 kept = self._read(f)
                 self.samples = sum(1 for x in kept if "servers" in x)
-                self.bytes = sum(len(dumps(x)) for x in kept)
+                st = f.lstat(SERIES)
+                self.bytes = st.st_size if st is not None else 0
                 while self.samples >= cap or self.bytes >= max_bytes:  # an earlier session's
                     if not self._compact(f):
                         break
