@@ -100,6 +100,8 @@ _BOMBS: dict[int, bytes] = {}
 def handlers(mode: str, scale: Scale) -> Handler:
     """The handler of every metrics path in `mode`."""
     counter = [1_000_000]
+    if mode == "gzip_bomb" and scale.bomb not in _BOMBS:  # made before the first request
+        _BOMBS[scale.bomb] = _bomb(scale.bomb)
 
     async def endless(request: web.Request) -> web.StreamResponse:
         return await _stream(request, _lines_chunk, None)
@@ -111,8 +113,6 @@ def handlers(mode: str, scale: Scale) -> Handler:
         return _text(FILLER * (scale.huge // len(FILLER)))
 
     async def gzip_bomb(request: web.Request) -> web.StreamResponse:
-        if scale.bomb not in _BOMBS:
-            _BOMBS[scale.bomb] = _bomb(scale.bomb)
         return _text(_BOMBS[scale.bomb], **{"Content-Encoding": "gzip"})
 
     async def million_labels(request: web.Request) -> web.StreamResponse:
