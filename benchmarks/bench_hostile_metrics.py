@@ -15,6 +15,7 @@ run's, debates finished, peak RSS of crawdad's process, samples written and lost
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import resource
 import statistics
@@ -94,6 +95,30 @@ def _run_case(
     )
 
 
+def parse_costs() -> None:
+    """The parse of one sample, in the worker thread: a real vLLM page, and pages at the caps."""
+    import time
+
+    from crawdad.backends.server_metrics import LIMITS, Lost, parse_prometheus
+
+    real = (Path(__file__).resolve().parents[1] / "tests/real/wire/vllm_metrics.txt").read_bytes()
+    line = b'vllm:num_requests_running{engine="0",id="%d"} 1.0\n'
+    pages = {
+        f"real vLLM page ({len(real) / 1e3:.0f} KB)": real,
+        "4 MB of lines crawdad does not read": b"# HELP x y\n" * (LIMITS.max_bytes // 11),
+        "2,000 series of a read metric": b"".join(line % i for i in range(2_000)),
+        "100,000 series (refused at 2,000)": b"".join(line % i for i in range(100_000)),
+    }
+    print(f"{'page':<40} {'ms a parse':>10}")
+    for name, page in pages.items():
+        n = max(1, int(2e6 // len(page)))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            with contextlib.suppress(Lost):
+                parse_prometheus(page)
+        print(f"{name:<40} {1e3 * (time.perf_counter() - t0) / n:>10.3f}")
+
+
 def main() -> None:
     main_guard()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -112,6 +137,7 @@ def main() -> None:
     cases = cases[:4] if args.quick else cases
     repeats = 1 if args.quick else args.repeats
     header(f"a {args.questions}-question run beside a hostile metrics server", args)
+    parse_costs()
     folder = Path(tempfile.mkdtemp(prefix="crawdad-bench-hostile-"))
     synthetic(args.questions, folder / "data")
     spec = ServerSpec("openai", server_bound_latency(), models=SERVER_BOUND_MODELS)

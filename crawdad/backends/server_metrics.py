@@ -32,10 +32,12 @@ is left out of the reading and named in `Reading.rejected`, never kept.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -81,12 +83,12 @@ _WANTED = frozenset(
     for name in names
     for suffix in ("", "_total")
 )
-# A sample line of one of them: the name (a counter's `_total` apart), then its labels or a space.
-# Found by one scan in C over the page, however much else the server exports.
-_LINE = re.compile(
-    rb"^(" + b"|".join(re.escape(n.encode()) for n in sorted(_WANTED)) + rb")(?=[{ \t])(.*)$",
-    re.MULTILINE,
-)
+# The names crawdad looks for on a page of each kind (a counter's also with `_total`).
+_NAMES = {
+    f"{kind}:".encode(): tuple(sorted({n.encode() for ns, _ in t.values() for n in ns}))
+    for kind, t in FAMILIES.items()
+}
+_AFTER_NAME = frozenset(b"{ \t")
 FRACTIONS = frozenset({"kv_cache", "prefix_hit_rate"})  # 0-1
 COUNTERS = ("prefix_queries", "prefix_hits", "prompt_tokens", "generation_tokens")
 
@@ -178,14 +180,13 @@ def wanted_values(page: bytes | str, limits: Limits = LIMITS) -> dict[str, list[
     a value that is not a number loses it too."""
     data = page.encode("utf-8", "replace") if isinstance(page, str) else page
     values: dict[str, list[float]] = {}
-    for n, m in enumerate(_LINE.finditer(data)):
-        if n >= limits.max_series:
+    for n, (name, rest) in enumerate(_wanted_lines(data, limits), 1):
+        if n > limits.max_series:
             raise Lost(
                 "series",
                 f"/metrics has more than {limits.max_series:,} series of the metrics crawdad "
                 "reads (label values without end?)",
             )
-        rest = m[2]
         if len(rest) > limits.max_line:
             raise Lost("line", f"a line of /metrics is longer than {limits.max_line:,} bytes")
         if rest.startswith(b"{"):
@@ -198,9 +199,32 @@ def wanted_values(page: bytes | str, limits: Limits = LIMITS) -> dict[str, list[
             value = float(fields[0])
         except (IndexError, ValueError):
             raise Lost("garbage", "a line of /metrics has no number for its value") from None
-        name = m[1].decode()
-        values.setdefault(name.removesuffix("_total"), []).append(value)
+        values.setdefault(name, []).append(value)
     return values
+
+
+def _wanted_lines(data: bytes, limits: Limits) -> Iterator[tuple[str, bytes]]:
+    """(family name, the rest of its line) of each sample line of the families crawdad reads.
+    Each name is found by `bytes.find` (a scan in C: a few ms over the largest page allowed,
+    whatever else is on it); more than `20 * max_series` lines starting with one of the names
+    (a real vLLM page: about 20) loses the sample."""
+    most = 20 * limits.max_series
+    seen = 0
+    names = [n for prefix, ns in _NAMES.items() if prefix in data for n in ns]
+    for name in names:
+        at = data.find(name)
+        while at >= 0:
+            end = at + len(name)
+            if at == 0 or data[at - 1] == 10:  # at a line's start
+                seen += 1
+                if seen > most:
+                    raise Lost("series", f"/metrics has more than {most:,} lines of its metrics")
+                if data.startswith(b"_total", end):
+                    end += len(b"_total")
+                if end < len(data) and data[end] in _AFTER_NAME:
+                    stop = data.find(b"\n", end)
+                    yield name.decode(), data[end : stop if stop >= 0 else len(data)]
+            at = data.find(name, at + len(name))
 
 
 def parse_prometheus(page: bytes | str, limits: Limits = LIMITS) -> Reading | None:
@@ -272,7 +296,7 @@ def json_within(data: bytes, limits: Limits = LIMITS) -> Any:
     """JSON from `data`, refused (`Lost`) when nested deeper than `max_depth`: counted over the
     bytes before parsing (brackets outside strings), so a deep answer never reaches the
     parser's recursion."""
-    depth = deepest = 0
+    depth = 0
     in_string = escaped = False
     # A scan in C where it can be: only brackets, quotes and backslashes matter.
     for m in re.finditer(rb'[\[\]{}"\\]', data):
@@ -293,7 +317,6 @@ def json_within(data: bytes, limits: Limits = LIMITS) -> Any:
                 raise Lost("depth", f"its JSON is nested deeper than {limits.max_depth} levels")
         elif c in (b"]", b"}"):
             depth -= 1
-        deepest = max(deepest, depth)
     try:
         return json.loads(data)
     except ValueError:
@@ -353,7 +376,7 @@ class MetricsReader:
         self.root = server_root(url)
         self.backend = backend
         self.session = session
-        self.limits = Limits(**{**limits.__dict__, "seconds": timeout})
+        self.limits = dataclasses.replace(limits, seconds=timeout)
         self._slots: bool | None = None  # llama.cpp: /slots answers (None: not tried yet)
         self.none: NoMetrics | None = None
 
