@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from crawdad.backends.server_metrics import Limits
-
 HONEST = """\
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 2.0
@@ -50,10 +48,6 @@ class Scale:
 
 
 TEST_SCALE = Scale()
-# Limits small enough that every case breaks one quickly, large enough for an honest page.
-TEST_LIMITS = Limits(
-    seconds=1.0, max_bytes=1_000_000, max_decoded=4_000_000, max_series=1_000, max_depth=16
-)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

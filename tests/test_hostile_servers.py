@@ -21,7 +21,7 @@ from crawdad.analysis.metrics.servers import server_series, server_summary
 from crawdad.analysis.section import Table
 from crawdad.analysis.servers_section import servers_section
 
-from crawdad.backends.server_metrics import Lost, MetricsReader, Reading, wanted_values
+from crawdad.backends.server_metrics import Limits, Lost, MetricsReader, Reading, wanted_values
 from crawdad.errors import UnsafePathError
 from crawdad.run.series_file import (
     MAX_LINE,
@@ -37,11 +37,15 @@ from tests.hostile_servers import (
     EXPECT,
     MODES,
     OLLAMA_MODES,
-    TEST_LIMITS,
     hostile_app,
 )
 
 MARKER = "OUTSIDE-MARKER-47"
+# Limits small enough that every hostile case breaks one quickly (tests/hostile_servers.py's
+# TEST_SCALE), large enough for an honest page.
+TEST_LIMITS = Limits(
+    seconds=1.0, max_bytes=1_000_000, max_decoded=4_000_000, max_series=1_000, max_depth=16
+)
 
 
 def _strict(text: str) -> Any:
