@@ -388,3 +388,23 @@ async def test_a_version_answer_is_read_within_bounds(mode: str, serve: Any) -> 
             await ollama._get_json("/api/version", 10.0)
     finally:
         await ollama.aclose()
+
+
+async def test_live_json_is_strict_json_over_a_hostile_series(tmp_path: Path) -> None:
+    from crawdad.analysis.synthetic_runs import write_synthetic_run
+    from tests.test_viewer_live import AUTH, TOKEN
+
+    from crawdad.view import Viewer
+
+    run = tmp_path / "run"
+    write_synthetic_run(run, 5, trace_chars=(10, 20), error_rate=0)
+    _hostile_series(run)
+    async with (
+        TestClient(TestServer(Viewer.open([run]).app(TOKEN))) as client,
+        client.get("/live.json", headers=AUTH) as r,
+    ):
+        assert r.status == 200
+        data = _strict(await r.text())
+    (server,) = [s for s in data["servers"] if s["url"] == "http://s/v1"]
+    assert server["series"]["running"] == [1, 1]  # the two valid samples, nothing else
+    assert any("fail its checks" in (s.get("note") or "") for s in data["servers"])
