@@ -476,12 +476,14 @@ def decisions_section(exp: Experiment) -> Section:
             else ""
         )
     )
+    changed = _changed_rule(exp.manifest.stop_history)
     shown = decisions.assign(
         sequence=[f"{_pts(r.estimate)} {_ci_pts(r.lower, r.upper)}" for r in decisions.itertuples()]
     )[["variant", "decision", "questions", "sequence", "settled"]]
     return Section(
         "Decisions",
         [
+            *([changed] if changed else []),
             guarantee,
             Table(
                 "decisions",
@@ -508,9 +510,84 @@ def decisions_section(exp: Experiment) -> Section:
                 "Requests, completion tokens and GPU seconds each variant spent (debates "
                 "finished after its decision included) and a full pass over its selected "
                 "questions, projected from its mean cost per question.",
+                shown=spending_shown(spend),
                 fold="never",
             ),
         ],
+    )
+
+
+# The spending table's columns as a reader names them (the CSV keeps the frame's names).
+SPENDING_HEADERS = {
+    "variant": "variant",
+    "questions_run": "questions run",
+    "selected": "questions selected",
+    "requests": "requests",
+    "tokens": "completion tokens",
+    "gpu_seconds": "GPU seconds",
+    "full_requests": "full pass: requests",
+    "full_tokens": "full pass: tokens",
+    "full_gpu_seconds": "full pass: GPU seconds",
+    "saved_requests": "saved: requests",
+    "saved_tokens": "saved: tokens",
+    "saved_gpu_seconds": "saved: GPU seconds",
+}
+
+
+def _count(x: float) -> str:
+    return "-" if pd.isna(x) else f"{round(x):,}"
+
+
+def _seconds(x: float) -> str:
+    if pd.isna(x):
+        return "-"
+    text = f"{x:,.1f}"
+    return "0" if text in ("0.0", "-0.0") else text
+
+
+def spending_shown(spend: pd.DataFrame) -> pd.DataFrame:
+    """The spending table for reading: whole requests and tokens with thousands separators,
+    GPU seconds to a tenth, nothing saved shown as 0, headers in words."""
+    out = pd.DataFrame({"variant": spend["variant"].astype(str)})
+    for col in SPENDING_HEADERS:
+        if col == "variant":
+            continue
+        fmt = _seconds if col.endswith("gpu_seconds") else _count
+        out[col] = [fmt(float(x)) for x in spend[col]]
+    return out.rename(columns=SPENDING_HEADERS)
+
+
+def _rule_words(rule: dict[str, Any] | None) -> str:
+    """A recorded rule's settings in words (only numbers: a rule that does not validate is
+    not shown)."""
+    from crawdad.errors import ConfigError
+    from crawdad.run.experiment import stop_rule
+
+    if rule is None:
+        return "no rule"
+    try:
+        valid = stop_rule(rule)
+    except ConfigError:
+        return "a rule that is not valid"
+    return ", ".join(f"{k} = {v:g}" for k, v in valid.model_dump().items() if v is not None)
+
+
+def _changed_rule(history: list[Any]) -> str:
+    """What the report says where a resume with --force changed the stopping rule: which rules
+    held from which question, and that the guarantee no longer holds as stated."""
+    if len(history) < 2:
+        return ""
+    steps = "; ".join(
+        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
+        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_rule_words(c.rule)}"
+        for c in history
+    )
+    return (
+        "**The stopping rule was changed while the experiment ran** (a resume with `--force`): "
+        f"{steps}. The guarantee below is that of a rule fixed before any decision was seen. "
+        "A rule changed after interim decisions could have been chosen for what they showed, "
+        "so the guarantee no longer holds as stated: read the decisions below as descriptive, "
+        "not as decisions at the stated error rate."
     )
 
 
@@ -518,8 +595,7 @@ def _servers(exp: Experiment) -> list[Section]:
     """The servers the variants shared, over the experiment (its one series)."""
     configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
     top = max((c.get("concurrency") or 0 for c in configs), default=0)
-    found = servers_section(exp.path, "experiment", {"concurrency": top or None})
-    return [found] if found is not None else []
+    return [servers_section(exp.path, "experiment", {"concurrency": top or None})]
 
 
 def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:

@@ -17,6 +17,7 @@ __all__ = [
     "no_html",
     "no_links",
     "table1_latex",
+    "table1_shown",
     "table1_wide",
     "to_markdown",
 ]
@@ -168,7 +169,8 @@ def _row_name(agent: str, stage: str) -> str:
 
 def table1_wide(t1: pd.DataFrame, ci: bool = True) -> pd.DataFrame:
     """Table 1 of one run in the paper's shape: rows "<model> (Initial|Final)" and "n", columns
-    Overall, the rungs, the alignments; cells "84.16 [83.1, 85.2]" (accuracy %, 95% CI)."""
+    Overall, the rungs, the alignments; cells "84.2% [83.1, 85.2]" (accuracy %, 95% CI), or
+    without `ci` the paper's "84.16"."""
     if t1["run"].nunique() > 1:
         raise ValueError("table1_wide shows one run")
     groups = _groups_present(t1)
@@ -182,9 +184,10 @@ def table1_wide(t1: pd.DataFrame, ci: bool = True) -> pd.DataFrame:
                     row[g] = "-"
                     continue
                 r = a.loc[(stage, g)]
-                cell = fmt_pct(r["acc"], 2)
-                if ci:
-                    cell += f" [{fmt_pct(r['ci_lo'])}, {fmt_pct(r['ci_hi'])}]"
+                if ci:  # one format: a tenth of a percent, the interval in brackets
+                    cell = f"{fmt_pct(r['acc'])}% [{fmt_pct(r['ci_lo'])}, {fmt_pct(r['ci_hi'])}]"
+                else:  # the paper's LaTeX table: two decimals, no interval
+                    cell = fmt_pct(r["acc"], 2)
                 row[g] = cell
             rows.append(row)
         n_row = {"": f"{'All' if agent == ALL else agent}: n"}
@@ -193,6 +196,25 @@ def table1_wide(t1: pd.DataFrame, ci: bool = True) -> pd.DataFrame:
             n_row[g] = "-" if n is None else str(int(n))
         rows.append(n_row)
     return pd.DataFrame(rows, columns=["", *groups])
+
+
+# The paper's abbreviated alignment columns, in words for the report's Markdown.
+ALIGNMENT_WORDS = {
+    "Comm.": "Commonsensical",
+    "Nonsens.": "Nonsensical",
+    "Anti-C.": "Anti-commonsensical",
+}
+TABLE1_NOTE = (
+    "Cells: accuracy (%) and its 95% Wilson interval [low, high] (%). Alignment is CLadder's: "
+    "commonsensical stories, nonsensical ones (made-up variable names) and anti-commonsensical "
+    "ones (causal relations against common sense); the paper's columns abbreviate them Comm., "
+    "Nonsens. and Anti-C., as the CSV and the LaTeX table do."
+)
+
+
+def table1_shown(t1: pd.DataFrame) -> str:
+    """Table 1 as report.md shows it: `table1_wide` with its alignment columns in words."""
+    return to_markdown(table1_wide(t1).rename(columns=ALIGNMENT_WORDS), formatted=True)
 
 
 def _tex(s: str) -> str:

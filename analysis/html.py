@@ -35,7 +35,8 @@ h1, h2, h3 { line-height: 1.2; } h2 { border-bottom: 1px solid #ddd; padding-bot
 table { border-collapse: collapse; margin: .6em 0; font-size: 13px; display: block;
         overflow-x: auto; }
 th, td { border: 1px solid #ddd; padding: .2em .5em; text-align: right; white-space: nowrap; }
-th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+th { background: #f4f4f4; white-space: normal; vertical-align: bottom; }
+td:first-child, th:first-child { text-align: left; }
 img { max-width: min(100%, 600px); height: auto; display: block; margin: .5em 0; }
 blockquote { border-left: 4px solid #e0a000; background: #fff8e6; margin: 1em 0;
              padding: .3em 1em; }

@@ -146,14 +146,33 @@ def persuasion_line(pers: pd.DataFrame) -> str:
 
 
 def sentiment_line(sent: pd.DataFrame) -> str:
+    """Each agent's mean VADER compound, initial -> debate; a phase without scored responses
+    is said to have none (a solo run has no debate responses), never printed as `nan`."""
     s = sent[sent["agent"] != ALL]
     if s.empty:
         return "No responses to score."
+    s = s[s["n"] > 0]
+    phases = set(s["phase"])
+
+    def mean(v: pd.Series, phase: str) -> str:
+        x = v.get(phase)
+        return "none" if x is None or pd.isna(x) else f"{x:+.3f}"
+
     parts = []
     for agent, g in s.groupby("agent", sort=True):
         v = g.set_index("phase")["mean"]
-        parts.append(
-            f"{_name(agent)} {v.get('initial', np.nan):+.3f} \u2192 {v.get('debate', np.nan):+.3f}"
+        if phases == {"initial"}:
+            parts.append(f"{_name(agent)} {mean(v, 'initial')}")
+        else:
+            parts.append(f"{_name(agent)} {mean(v, 'initial')} \u2192 {mean(v, 'debate')}")
+    if not parts:
+        return "No response has a text to score."
+    if phases == {"initial"}:
+        return (
+            "Mean VADER compound (formatting stripped) of the first responses: "
+            + "; ".join(parts)
+            + ". No response answered another agent's (each agent answered alone), so there is"
+            " no debate sentiment to compare with."
         )
     return (
         "Mean VADER compound (formatting stripped), initial \u2192 debate responses: "

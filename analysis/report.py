@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from crawdad.analysis import figures as F
@@ -23,7 +24,14 @@ from crawdad.analysis import narrative as N
 from crawdad.analysis import report_protocols as RP
 from crawdad.analysis import scorecard as SC
 from crawdad.analysis.experiment_folder import is_experiment
-from crawdad.analysis.formatting import fmt_p, table1_latex, table1_wide, to_markdown
+from crawdad.analysis.formatting import (
+    TABLE1_NOTE,
+    fmt_p,
+    format_table,
+    table1_latex,
+    table1_shown,
+    to_markdown,
+)
 from crawdad.analysis.grader_agreement import grading_section
 from crawdad.analysis.load import Run, by_gold, concat, load_runs
 from crawdad.analysis.report_files import ReportWriter, write_into
@@ -362,9 +370,18 @@ def _tool_section(run: Run, name: str = "tool_use") -> list[Section]:
     return [Section(f"Tool use ({_tools_named(run)})", [intro, table])]
 
 
-def _table(name: str, t: dict[str, pd.DataFrame], lines: dict[str, str]) -> Table:
+# Protocols whose agents answer alone: their answers agree or differ, no consensus is reached.
+ALONE = {"solo"}
+ALONE_SUMMARY = {"consensus": "answers agree", "no_consensus": "answers differ"}
+
+
+def _table(name: str, t: dict[str, pd.DataFrame], lines: dict[str, str], kind: str = "") -> Table:
     df = t[name]
     title = (TABLES.get(name) or RP.PROTOCOL_TABLES[name])[0]
+    if name == "summary" and kind in ALONE:  # the CSV keeps its columns' names
+        shown = format_table(df.drop(columns=["run"], errors="ignore"))
+        shown = shown.rename(columns=ALONE_SUMMARY)
+        return Table(name, df, title, lines[name], shown=shown)
     if name != "table1":
         return Table(name, df, title, lines[name])
     if df.empty:
@@ -380,8 +397,8 @@ def _table(name: str, t: dict[str, pd.DataFrame], lines: dict[str, str]) -> Tabl
         name,
         df,
         title,
-        lines[name],
-        shown=to_markdown(table1_wide(df), formatted=True),
+        f"{lines[name]} {TABLE1_NOTE}",
+        shown=table1_shown(df),
         files=(("LaTeX", "table1.tex", table1_latex(df)),),
         fold="never",
     )
@@ -437,16 +454,16 @@ def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str,
         part += [plots.pop(n) for n in all_f if n in plots]
         for name in all_t:
             if RP.applies(name, kind) and name not in not_here:
-                part.append(_table(name, t, lines))
+                part.append(_table(name, t, lines, kind))
                 if name == "table1" and not t[name].empty:
                     part += _scorecard(run, t[name])
         blocks.append(Section(heading, part))
         if i == 1 and kind == "crawdad":
             blocks += _paper_findings(run, t)
     assert not plots, f"figures not placed in a section: {sorted(plots)}"
-    servers = servers_section(run.folders[0], label, run.manifest.config if run.manifest else None)
-    if servers is not None:
-        blocks.append(servers)
+    blocks.append(
+        servers_section(run.folders[0], label, run.manifest.config if run.manifest else None)
+    )
     return Section(f"Run `{label}` ({kind} protocol)", blocks, folder=_slug(label))
 
 
@@ -649,7 +666,7 @@ def write_report(
     audit: Path | None = None,
     contradicted: str = "leave-out",
     compare: bool = False,
-    progress: bool = False,
+    progress: bool | Literal["lines"] = False,
 ) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
     One experiment folder (with `experiment.json`) gets the experiment report instead. Folders
@@ -661,7 +678,8 @@ def write_report(
     or a report folder that cannot be written raises `StoreError` with a message. `audit`: a
     file from `crawdad data audit --json`; debates on questions whose label it contradicts are
     left out (`contradicted="leave-out"`) or kept and marked (`"mark"`). `progress`: the
-    phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal.
+    phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal;
+    "lines": a line per phase instead (for logs).
     """
     with ReportProgress(progress) as bar:
         return _write_report(run_dirs, out, workers, audit, contradicted, compare, bar)

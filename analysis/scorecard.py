@@ -300,7 +300,7 @@ def _text_value(row: dict[str, Any], t: dict[str, pd.DataFrame]) -> tuple[Any, .
             return None
         r = s.iloc[0]
         what = f"mean sentiment, {row['phase']} responses"
-        return what, row["value"], r["mean"], r["ci_lo"], r["ci_hi"], int(r["n"])
+        return what, row["value"], r["mean"], r["mean_ci_lo"], r["mean_ci_hi"], int(r["n"])
     if metric == "short_share":
         s = _of_model(t["short_debate_turns"], model)
         if s.empty or not int(s.iloc[0]["n_with_text"]):

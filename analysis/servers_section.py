@@ -11,10 +11,10 @@ from typing import Any
 import pandas as pd
 from crawdad.analysis.figures.servers import servers_figure
 from crawdad.analysis.formatting import md_cell
-from crawdad.analysis.metrics.servers import server_series, server_summary
+from crawdad.analysis.metrics.servers import series_folder, server_series, server_summary
 from crawdad.analysis.section import Block, Plot, Section, Table
 
-from crawdad.run.server_series import KIND_LABEL, verdict
+from crawdad.run.server_series import KIND_LABEL, SERIES, verdict
 
 HEADING = "Servers during the run"
 NOT_SHOWN = (
@@ -29,12 +29,31 @@ def _list(s: pd.Series) -> list[float] | None:
     return values or None
 
 
-def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> Section | None:
-    """The section for one run folder; None when no server was sampled (a run made before
-    crawdad sampled servers, one with `server_metrics = 0`, or one too short for a sample)."""
+def no_samples(folder: Path, config: dict[str, Any] | None, every: float) -> str:
+    """Why a run has no figures of its servers, in a sentence."""
+    metrics = (config or {}).get("server_metrics")
+    if metrics is not None and float(metrics) == 0:
+        return "_No server was sampled: the run set `server_metrics = 0`._"
+    if every > 0:
+        return (
+            f"_No server was sampled: the run ended before its first sample (one every {every:g} "
+            "s, `server_metrics`). A shorter interval samples shorter runs._"
+        )
+    if not (series_folder(folder) / SERIES).exists():
+        return (
+            f"_No server was sampled: {folder.name} has no {SERIES} (a run made before crawdad "
+            "sampled its servers, or one whose file was removed)._"
+        )
+    return f"_No server was sampled: {SERIES} holds no sample._"
+
+
+def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> Section:
+    """The section for one run folder; without a sample of any server (a run made before
+    crawdad sampled servers, one with `server_metrics = 0`, or one shorter than the interval
+    between samples) a sentence that says which."""
     series, notes, every = server_series(folder, label)
     if series.empty and notes.empty:
-        return None
+        return Section(HEADING, [no_samples(folder, config, every)])
     concurrency = (config or {}).get("concurrency")
     blocks: list[Block] = [
         f"_Measured by the clock: each server's own metrics, read every {every:g} s "

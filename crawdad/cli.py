@@ -73,7 +73,8 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="TOML config file, or a ready config by name (protocols/judge; `crawdad configs`).",
+        help="TOML config file, or a ready config by name, such as protocols/judge "
+        "(`crawdad configs` lists them).",
     ),
 ]
 
@@ -148,10 +149,8 @@ StopOpt = Annotated[
     list[str],
     typer.Option(
         "--stop",
-        help="A stopping rule's setting, KEY=VALUE, repeated: alpha=0.05, margin=0.03 (an "
-        "experiment's smallest difference that matters), half_width=0.02 (a run's target), "
-        "min_questions=100, max_questions=N, max_gpu_seconds=S (each variant's GPU-time "
-        "budget). Over an experiment file's [stop].",
+        help="A stopping rule's setting, KEY=VALUE, repeated (the keys are listed above). "
+        "A resume keeps the rule it was run under (or pass --force).",
     ),
 ]
 RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]
@@ -288,6 +287,14 @@ def build_config(config: Path | None, sets: list[str], **flags: Any) -> RunConfi
     cfg = load_config(config, overrides, origins)
     for hint in url_hints(cfg):
         typer.secho(f"warning: {hint}", fg=typer.colors.YELLOW, err=True)
+    if any(path[-1] == "api_key" for path in set_origins):
+        typer.secho(
+            "warning: --set ...api_key=KEY puts the key in this command's arguments, which every "
+            "user of this machine can read (ps, /proc); keep it in an environment variable and "
+            "name that instead: --set agents.0.api_key_env=VARIABLE",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     return cfg
 
 
@@ -296,7 +303,26 @@ def _check_out(out: Path, option: str = "--out") -> None:
         raise CrawdadError(f"{option} {out} is a file: give a folder (it is created if missing)")
 
 
-@app.command()
+# The commands' examples and the stopping keys are told above the options, at the terminal's
+# full width: an option's help column is narrow at 80 columns, and Rich cuts a word longer than
+# it ("min_questions=1…"). Rich markup is on: a literal "[" is written "\\[".
+RUN_HELP = (
+    "Run (or resume) the debates of the selected questions.\n\n"
+    "--set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b.\n\n"
+    "--stop KEY=VALUE sets a stopping rule: the run stops once its accuracy is known closely "
+    "enough. Keys: half_width=0.02 (the target), alpha=0.05, min_questions=50, max_questions=N, "
+    "max_gpu_seconds=S."
+)
+EXPERIMENT_HELP = (
+    "Run (or resume) every variant of an experiment over the same questions, together.\n\n"
+    "--stop KEY=VALUE sets the stopping rule, over the file's \\[stop]: each variant stops once "
+    "it is decided against the baseline. Keys: alpha=0.05, margin=0.03 (the smallest "
+    "difference that matters), min_questions=50, max_questions=N, max_gpu_seconds=S (each "
+    "variant's GPU-time budget)."
+)
+
+
+@app.command(help=RUN_HELP)
 def run(
     data: DataOpt,
     out: Annotated[
@@ -321,14 +347,17 @@ def run(
     alignments: AlignmentsOpt = [],  # noqa: B006
     questions_file: QuestionsFileOpt = None,
     sets: Annotated[
-        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+        list[str],
+        typer.Option("--set", help="Override a config key, KEY=VALUE (an example is above)."),
     ] = [],  # noqa: B006
     force: Annotated[
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool, typer.Option(help="Show the progress bar (--no-progress: a line every 30 s instead).")
+    ] = True,
 ) -> None:
-    """Run (or resume) the debates of the selected questions."""
+    """Run (or resume) the debates of the selected questions (its help: RUN_HELP)."""
     from crawdad.run.store import selection_for
     from crawdad.tasks import load_items, task_named
 
@@ -405,10 +434,11 @@ def _run(cfg: RunConfig, dataset: Any, out: Path, **kwargs: Any) -> None:
         raise typer.Exit(3)
 
 
-@app.command()
+@app.command(help=EXPERIMENT_HELP)
 def experiment(
     file: Annotated[
-        Path, typer.Argument(help="Experiment file, or a ready one by name (experiments/mac).")
+        Path,
+        typer.Argument(help="Experiment file, or a ready one by name, such as experiments/mac."),
     ],
     data: DataOpt,
     out: Annotated[
@@ -428,9 +458,13 @@ def experiment(
     force: Annotated[
         bool, typer.Option(help="Resume variants even if their settings changed.")
     ] = False,
-    progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: a line every 30 s instead)."),
+    ] = True,
 ) -> None:
-    """Run (or resume) every variant of an experiment over the same questions, together."""
+    """Run (or resume) every variant of an experiment over the same questions, together (its
+    help: EXPERIMENT_HELP)."""
     from crawdad.run.experiment import prepare, run_experiment
     from crawdad.run.runner import RunStopped, RunSummary
 
@@ -554,11 +588,24 @@ def doctor(
         list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
     ] = [],  # noqa: B006
 ) -> None:
-    """Check that the servers answer and have the models; print what to run if not."""
-    from crawdad.doctor import diagnose
+    """Check that the servers answer and have the models; print what to run if not. Models
+    crawdad serves itself (a `serve` table): their engine, weights and plan. Takes experiment
+    files too (every variant's servers)."""
+    from crawdad.doctor import diagnose, diagnose_all
+    from crawdad.serving.commands import check_served, experiment_configs, is_experiment
 
-    cfg = build_config(config, sets)
-    report = asyncio.run(diagnose(cfg))
+    if config is not None and is_experiment(config):
+        if sets:
+            raise UsageProblem("--set applies to run configs; edit the experiment file instead")
+        configs = experiment_configs(config)
+        report = asyncio.run(diagnose_all(list(configs.values())))
+    else:
+        configs = {"": build_config(config, sets)}
+        report = asyncio.run(diagnose(configs[""], skip_served=True))
+    served = check_served(configs)
+    for line in served.lines:
+        typer.echo(line)
+    report.problems.extend(served.problems)
     for url, check in report.servers.items():
         state = (
             "not answering"
@@ -577,6 +624,111 @@ def doctor(
             _echo_err(f"problem: {problem}")
         raise typer.Exit(1)
     typer.secho("All servers and models are ready.", fg=typer.colors.GREEN)
+
+
+@app.command("wait-for")
+def wait_for(
+    urls: Annotated[
+        list[str],
+        typer.Argument(
+            help="Server addresses: http://HOST:PORT, or HOST:PORT as OLLAMA_HOST takes it.",
+            show_default=False,
+        ),
+    ],
+    timeout: Annotated[
+        float, typer.Option(min=0, help="Seconds to wait in all before giving up.")
+    ] = 60.0,
+) -> None:
+    """Wait until a server that is starting answers (a fake server started with `&`, a vLLM
+    loading its model); exit 1 if it does not within --timeout."""
+    from crawdad.config import check_url, ollama_host_url
+    from crawdad.doctor import wait_for as wait
+
+    try:
+        addresses = [check_url(ollama_host_url(u)) for u in urls]
+    except ValueError as e:
+        raise UsageProblem(str(e)) from None
+    for url, seconds in wait(addresses, timeout).items():
+        typer.echo(f"{url} answers (after {seconds:.1f} s)")
+
+
+@app.command()
+def serve(
+    config: Annotated[
+        Path, typer.Argument(help="Run config or experiment file whose models have `serve` tables.")
+    ],
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Print the plan (GPU, model, memory, port, command).")
+    ] = False,
+    slurm: Annotated[
+        bool, typer.Option("--slurm", help="Write a SLURM batch script that serves the plan.")
+    ] = False,
+    driver: Annotated[
+        str,
+        typer.Option(
+            help="--slurm: the command the job runs beside the servers (crawdad run or "
+            "crawdad experiment, with its options)."
+        ),
+    ] = "crawdad run --config {config} --data data/cladder-v1.zip --out runs/{name}",
+    script: Annotated[
+        Path | None, typer.Option("--out", "-o", help="--slurm: write the script here.")
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(min=1, help="--slurm: nodes, each serving every model.")
+    ] = 1,
+    time: Annotated[str, typer.Option(help="--slurm: the job's time limit.")] = "24:00:00",
+    sbatch: Annotated[
+        list[str], typer.Option("--sbatch", help="--slurm: another #SBATCH line: --array=0-3.")
+    ] = [],  # noqa: B006
+    gpus: Annotated[
+        int | None,
+        typer.Option(min=0, help="Plan for this many GPUs (a node elsewhere), not this machine's."),
+    ] = None,
+    gpu_memory: Annotated[
+        float, typer.Option(min=1, help="With --gpus: each GPU's memory in GiB.")
+    ] = 80.0,
+    sets: Annotated[
+        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
+    ] = [],  # noqa: B006
+) -> None:
+    """Serve a config's models: --plan prints where each server goes and starts nothing;
+    --slurm writes a batch script that starts them beside the driver."""
+    from crawdad.serving import commands
+    from crawdad.serving.gpus import simulated
+
+    if not (plan or slurm):
+        # TODO(supervisor): `crawdad serve CONFIG` starts the servers and keeps them.
+        raise UsageProblem("give --plan or --slurm")
+    if commands.is_experiment(config):
+        if sets:
+            raise UsageProblem("--set applies to run configs; edit the experiment file instead")
+        configs = commands.experiment_configs(config)
+    else:
+        configs = {"": build_config(config, sets)}
+    inventory = simulated(gpus, gpu_memory) if gpus is not None else None
+    made = commands.make_plan(configs, inventory)
+    if plan:
+        typer.echo(commands.plan_table(made, str(config)))
+    if slurm:
+        from crawdad.serving.slurm import slurm_script
+
+        first = next(iter(configs.values()))
+        text = slurm_script(
+            made,
+            driver.replace("{config}", str(config)).replace("{name}", config.stem),
+            source=str(config),
+            job_name=f"crawdad-{config.stem}",
+            nodes=nodes,
+            time=time,
+            startup_timeout=first.serving.startup_timeout,
+            sbatch=sbatch,
+        )
+        if script is None:
+            typer.echo(text, nl=False)
+        else:
+            script.write_text(text, encoding="utf-8")
+            script.chmod(0o755)
+            typer.echo(f"wrote {script}: submit it with `sbatch {script}`", err=True)
 
 
 @app.command()
@@ -704,10 +856,11 @@ def view(
 ) -> None:
     """Browse debates, outcomes and the report in a local web app (until Ctrl-C). It answers only
     the loopback, and only with the session's token: open the URL it prints."""
+    import contextlib
     import time
-    import webbrowser
 
     from crawdad.view import Server, Viewer
+    from crawdad.view.launch import browser_redirect, open_browser
 
     t0 = time.perf_counter()
     viewer = Viewer.open(list(folders), audit)
@@ -727,15 +880,15 @@ def view(
         )
     )
     typer.echo(f"crawdad view: {url} (Ctrl-C to stop)")
-    if browser:
-        webbrowser.open(url)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.stop)
+        if browser:  # on a file of the user's alone: no token in the browser's arguments
+            open_browser(stack.enter_context(browser_redirect(url)))
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
 
 
 @app.command()
@@ -750,7 +903,10 @@ def demo(
         int, typer.Option(min=1, max=4096, help="Debates in flight at once.")
     ] = 16,
     report: Annotated[bool, typer.Option(help="Write the analysis report afterwards.")] = True,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show the progress bars (--no-progress: lines now and then instead)."),
+    ] = True,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -778,9 +934,13 @@ def demo(
         )
         raise typer.Exit(130) from None
     if report:
+        import sys
+
         from crawdad.analysis.report import write_report
 
-        path = write_report([out], out / "report", progress=progress)
+        # a bar on a terminal; elsewhere (piped, --no-progress) a line per phase: never silent
+        bar = progress and sys.stderr.isatty()
+        path = write_report([out], out / "report", progress=True if bar else "lines")
         typer.echo(f"report written: {path}")
 
 

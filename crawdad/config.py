@@ -132,6 +132,9 @@ class ServeConfig(Strict):
     # The engine's program, where it is not the one on PATH (`vllm`, `llama-server`, `ollama`):
     # a path, e.g. a venv's `bin/vllm`; for llama.cpp also a Python that has llama-cpp-python.
     executable: str | None = None
+    # The weights' size in GB where crawdad cannot read it yet (a Hugging Face id not
+    # downloaded on the machine that plans, as a SLURM login node); None: read from the files.
+    weights_gb: float | None = Field(None, gt=0)
 
 
 class ModelSpec(Strict):
@@ -363,6 +366,31 @@ class InputLimits(Strict):
     max_file_mb: int = Field(DEFAULT_MAX_FILE_MB, ge=1)  # megabytes of one input file
 
 
+SERVED_URLS_ENV = "CRAWDAD_SERVED_URLS"
+
+
+def served_urls_from_env() -> dict[str, list[str]]:
+    """CRAWDAD_SERVED_URLS: a JSON object of served model name -> the URLs of servers already
+    up for it (a URL ending in /v1: OpenAI-compatible, else Ollama); empty when unset."""
+    raw = os.environ.get(SERVED_URLS_ENV, "").strip()
+    if not raw:
+        return {}
+    import json
+
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{SERVED_URLS_ENV} is not JSON ({e})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, list) and all(isinstance(u, str) for u in v) for v in data.values()
+    ):
+        raise ValueError(
+            f'{SERVED_URLS_ENV} must map model names to URL lists: {{"qwen3:32b": '
+            '["http://node1:8100/v1"]}'
+        )
+    return data
+
+
 def _default_agents() -> list[AgentConfig]:
     return [
         AgentConfig(name="qwen3", model="qwen3:32b"),
@@ -453,6 +481,20 @@ class RunConfig(Strict):
                     "to give each its own"
                 )
             spec.temperature = self.temperature
+        return self
+
+    @model_validator(mode="after")
+    def _served_elsewhere(self) -> RunConfig:
+        """CRAWDAD_SERVED_URLS, set by a `crawdad serve --slurm` job that started the servers
+        itself: each served model is pointed at them, instead of crawdad starting its own."""
+        served = served_urls_from_env()
+        for spec in [*self.agents, self.extractor, *self.readers()]:
+            urls = served.get(spec.model) if spec.serve is not None else None
+            if urls:
+                object.__setattr__(spec, "base_urls", [check_url(u) for u in urls])
+                backend = "openai" if urls[0].rstrip("/").endswith("/v1") else "ollama"
+                object.__setattr__(spec, "backend", backend)
+                object.__setattr__(spec, "serve", None)
         return self
 
     @property
@@ -583,16 +625,20 @@ def _origin(loc: tuple[str | int, ...], path: Path | str | None, origins: Origin
     return " with ".join(([str(path)] if path else []) + below) or str(path or "the settings")
 
 
-def _error_line(err: Any) -> str:
+def _error_line(err: Any, model: type[BaseModel] | None = None, kind: str = "") -> str:
+    """One bad value, in words. `model`: the model the error is of (a run config's by
+    default); with `kind` ("stopping") an unknown key is told with every key of its kind, its
+    guess first: a [stop] table is short, and its keys are not the run config's."""
     loc = ".".join(str(p) for p in err["loc"]) or "(whole config)"
     if err["type"] == "extra_forbidden":
-        known = _known_keys(err["loc"][:-1])
+        known = _known_keys(err["loc"][:-1], model or RunConfig)
         hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
-        extra = (
-            f" (did you mean '{hint[0]}'?)"
-            if hint
-            else f" (known keys: {', '.join(sorted(known))})"
-        )
+        guess = f"did you mean '{hint[0]}'?" if hint else ""
+        if kind:
+            listed = f"{kind} keys: {', '.join(known)}"
+            extra = f" ({guess} {listed})" if guess else f" ({listed})"
+        else:
+            extra = f" ({guess})" if hint else f" (known keys: {', '.join(sorted(known))})"
         return f"  - {loc}: unknown key{extra}"
     if err["type"] == "value_error":  # our own validators: the message names the value and fix
         return f"  - {loc}: {err['msg'].removeprefix('Value error, ')}"
@@ -633,8 +679,7 @@ def _describe(
     return "\n".join(lines)
 
 
-def _known_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = RunConfig
+def _known_keys(loc: tuple[Any, ...], model: type[BaseModel] = RunConfig) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -10,7 +12,7 @@ from crawdad.backends import make_backend
 from crawdad.backends.base import ServerInfo
 from crawdad.backends.serve_hints import vllm_serve
 from crawdad.config import ModelSpec, RunConfig
-from crawdad.errors import BackendError, ServersNotReady
+from crawdad.errors import BackendError, CrawdadError, ServersNotReady, ServerUnavailable
 from crawdad.records import ServedBy
 
 # Seconds a server has to list its models during a readiness check (`crawdad doctor`, the start
@@ -34,6 +36,7 @@ class ServerCheck:
     info: ServerInfo | None = None  # what the server said of itself and its models' builds
     error: str | None = None
     hung: bool = False  # took connections but did not answer in time
+    refused: bool = False  # nothing answers: not up yet, or not running (the error says both)
 
     @property
     def version(self) -> str | None:
@@ -96,6 +99,15 @@ def _specs(config: RunConfig) -> list[tuple[str, ModelSpec]]:
     return specs
 
 
+def _without_served(config: RunConfig) -> RunConfig:
+    """A copy whose models with a `serve` table have no URL to check."""
+    out = config.model_copy(deep=True)
+    for spec in [*out.agents, out.extractor, *out.readers()]:
+        if spec.serve is not None:
+            object.__setattr__(spec, "base_urls", [])
+    return out
+
+
 async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
     # Its own short timeout: a server that takes connections and never answers must not keep
     # the check waiting for as long as a response may take.
@@ -111,6 +123,8 @@ async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
             f"{url} did not answer within {limit:g} s: is it overloaded or hung? Look at its "
             "log, or restart it"
         )
+    except ServerUnavailable as e:
+        check.error, check.refused = str(e), True
     except BackendError as e:
         check.error = str(e)
     finally:
@@ -118,9 +132,26 @@ async def _check_server(spec: ModelSpec, url: str, limit: float) -> ServerCheck:
     return check
 
 
-async def diagnose(config: RunConfig, limit: float | None = None) -> DoctorReport:
-    """Check every server (all at once), each within `limit` seconds (READY_TIMEOUT)."""
+async def diagnose_all(configs: list[RunConfig], limit: float | None = None) -> DoctorReport:
+    """`diagnose` of several configs (an experiment's variants), as one report; models crawdad
+    serves itself are left out (`crawdad.serving.commands.check_served` checks them)."""
+    reports = [await diagnose(c, limit, skip_served=True) for c in configs]
+    return DoctorReport(
+        servers={u: c for r in reports for u, c in r.servers.items()},
+        problems=list(dict.fromkeys(p for r in reports for p in r.problems)),
+        warnings=list(dict.fromkeys(w for r in reports for w in r.warnings)),
+        tool_modes={k: v for r in reports for k, v in r.tool_modes.items()},
+    )
+
+
+async def diagnose(
+    config: RunConfig, limit: float | None = None, skip_served: bool = False
+) -> DoctorReport:
+    """Check every server (all at once), each within `limit` seconds (READY_TIMEOUT);
+    `skip_served`: not the models crawdad serves itself (no server of theirs is up yet)."""
     limit = limit or READY_TIMEOUT
+    if skip_served:
+        config = _without_served(config)
     targets = {url: spec for _, spec in _specs(config) for url in spec.base_urls}
     checks = await asyncio.gather(
         *(_check_server(spec, url, limit) for url, spec in targets.items())
@@ -132,7 +163,7 @@ async def diagnose(config: RunConfig, limit: float | None = None) -> DoctorRepor
         found = []
         for url in spec.base_urls:
             check = servers[url]
-            if check.hung:  # it is running: starting it again is not the fix
+            if check.hung or check.refused:  # the message names the fix itself
                 found.append(f"{role}: {check.error}")
             elif check.error:
                 start = "ollama serve" if spec.backend == "ollama" else fix_command(spec)
@@ -178,3 +209,57 @@ def require_ready(report: DoctorReport) -> None:
             + "\n  - ".join(report.problems)
             + "\nRun `crawdad doctor` after fixing, or `crawdad demo` to try crawdad on simulated servers."
         )
+
+
+# --- waiting for servers to come up -----------------------------------------------------------
+
+
+def answers(url: str, limit: float = 2.0) -> bool:
+    """Does a server answer HTTP at `url`? Any status but 503 counts (a server that says 404 to
+    the path is up); 503 is llama-server's "loading model": not up yet."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = kind(parts.hostname or "127.0.0.1", parts.port, timeout=limit)
+    try:
+        conn.request("GET", parts.path or "/")
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status != 503
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def wait_for(
+    urls: list[str],
+    timeout: float,
+    *,
+    probe: Callable[[str], bool] = answers,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    every: float = 0.2,
+) -> dict[str, float]:
+    """Wait until every URL answers, at most `timeout` seconds in all; the seconds each took.
+    Raises a `CrawdadError` naming those that never answered."""
+    start = clock()
+    waiting = list(urls)
+    took: dict[str, float] = {}
+    while True:
+        for url in list(waiting):
+            if probe(url):
+                took[url] = clock() - start
+                waiting.remove(url)
+        if not waiting:
+            return took
+        if clock() - start >= timeout:
+            raise CrawdadError(
+                f"nothing answers at {', '.join(waiting)} after {timeout:g} s (or only 503, a "
+                "model still loading): is the server still starting (a large model loads for "
+                "minutes: give --timeout more), or did it fail? Look at its log; check the "
+                "address and the port"
+            )
+        sleep(every)

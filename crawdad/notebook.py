@@ -232,7 +232,9 @@ def fake_server(
 
 @dataclass
 class Frames:
-    """Run folders as pandas frames.
+    """Run folders as pandas frames. Accuracies, shares and confidences are fractions (0-1),
+    differences of them too (0.032: what crawdad prints as 3.2 points); tokens are counts;
+    times are seconds.
 
     - `debates`: one row per debate (question), the columns of
       `crawdad.analysis.load.DEBATE_COLUMNS`: `run` (the run's label), `question_id`, `rung`,
@@ -360,7 +362,9 @@ def _servers(runs: list[Run]) -> pd.DataFrame:
 
 def report_tables(frames: Frames) -> dict[str, pd.DataFrame]:
     """Every table of the report over these frames (the functions `crawdad analyze` uses),
-    by name: "table1", "persuasion", "calibration", ... (each has a `run` column)."""
+    by name: "table1", "persuasion", "calibration", ... (each has a `run` column). Accuracies
+    and their intervals are fractions (table1's `acc`, `ci_lo`, `ci_hi`: 0.712, where the
+    report prints 71.2%)."""
     from crawdad.analysis.report import compute_tables
 
     return compute_tables(frames.debates, frames.turns)
@@ -398,7 +402,8 @@ def sequences(folder: str | Path) -> pd.DataFrame:
     """An experiment's confidence sequences (one with a `[stop]` rule), as its report draws them:
     columns `variant`, `questions` (settled questions counted), `estimate`, `lower`, `upper`:
     each variant's paired difference from the baseline (the baseline's own accuracy), valid at
-    every moment at once."""
+    every moment at once, as fractions (0.032: what the report and the live view print as 3.2
+    points)."""
     from crawdad.analysis.experiment_folder import load_experiment
     from crawdad.analysis.metrics.stopping import sequence_frame
 
@@ -408,7 +413,8 @@ def sequences(folder: str | Path) -> pd.DataFrame:
 def decisions(folder: str | Path) -> pd.DataFrame:
     """An experiment's stopping decisions, recomputed from its records as the run reached them:
     columns `variant`, `decision` (better, worse, equivalent or undecided), `questions` (used),
-    `estimate`, `lower`, `upper` (the sequence at the stop), `settled`."""
+    `estimate`, `lower`, `upper` (the sequence at the stop, a difference of fractions: 0.032 is
+    3.2 points), `settled`."""
     from crawdad.analysis.experiment_folder import load_experiment
     from crawdad.analysis.metrics.stopping import decision_table
 

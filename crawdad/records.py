@@ -40,8 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # 8: the run works through its questions in an order drawn from its seed, and `limit` takes the
 #    first N of it (before: the first N of the file); a folder made before resumes in file order
 #    (`store.recorded_order`). Lines are unchanged.
-# Version 1 to 7 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 8
+# 9: the manifest's `stop_history`: the stopping rules a run went through, where `--force` changed
+#    its rule on resume (empty: the rule never changed). Lines are unchanged.
+# Version 1 to 8 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 9
 
 # Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
 # them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
@@ -431,6 +433,16 @@ def merge_served(
     return out
 
 
+class StopChange(Record):
+    """One stopping rule of a run or experiment and when it took over: the first one from the
+    start, each later one when a resume with `--force` replaced the one before. A rule changed
+    after interim results were seen no longer carries its stated guarantee."""
+
+    rule: dict[str, Any] | None  # the rule (as in `stop`); None: no rule, every question runs
+    from_question: Count  # questions finished (in the run or the baseline) when it took over
+    at: datetime  # UTC, when it took over
+
+
 class RunManifest(Record):
     """Written once when a run folder is created; checked on every resume."""
 
@@ -449,13 +461,17 @@ class RunManifest(Record):
     # The run's stopping rule (`crawdad run --stop`, schema 8): alpha, half_width, min_questions,
     # max_questions, max_gpu_seconds; None: the run answers every selected question.
     stop: dict[str, Any] | None = None
+    # Every rule the run went through, oldest first (schema 9), where a resume with --force
+    # changed `stop`; empty: the rule never changed (the guarantee holds as stated).
+    stop_history: list[StopChange] = Field(default_factory=list)
 
 
 class ExperimentManifest(Record):
     """`experiment.json` of an experiment folder: its variants, each an ordinary run folder
     `DIR/<variant>/`, and the baseline the analysis compares them with."""
 
-    schema_version: int = 2  # the version of this schema (2: the stopping rule)
+    # the version of this schema (2: the stopping rule; 3: its history, `stop_history`)
+    schema_version: int = 3
     crawdad_version: str  # crawdad's version
     created_at: datetime  # UTC
     file: str  # the experiment file, as given
@@ -466,6 +482,9 @@ class ExperimentManifest(Record):
     # The stopping rule of the file's [stop] (schema 2): alpha, margin, min_questions,
     # max_questions, max_gpu_seconds; None: every variant answers every question.
     stop: dict[str, Any] | None = None
+    # Every rule the experiment went through, oldest first (schema 3), where a resume with
+    # --force changed [stop]; empty: the rule never changed (the guarantee holds as stated).
+    stop_history: list[StopChange] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _plain_variant_names(self) -> ExperimentManifest:

@@ -5,8 +5,19 @@
     .venv/bin/python docs/screenshots.py /tmp/shots/demo /tmp/shots/judge
 
 Writes docs/assets/viewer-table.png, viewer-debate.png and viewer-outcomes.png, and
-live-view.png: the live view of a synthetic experiment of two variants still being written (its
-folders locked as a run locks them), with an hour of a vLLM server's metrics.
+live-view-1280.png and live-view-800.png: the live view at 1280 and 800 pixels wide, of a
+synthetic experiment of two variants still being written (its folders locked as a run locks
+them) with an hour of a vLLM server's metrics, or with `--live FOLDER` of an experiment being
+written now. The docs' shots are of a stopping experiment on the fakes (docs/how-to/view.md):
+
+    crawdad fake-server --kind openai --port 11611 --latency 1 --capacity 8 -c exp.toml \
+        --accuracy paper:32b=0.6 --accuracy stronger:32b=0.9 &
+    crawdad fake-server --port 11612 --latency 1 -c exp.toml --accuracy same:32b=0.6 &
+    OLLAMA_HOST=127.0.0.1:11612 crawdad experiment exp.toml --data examples --out runs/stop &
+    sleep 50; .venv/bin/python docs/screenshots.py --live runs/stop
+
+where exp.toml is the stopping tutorial's, with `concurrency = 4`, `server_metrics = 1`, and
+the variants paper and stronger served by the first (`backend = "openai"`, `base_urls`).
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ from crawdad.view import Server, Viewer
 DOCS = Path(__file__).parent / "assets"
 
 
-def main(runs: list[Path]) -> None:
+def main(runs: list[Path], live: Path | None = None) -> None:
     os.environ["SE_OFFLINE"] = "true"
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
@@ -58,8 +69,16 @@ def main(runs: list[Path]) -> None:
                 driver.save_screenshot(DOCS / "viewer-outcomes.png")
             finally:
                 server.stop()
+        if live is not None:
+            live_view(driver, live)
+            return
         with tempfile.TemporaryDirectory() as tmp:
-            live_view(driver, Path(tmp) / "experiment")
+            locks = _experiment(Path(tmp) / "experiment")
+            try:
+                live_view(driver, Path(tmp) / "experiment")
+            finally:
+                for lock in locks:
+                    lock.close()
     finally:
         driver.quit()
 
@@ -117,22 +136,38 @@ def _experiment(folder: Path) -> list[IO[str]]:
 
 
 def live_view(driver: webdriver.Chrome, folder: Path) -> None:
-    locks = _experiment(folder)
+    """The live page at 1280 and 800 pixels wide, down to its servers (PNGs of 256 colours,
+    under 200 KB each)."""
+    from PIL import Image
+
     server = Server(Viewer.open([folder]), 0)
     url = server.start()
     try:
-        driver.set_window_size(1280, 980)
         driver.get(server.token_url)
-        driver.get(url + "live")
-        WebDriverWait(driver, 20).until(
-            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".server-card svg"))
-        )
-        driver.save_screenshot(DOCS / "live-view.png")
+        for width, height in ((1280, 1500), (800, 1800)):
+            driver.set_window_size(width, height)
+            driver.get(url + "live")
+            WebDriverWait(driver, 30).until(
+                lambda d: "updated" in d.find_element(By.ID, "live-state").text
+            )
+            WebDriverWait(driver, 20).until(
+                expected_conditions.presence_of_element_located(
+                    (By.CSS_SELECTOR, ".server-card svg")
+                )
+            )
+            shot = DOCS / f"live-view-{width}.png"
+            driver.save_screenshot(shot)
+            image = Image.open(shot).convert("RGB")
+            image.quantize(
+                colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE
+            ).save(shot, optimize=True)
     finally:
         server.stop()
-        for lock in locks:
-            lock.close()
 
 
 if __name__ == "__main__":
-    main([Path(a) for a in sys.argv[1:]])
+    args = sys.argv[1:]
+    if args[:1] == ["--live"]:
+        main([], Path(args[1]))
+    else:
+        main([Path(a) for a in args])

@@ -149,7 +149,7 @@ def test_table1_renderings():
     )
     wide = table1_wide(t1)
     assert list(wide[""]) == ["m (x:1) (Initial)", "m (x:1) (Final)", "m (x:1): n"]
-    assert wide.loc[0, "Overall"] == "70.00 [60.0, 80.0]"
+    assert wide.loc[0, "Overall"] == "70.0% [60.0, 80.0]"
     tex = table1_latex(t1)
     assert r"\toprule" in tex and "90.00" in tex and r"\textit{10}" in tex
     assert "| m (x:1) (Final)" in to_markdown(wide, formatted=True)

@@ -21,6 +21,7 @@ SHARED_NAMES = {
     "__main__.py",
     "base.py",  # backends/, protocols/, tasks/, tools/: each package's small interface
     "judge.py",  # protocols/judge.py and fake/judge.py (the fake judge model)
+    "ollama.py",  # backends/ollama.py (the client) and serving/engines/ollama.py (the server)
     "confidence.py",  # analysis/metrics and analysis/figures
     "experiment.py",  # run/experiment.py, analysis/metrics and analysis/figures
     "protocols.py",  # analysis/metrics and analysis/figures

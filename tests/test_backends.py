@@ -46,7 +46,8 @@ async def test_server_down_is_unavailable_and_says_how_to_start_it(kind: str, st
             await backend.chat(request(stream))
     finally:
         await backend.aclose()
-    assert "cannot connect to" in str(error.value) and url in str(error.value)
+    assert "nothing answers at" in str(error.value) and url in str(error.value)
+    assert f"crawdad wait-for {url}" in str(error.value)
     assert ("ollama serve" if kind == "ollama" else "vllm serve") in str(error.value)
 
 

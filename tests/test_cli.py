@@ -70,10 +70,12 @@ def test_server_down_exits_1_with_fix(tiny_cladder: Path, tmp_path: Path) -> Non
         "run", "--data", str(tiny_cladder), "--out", str(tmp_path / "r"), "--config", str(cfg)
     )
     assert result.returncode == 1
-    assert (
-        "cannot connect to Ollama at http://127.0.0.1:9" in result.stderr
-        and "ollama serve" in result.stderr
-    )
+    # not up yet, or not running: the message says both, and how to wait (not "install it")
+    said = " ".join(result.stderr.split())
+    assert "nothing answers at http://127.0.0.1:9 (connection refused)" in said
+    assert "is the server still starting? Wait for it: `crawdad wait-for" in said
+    assert "If none is running, start one: `ollama serve`" in said
+    assert "fix: ollama serve" not in said
 
 
 def test_usage_error_is_not_a_traceback(tmp_path: Path) -> None:
@@ -557,3 +559,66 @@ def test_every_command_has_clean_help() -> None:
     ):
         result = invoke(*args, "--help")
         assert result.exit_code == 0 and "--help" in result.output
+
+
+def test_wait_for_waits_for_a_starting_server_and_says_when_none_came(tmp_path: Path) -> None:
+    from crawdad.doctor import wait_for
+    from crawdad.errors import CrawdadError
+
+    now = [0.0]
+    answered_at = {"http://a:1": 2.0, "http://b:2": 5.0}  # when each starts answering
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    took = wait_for(
+        list(answered_at),
+        60,
+        probe=lambda url: now[0] >= answered_at[url],
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    assert took == pytest.approx({"http://a:1": 2.0, "http://b:2": 5.0}, abs=0.2)
+    assert max(slept) <= 0.2  # a short poll, not a long sleep
+    now[0] = 0.0
+    with pytest.raises(
+        CrawdadError, match=r"nothing answers at http://b:2 after 3 s \(or only 503"
+    ):
+        wait_for(["http://b:2"], 3, probe=lambda url: False, clock=lambda: now[0], sleep=sleep)
+
+
+def test_wait_for_from_the_command_line(unused_tcp_port: int) -> None:
+    with FakeServer("ollama", {}) as server:  # up: said at once, with its address
+        host = server.url.removeprefix("http://")
+        result = CliRunner().invoke(app, ["wait-for", host, "--timeout", "10"])
+        assert result.exit_code == 0, result.output
+        assert f"{server.url} answers (after " in result.output
+    result = crawdad("wait-for", f"127.0.0.1:{unused_tcp_port}", "--timeout", "0.3")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    said = " ".join(result.stderr.split())
+    assert f"nothing answers at http://127.0.0.1:{unused_tcp_port} after 0.3 s" in said
+
+
+def test_a_server_loading_its_model_is_not_up_yet() -> None:
+    """llama-server answers 503 while it loads the model: wait-for waits on."""
+    from crawdad.doctor import answers
+
+    class Loading(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(503 if self.path == "/" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Loading)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert not answers(url)  # 503: loading
+        assert answers(url + "/v1")  # 404: up, the path is not its
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -270,8 +271,11 @@ def test_a_discovery_demo_report_has_the_section_and_a_cladder_one_does_not(
     assert (figures / "graphs_vs_tokens.png").stat().st_size > 0
     assert (figures / "shd_by_alignment.pdf").stat().st_size > 0
 
-    code, printed, _ = cli("demo", "--limit", "2", "--out", "cladder")
+    code, printed, said = cli("demo", "--limit", "2", "--out", "cladder")
     assert code == 0, printed
+    # piped, the demo says what it does while it writes its report (a line per phase)
+    phases = re.findall(r"^report \[\d+:\d\d\]: (.*)$", said, re.MULTILINE)
+    assert phases[0] == "loading 1 run folder" and "drawing figures" in phases, said
     report = (tmp_path / "cladder" / "report" / "report.md").read_text()
     assert "Causal discovery" not in report
     assert not (tmp_path / "cladder" / "report" / "discovery").exists()

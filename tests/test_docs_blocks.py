@@ -48,6 +48,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 API_PAGE = DOCS / "reference" / "api.md"
+# Pages a reader follows from top to bottom: each runs as one script (`page_script`).
+TUTORIALS = [DOCS / "getting-started.md", *sorted((DOCS / "tutorials").glob("*.md"))]
 
 SHELL = {"bash", "sh", "shell", "console"}
 PYTHON = {"python", "py"}
@@ -187,8 +189,27 @@ def test_every_block_runs_or_says_why() -> None:
     )
     print("documentation blocks:", dict(tally))
     # the tutorials' commands stay runnable (a tutorial all skipped would pass unnoticed)
-    for tutorial in [DOCS / "getting-started.md", *sorted((DOCS / "tutorials").glob("*.md"))]:
+    for tutorial in TUTORIALS:
         assert any(b.runs and b.mark != "xfail" for b in page_blocks(tutorial)), tutorial
+
+
+def test_a_tutorial_hides_no_wait() -> None:
+    """A tutorial runs as the reader pastes it: a wait for a server is a step the page shows
+    (`crawdad wait-for`), not a hidden comment (a hidden step may check, and runs in the
+    script, but never waits); nothing in it fails on purpose."""
+    waits = re.compile(r"\bsleep\b|\buntil\b|\bwait\b")
+    found = [
+        f"{b.where}: {'a hidden wait' if b.hidden else 'an xfail block'} in a tutorial: show it"
+        for page in TUTORIALS
+        for b in page_blocks(page)
+        if (b.hidden and waits.search(b.code)) or b.mark == "xfail"
+    ]
+    found += [
+        f"{name_of(page)}: a tutorial runs as one script, shell or Python, not both"
+        for page in TUTORIALS
+        if {"shell", "python"} <= {b.kind for b in page_blocks(page) if b.runs}
+    ]
+    assert not found, "\n".join(found)
 
 
 def test_the_markers_are_found() -> None:
@@ -347,14 +368,7 @@ class PageRunner:
         return self._until_token(self.python)
 
     def data(self, block: Block) -> Outcome:
-        try:
-            if block.lang == "json":
-                json.loads(block.code)
-            else:
-                check_toml(block, self.scratch)
-        except Exception as e:
-            return Outcome(False, f"{type(e).__name__}: {e}\n")
-        return Outcome(True, "")
+        return check_data(block, self.scratch)
 
     def run(self, block: Block) -> Outcome:
         if block.kind == "shell":
@@ -374,6 +388,17 @@ class PageRunner:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)  # whatever it left running (servers: `&`)
             proc.wait()
+
+
+def check_data(block: Block, scratch: Path) -> Outcome:
+    try:
+        if block.lang == "json":
+            json.loads(block.code)
+        else:
+            check_toml(block, scratch)
+    except Exception as e:
+        return Outcome(False, f"{type(e).__name__}: {e}\n")
+    return Outcome(True, "")
 
 
 def _merge_fragment(base: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
@@ -448,7 +473,80 @@ def test_a_page_runs_in_one_shell_and_one_interpreter(tmp_path: Path) -> None:
 
 
 def runnable_pages() -> list[Path]:
-    return [p for p in pages() if any(b.runs for b in page_blocks(p))]
+    """The pages run block by block (a tutorial runs as one script instead)."""
+    return [p for p in pages() if p not in TUTORIALS and any(b.runs for b in page_blocks(p))]
+
+
+def page_script(page: Path) -> tuple[list[str], str]:
+    """A tutorial as a reader who pastes it all at once runs it: its runnable shell blocks one
+    after another in one `bash` with `set -euo pipefail` (or its Python blocks as one Python
+    file), with the hidden checks between them; the command line that runs the script, and
+    the script."""
+    blocks = [b for b in page_blocks(page) if b.runs and b.kind in {"shell", "python"}]
+    python = any(b.kind == "python" for b in blocks)
+    parts = []
+    for block in blocks:
+        code = block.code
+        if block.lang == "console":
+            code = "".join(ln[2:] + "\n" for ln in code.splitlines() if ln.startswith("$ "))
+        parts.append(f"# --- {block.where}\n{code}")
+    if python:
+        return [sys.executable, "-u", "script"], "".join(parts)
+    head = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"
+    return ["bash", "script"], head + "".join(parts)
+
+
+def test_a_page_script_is_its_blocks_in_order() -> None:
+    argv, script = page_script(DOCS / "tutorials" / "cladder-debates.md")
+    assert argv == ["bash", "script"] and script.startswith("set -euo pipefail\n")
+    started = script.index("crawdad fake-server --port 11501")
+    assert (
+        started < script.index("crawdad wait-for 127.0.0.1:11501") < script.index("crawdad doctor")
+    )
+    assert "seq 100" not in script  # no hidden step: what the page shows, and only that
+    argv, script = page_script(DOCS / "tutorials" / "notebook.md")
+    assert argv[0] == sys.executable and "crawdad.load_frames" in script
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("page", TUTORIALS, ids=name_of)
+def test_a_tutorial_runs_as_one_script(page: Path, tmp_path: Path) -> None:
+    """The page's blocks pasted into one script, run with `set -e` on crawdad's fakes: each
+    command must be ready for the next with no pause a reader would add (a server started with
+    `&` is waited for by a step the page shows). Its TOML blocks are checked as crawdad reads
+    them."""
+    for block in page_blocks(page):
+        if block.runs and block.kind == "data":
+            outcome = check_data(block, tmp_path)
+            assert outcome.ok, f"{block.where}: the documented {block.lang} block\n{outcome.output}"
+    argv, script = page_script(page)
+    folder = tmp_path / "page"
+    folder.mkdir()
+    (folder / "script").write_text(script)
+    env = dict(os.environ, NO_COLOR="1", MPLBACKEND="Agg")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("OLLAMA_HOST", None)
+    proc = subprocess.Popen(
+        argv,
+        cwd=folder,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: every server it starts is stopped
+    )
+    try:
+        output, _ = proc.communicate(timeout=540)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+    assert proc.returncode == 0, (
+        f"{name_of(page)} run as one script failed ({proc.returncode})\n--- its output\n"
+        f"{output[-8000:]}"
+    )
+    assert "Traceback" not in output, output[-8000:]
 
 
 @pytest.mark.timeout(600)

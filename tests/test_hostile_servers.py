@@ -392,9 +392,9 @@ async def test_a_version_answer_is_read_within_bounds(mode: str, serve: Any) -> 
 
 async def test_live_json_is_strict_json_over_a_hostile_series(tmp_path: Path) -> None:
     from crawdad.analysis.synthetic_runs import write_synthetic_run
-    from tests.test_viewer_live import AUTH, TOKEN
 
     from crawdad.view import Viewer
+    from tests.test_viewer_live import AUTH, TOKEN
 
     run = tmp_path / "run"
     write_synthetic_run(run, 5, trace_chars=(10, 20), error_rate=0)

@@ -78,8 +78,28 @@ async def test_a_run_is_awaited_and_its_tool_calls_are_a_frame(tmp_path: Path) -
     assert len(frames.debates) == 5 and len(frames.turns) >= 5
     assert list(frames.tool_calls.columns)[:3] == ["run", "question_id", "round"]
     assert frames.tool_calls.empty  # the paper's setup gives no tools
+    table1 = crawdad.report_tables(frames)["table1"]  # fractions, as documented
+    assert table1["acc"].between(0, 1).all() and (table1["ci_hi"] <= 1).all()
 
 
 def test_the_notebook_names_are_in_crawdads_namespace() -> None:
     for name in ("run_sync", "run_async", "experiment_sync", "experiment_async", "load_frames"):
         assert callable(getattr(crawdad, name)) and name in crawdad.__all__
+
+
+def test_the_frames_say_the_unit_of_their_accuracies_and_differences() -> None:
+    """One convention, stated where a notebook reader looks: fractions in frames, percent and
+    points in what crawdad prints (issue 46)."""
+    import inspect
+
+    from crawdad.notebook import Frames, decisions, report_tables, sequences
+
+    for documented in (Frames, report_tables, sequences, decisions):
+        doc = " ".join((inspect.getdoc(documented) or "").split())
+        assert "fraction" in doc and ("points" in doc or "%" in doc), documented
+    for documented in (sequences, decisions):
+        assert "0.032" in inspect.getdoc(documented) and "3.2 points" in " ".join(
+            (inspect.getdoc(documented) or "").split()
+        )
+    page = " ".join((Path(__file__).parents[1] / "docs/tutorials/notebook.md").read_text().split())
+    assert "a fraction from 0 to 1" in page and "differences in percentage points" in page

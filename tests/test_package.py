@@ -117,7 +117,7 @@ def test_the_fake_server_serves_every_model_of_an_experiment() -> None:
 
 def test_the_summary_of_graph_answers_does_not_call_them_accuracy(tmp_path: Path) -> None:
     summary = RunSummary(out=tmp_path, selected=5, already_done=0, done_total=5, correct=0)
-    assert "final accuracy over these 5: 0.000" in summary.lines()[1]
+    assert "final accuracy over these 5: 0.0%" in summary.lines()[1]
     summary.graphs = True
     line = summary.lines()[1]
     assert "graphs exactly right" in line and "pair accuracy" in line

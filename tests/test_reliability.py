@@ -128,7 +128,7 @@ def test_resume_with_a_smaller_selection_counts_only_that_selection(
     acc = sum(r["final_answer"] == r["gold"] for r in first) / 4
     cons = sum(r["consensus"] for r in first) / 4
     assert "4/4 selected debates finished" in out
-    assert f"final accuracy over these 4: {acc:.3f}, consensus rate {cons:.3f}" in out
+    assert f"final accuracy over these 4: {acc:.1%}, consensus rate {cons:.1%}" in out
     assert (
         "6 debates in the folder are for questions outside this selection "
         "(ids 4, 5, 6, 7, 8 and 1 more); not counted"
@@ -154,8 +154,8 @@ async def test_summary_and_progress_line_never_count_lines_of_other_questions(
     postfix = Progress([Job(setup, RunStore(out), [], summary)], enabled=False).postfix(
         time.monotonic()
     )
-    assert f"acc={summary.correct / 4:.3f}" in postfix
-    assert f"cons={summary.consensus / 4:.2f}" in postfix
+    assert f"acc {100 * summary.correct / 4:.1f}%" in postfix
+    assert f"cons {100 * summary.consensus / 4:.0f}%" in postfix
     for pool in {id(p.pool): p.pool for p in [*setup.agents.values(), setup.extractor]}.values():
         await pool.aclose()
 
@@ -165,7 +165,7 @@ def test_summary_lines_state_what_they_are_about(tmp_path: Path) -> None:
     s.consensus = 3
     lines = s.lines()
     assert lines[0].startswith(f"5/5 selected debates finished in {tmp_path}")
-    assert lines[1] == "final accuracy over these 5: 0.800, consensus rate 0.600"
+    assert lines[1] == "final accuracy over these 5: 80.0%, consensus rate 60.0%"
     empty = RunSummary(out=tmp_path, selected=5, already_done=0)
     assert "no debate of this selection is finished yet" in empty.lines()[1]
 
@@ -396,7 +396,7 @@ def test_stalled_requests_show_on_the_progress_line(tmp_path: Path) -> None:
         guard.last_progress = now - age
         endpoint.active.add(guard)
     bar = Progress([Job(setup, RunStore(tmp_path), [], summary)], False)
-    assert bar.postfix(now).endswith("| stalled: 127.0.0.1:8001 (2 requests, 75 s)")
+    assert bar.postfix(now).endswith("  stalled: 127.0.0.1:8001 (2 requests, 75 s)")
     endpoint.active.add(StreamGuard())  # one that streams: the others queue behind it
     assert "stalled" not in bar.postfix(time.monotonic())
 
@@ -452,10 +452,7 @@ async def test_server_that_dies_stops_the_run_within_down_stop_and_resume_finish
             await task
         assert time.monotonic() - died < 0.5 + 1.5
         message = str(stopped.value)
-        assert (
-            "has been unreachable for" in message
-            and f"cannot connect to Ollama at {s.url}" in message
-        )
+        assert "has been unreachable for" in message and f"nothing answers at {s.url}" in message
         assert "run the same command again to resume" in message
         before = debates.read_bytes()
         kept = records(out)

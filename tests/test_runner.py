@@ -189,7 +189,7 @@ async def test_server_down_at_start_names_url_and_fix(tmp_path: Path) -> None:
     ds = dataset(tmp_path, 2)
     async with FakeServer("ollama", {}) as server:
         url = server.url
-    with pytest.raises(CrawdadError, match=rf"(?s)cannot connect to Ollama at {url}.*ollama serve"):
+    with pytest.raises(CrawdadError, match=rf"(?s)nothing answers at {url}.*ollama serve"):
         await run(config(url), ds, tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "debates.jsonl").exists()
 

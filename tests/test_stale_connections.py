@@ -60,3 +60,82 @@ async def test_a_run_against_a_closing_server_needs_no_retry(kind: str, tmp_path
 
     turns = [t for line in records for t in DebateRecord.model_validate_json(line).turns]
     assert turns and all(t.attempts == 1 for t in turns)  # nothing waited a retry delay
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_restart_that_closes_every_pooled_connection_is_not_taken_for_closing(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four connections pooled, then a restart closes all four (the fake drops the next request
+    on each, as a client that has not yet seen them closed would send it: no race). The first
+    request after it finds a stale one; the other three must not count as more evidence."""
+    import asyncio
+
+    replies = [FakeReply(text=f"reply {i}") for i in range(14)]
+    model = {"m": ScriptedModel(replies, thinks=False)}
+    async with FakeServer(kind, model) as server:  # type: ignore[arg-type]
+        backend = backend_for(kind, server.url)
+        try:
+            with caplog.at_level(logging.WARNING):
+                first = await asyncio.gather(
+                    *(backend.chat(request(stream=True)) for _ in range(4))
+                )
+                assert server.stats.connections == 4  # four connections in the pool
+                server.drop_connections()  # the restart
+                after = [(await backend.chat(request(stream=True))).text for _ in range(6)]
+                server.drop_connections()  # and another one, later in the run
+                again = await asyncio.gather(
+                    *(backend.chat(request(stream=True)) for _ in range(4))
+                )
+        finally:
+            await backend.aclose()
+    texts = [r.text for r in first] + after + [r.text for r in again]
+    assert sorted(texts) == sorted(f"reply {i}" for i in range(14))  # none failed or was lost
+    assert server.stats.stale_requests >= 2  # the restarts did cost stale connections
+    assert not backend._http.closes_connections  # but keep-alive is kept
+    assert not [r for r in caplog.records if "closes its connections" in r.getMessage()]
+    # the requests after the first restart went on one pooled connection again
+    assert backend._http.evidence == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_closing_server_is_still_found_after_a_restart(kind: str) -> None:
+    """Evidence before a restart and after it: the pool of a server that closes after every
+    reply goes stale again right after one made since the restart."""
+    replies = [FakeReply(text=f"reply {i}") for i in range(8)]
+    model = {"m": ScriptedModel(replies, thinks=False)}
+    async with FakeServer(kind, model, close_after_stream=True) as server:  # type: ignore[arg-type]
+        backend = backend_for(kind, server.url)
+        try:
+            await backend.chat(request(stream=True))
+            server.drop_connections()
+            texts = [(await backend.chat(request(stream=True))).text for _ in range(7)]
+        finally:
+            await backend.aclose()
+    assert len(texts) == 7 and backend._http.closes_connections
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_real_restart_keeps_keep_alive_whether_the_client_saw_it_or_not(kind: str) -> None:
+    """The fake stopped and started again on its port, twice: whether the client notices the
+    closed connections before it reuses them (no stale request) or not (one per connection),
+    every request is answered and keep-alive is kept."""
+    import asyncio
+
+    replies = [FakeReply(text=f"reply {i}") for i in range(20)]
+    model = {"m": ScriptedModel(replies, thinks=False)}
+    async with FakeServer(kind, model) as server:  # type: ignore[arg-type]
+        backend = backend_for(kind, server.url)
+        texts: list[str] = []
+        try:
+            for _ in range(2):
+                batch = await asyncio.gather(
+                    *(backend.chat(request(stream=True)) for _ in range(4))
+                )
+                texts += [r.text for r in batch]
+                await server.arestart()
+                texts += [(await backend.chat(request(stream=True))).text for _ in range(6)]
+        finally:
+            await backend.aclose()
+    assert sorted(texts) == sorted(f"reply {i}" for i in range(20))
+    assert not backend._http.closes_connections

@@ -24,6 +24,9 @@ HEAVY = [
     "ollama",
     "crawdad.analysis",
     "crawdad.protocols.coding",
+    "pynvml",  # the GPU inventory (crawdad.serving.gpus) reads it only when a plan is made
+    "crawdad.serving.gpus",
+    "gguf",
 ]
 
 

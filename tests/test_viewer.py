@@ -221,7 +221,7 @@ def test_experiment_variants_link_the_same_question(tmp_path: Path) -> None:
     url = server.start()
     try:
         page = get(url + "debate/base/3")
-        assert 'class="variant" href="/debate/judge/3' in page
+        assert 'class="variant" href="/debate?run=judge&amp;id=3' in page
         assert matched(get(url + "?run=judge")) == 10
     finally:
         server.stop()
@@ -288,3 +288,31 @@ def test_report_page_serves_the_written_report(served: tuple[str, Viewer], run: 
         assert r.read() == PIXEL
     with pytest.raises(urllib.error.HTTPError):
         get(url + "report-files/0/%2E%2E/manifest.json")  # nothing outside the report folder
+
+
+def test_agents_that_answered_alone_agree_rather_than_reach_consensus(tmp_path: Path) -> None:
+    """Issue 46: a solo run's agents never saw each other's answers; the table, its filter and
+    the debate page say their answers agree (or differ), never "consensus yes"."""
+    run = write_synthetic_run(tmp_path / "solo", 20, trace_chars=(10, 20), error_rate=0)
+    lines = []
+    for raw in (run / "debates.jsonl").read_text().splitlines():
+        d = json.loads(raw)
+        d["protocol"] = "solo"
+        lines.append(json.dumps(d) + "\n")
+    (run / "debates.jsonl").write_text("".join(lines))
+    recs = latest(run)
+    agreed = next(q for q, r in recs.items() if r.consensus)
+    server = Server(Viewer.open([run]), 0, token=TOKEN)
+    url = server.start()
+    try:
+        page = get(url)
+        cells = re.findall(r"<td>(yes|no|agree|differ)</td>", page)
+        assert cells and set(cells) <= {"agree", "differ"}
+        assert '<option value="agree"' in page and "consensus (solo: answers agree)" in page
+        n_agree = sum(r.consensus for r in recs.values())
+        assert 0 < n_agree == matched(get(url + "?consensus=agree"))
+        debate = get(f"{url}debate?run=solo&id={agreed}")
+        assert "(the answers agree; each agent answered alone)" in debate
+        assert "(consensus)" not in debate
+    finally:
+        server.stop()

@@ -347,3 +347,29 @@ async def test_without_a_stopping_rule_there_are_no_decisions(tmp_path: Path) ->
     exp = stop_experiment(tmp_path / "exp", rights, 40, None)
     async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
         assert (await poll(client))["decisions"] == []
+
+
+async def test_a_decided_variant_says_decided_in_the_poll_and_the_header(tmp_path: Path) -> None:
+    """Issue 46: a variant the rule decided starts no new debate though its process still holds
+    the folder; its state is `decided: better`, not `writing`, in /live.json and in the header's
+    chip of every page."""
+    import fcntl
+
+    from crawdad.run.store import LOCK
+
+    rights = {"base": lambda i: i % 2 == 0, "good": lambda i: True}
+    exp = stop_experiment(tmp_path / "exp", rights, 200, {"alpha": 0.05, "margin": 0.03})
+    locks = [(exp / name / LOCK).open("a") for name in rights]
+    for lock in locks:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    try:
+        async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
+            states = {r["label"]: r["state"] for r in (await poll(client))["runs"]}
+            assert states == {"base": "writing", "good": "decided: better"}
+            async with client.get("/", headers=AUTH) as r:
+                page = await r.text()
+            chip = re.search(r'data-run="good">.*?</b>', page, re.S)
+            assert chip and "decided: better" in chip[0] and "writing" not in chip[0]
+    finally:
+        for lock in locks:
+            lock.close()

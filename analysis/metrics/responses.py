@@ -54,7 +54,8 @@ def sentiment(turns: pd.DataFrame) -> pd.DataFrame:
     """Mean VADER compound (formatting stripped) of initial and debate responses, per agent.
 
     Empty texts have no score and are counted in `n_empty`. Columns: run, agent, phase, n,
-    n_empty, mean, sd, median, ci_lo, ci_hi (mean +- 1.96 standard errors).
+    n_empty, mean, sd, median, mean_ci_lo, mean_ci_hi (mean +- 1.96 standard errors, in the
+    score's own units from -1 to 1: not a share, so not shown as a percentage).
     """
     t = _ok(turns)
     f = pd.DataFrame(
@@ -66,15 +67,26 @@ def sentiment(turns: pd.DataFrame) -> pd.DataFrame:
         }
     )
     f = pd.concat([f, f.assign(agent=ALL)], ignore_index=True)
-    cols = ["run", "agent", "phase", "n", "n_empty", "mean", "sd", "median", "ci_lo", "ci_hi"]
+    cols = [
+        "run",
+        "agent",
+        "phase",
+        "n",
+        "n_empty",
+        "mean",
+        "sd",
+        "median",
+        "mean_ci_lo",
+        "mean_ci_hi",
+    ]
     if f.empty:
         return pd.DataFrame(columns=cols)
     g = f.groupby(["run", "agent", "phase"], sort=True)["s"]
     out = g.agg(n="count", n_all="size", mean="mean", sd="std", median="median").reset_index()
     out["n_empty"] = out["n_all"] - out["n"]
     se = out["sd"] / np.sqrt(out["n"].where(out["n"] > 0))
-    out["ci_lo"] = out["mean"] - 1.96 * se
-    out["ci_hi"] = out["mean"] + 1.96 * se
+    out["mean_ci_lo"] = out["mean"] - 1.96 * se
+    out["mean_ci_hi"] = out["mean"] + 1.96 * se
     out["_p"] = (out["phase"] == "debate").astype(int)
     out = out.sort_values(["run", "agent", "_p"]).drop(columns="_p")
     return _order(out, [])[cols]

@@ -141,8 +141,12 @@ def spending_table(exp: Any) -> pd.DataFrame:
         for col in ("requests", "tokens", "gpu_seconds"):
             spent = float(q[col].sum())
             full = spent / n * selected if n else float("nan")
-            row[col] = spent if col == "gpu_seconds" else int(spent)  # counts are whole
+            if col != "gpu_seconds" and n:  # counts are whole, projected ones too
+                spent, full = float(int(spent)), float(round(full))
+            row[col] = spent if col == "gpu_seconds" else int(spent)
             row[f"full_{col}"] = full
-            row[f"saved_{col}"] = full - spent
+            # a variant that ran every question saved nothing: 0, never a rounding's -0.000
+            saved = full - spent
+            row[f"saved_{col}"] = 0.0 if n == selected or abs(saved) < 1e-9 else saved
         rows.append(row)
     return pd.DataFrame(rows, columns=SPENDING_COLUMNS)

@@ -26,7 +26,12 @@ from crawdad.backends.base import (
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.server_metrics import ANSWER_LIMITS, json_within, read_body
 from crawdad.backends.streaming import StreamConnections, ollama_result, read_ndjson
-from crawdad.backends.transport import TRANSPORT_ERRORS, diagnose, ollama_transport
+from crawdad.backends.transport import (
+    TRANSPORT_ERRORS,
+    diagnose,
+    nothing_answers,
+    ollama_transport,
+)
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
 NS = 1e-9
@@ -84,7 +89,7 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     kind, cause = diagnose(e) or (None, f"{type(e).__name__}: {e}")
     if kind == "refused":
         return ServerUnavailable(
-            f"cannot connect to Ollama at {url}; start it with `ollama serve` (or set OLLAMA_HOST / base_urls)",
+            nothing_answers(url, "`ollama serve`", "ollama", "OLLAMA_HOST or base_urls"),
             endpoint=url,
         )
     if kind == "timeout":

@@ -35,7 +35,12 @@ from crawdad.backends.guard import StreamGuard
 from crawdad.backends.serve_hints import vllm_serve
 from crawdad.backends.server_metrics import ANSWER_LIMITS, json_within
 from crawdad.backends.streaming import REASONING_FIELDS, StreamConnections, StreamError, read_sse
-from crawdad.backends.transport import diagnose, failure_kind, openai_http_client
+from crawdad.backends.transport import (
+    diagnose,
+    failure_kind,
+    nothing_answers,
+    openai_http_client,
+)
 from crawdad.errors import BackendError, ModelNotFound, ServerUnavailable
 
 # What /v1/models' `owned_by` says of the software serving it. llama-cpp-python writes "me".
@@ -62,9 +67,12 @@ def translate_error(e: BaseException, url: str, model: str) -> BackendError:
     kind, cause = diagnose(e) or (None, f"{type(e).__name__}: {e}")
     if kind == "refused":
         return ServerUnavailable(
-            f"cannot connect to the OpenAI-compatible server at {url}; start it (vLLM: "
-            f"`{vllm_serve(model or 'MODEL', _port(url))}`; llama.cpp: `llama-server -m "
-            "FILE.gguf`) or fix base_urls",
+            nothing_answers(
+                url,
+                f"vLLM: `{vllm_serve(model or 'MODEL', _port(url))}`; llama.cpp: `llama-server "
+                "-m FILE.gguf`",
+                where="base_urls",
+            ),
             endpoint=url,
         )
     if kind == "timeout" or (kind is None and isinstance(e, openai.APITimeoutError)):

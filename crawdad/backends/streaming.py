@@ -93,14 +93,23 @@ class StreamConnections:
     keeps them, each request resent at once on a fresh connection when it fails on a reused one
     before any byte of its answer (not a retry: no wait, no attempt counted). A server seen to
     close its connections after every reply (llama-server does, while announcing keep-alive)
-    gets a fresh connection per request from then on, said once in the log."""
+    gets a fresh connection per request from then on, said once in the log.
+
+    A restart closes every connection open at once, so that many requests fail on a reused one
+    in a row: that is one event, not evidence. So a stale connection retires the pool (its
+    connections were all opened before the failure; those in flight finish in it) and only a
+    connection of the pool made since can add evidence: a server counts as closing after every
+    reply when connections opened after one stale failure go stale in turn,
+    `STALE_TO_STOP_POOLING` times with no reuse that worked in between."""
 
     def __init__(self, url: str, connect_timeout: float, read_timeout: float) -> None:
         self.url = url
         self._timeouts = (connect_timeout, read_timeout)
         self._pooled: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        self._retired: list[aiohttp.ClientSession] = []  # pools a stale connection ended
         self.stale = 0  # requests resent after a stale pooled connection
+        self.evidence = 0  # stale pools in a row, each opened after the last one went stale
         self.closes_connections = False
 
     def _session(self, fresh: bool) -> aiohttp.ClientSession:
@@ -117,13 +126,24 @@ class StreamConnections:
         if self.closes_connections:
             return await self._session(fresh=True).post(url, **kwargs)
         sent = SimpleNamespace(reused=False)
+        pool = self._session(fresh=False)
         try:
-            return await self._session(fresh=False).post(url, trace_request_ctx=sent, **kwargs)
+            response = await pool.post(url, trace_request_ctx=sent, **kwargs)
         except STALE_ERRORS:
             if not sent.reused:
                 raise
+        else:
+            if sent.reused and pool is self._pooled:
+                self.evidence = (
+                    0  # the server kept a connection: whatever went stale, it was not that
+                )
+            return response
         self.stale += 1
-        if self.stale >= STALE_TO_STOP_POOLING and not self.closes_connections:
+        if pool is self._pooled:  # the first stale connection of this pool: retire it
+            self.evidence += 1
+            self._retired.append(pool)
+            self._pooled = None
+        if self.evidence >= STALE_TO_STOP_POOLING and not self.closes_connections:
             self.closes_connections = True
             if self.url not in _SAID_CLOSING:  # several models on one server: said once
                 _SAID_CLOSING.add(self.url)
@@ -138,10 +158,11 @@ class StreamConnections:
         return await self._session(fresh=self.closes_connections).get(url, **kwargs)
 
     async def close(self) -> None:
-        for session in (self._pooled, self._fresh):
+        for session in (self._pooled, self._fresh, *self._retired):
             if session is not None:
                 await session.close()
         self._pooled = self._fresh = None
+        self._retired = []
 
 
 # aiohttp's StreamReader fields that `Lines._take` reads and keeps in step.

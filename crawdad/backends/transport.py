@@ -13,6 +13,7 @@ underneath instead, so that the messages stay right.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
@@ -105,3 +106,24 @@ def diagnose(e: BaseException) -> tuple[FailureKind, str] | None:
 def failure_kind(e: BaseException) -> FailureKind | None:
     found = diagnose(e)
     return found[0] if found else None
+
+
+def nothing_answers(url: str, start: str, program: str | None = None, where: str = "") -> str:
+    """What to say when nothing answers at `url` (the connection is refused): the server may
+    still be starting (a fake, a vLLM loading its weights), or not be running at all. `start`:
+    the command that starts one; `program`: the executable it needs, named when this machine
+    lacks it and the URL is this machine's; `where`: the settings that point crawdad elsewhere."""
+    from urllib.parse import urlsplit
+
+    local = urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+    missing = (
+        f" (this machine has no `{program}` command: install it first)"
+        if program and local and shutil.which(program) is None
+        else ""
+    )
+    elsewhere = f", or point crawdad at a running one ({where})" if where else ""
+    return (
+        f"nothing answers at {url} (connection refused): is the server still starting? Wait "
+        f"for it: `crawdad wait-for {url}`. If none is running, start one: {start}{missing}"
+        f"{elsewhere}"
+    )

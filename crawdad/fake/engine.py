@@ -76,6 +76,7 @@ class Engine:
         # Connections closed after a streamed reply (their transports: a new connection may get
         # the port of a closed one, and is not closed).
         self._closed: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._open: weakref.WeakSet[Any] = weakref.WeakSet()  # every connection's transport
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -84,6 +85,14 @@ class Engine:
     def on_start(self) -> None:
         self._stopping = asyncio.Event()
         self.scheduler.reset()
+
+    def drop_connections(self) -> None:
+        """As a restart does to the connections open before it, without its timing: the next
+        request the client sends on each of them gets no byte of an answer (a client that has
+        not yet seen a restart's closed connection sends on it, and gets "Server
+        disconnected"). Connections made afterwards are kept as usual."""
+        for transport in list(self._open):
+            self._closed.add(transport)
 
     def on_stop(self) -> None:
         """Release hanging requests and end the ones in flight."""
@@ -108,6 +117,8 @@ class Engine:
             if peer not in self._peers:
                 self._peers.add(peer)
                 stats.connections += 1
+            if request.transport is not None:
+                self._open.add(request.transport)
             if request.transport is not None and request.transport in self._closed:
                 stats.stale_requests += 1  # the client reused a connection closed on it
                 request.transport.close()

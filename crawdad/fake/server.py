@@ -120,6 +120,11 @@ class FakeServer:
         elif self._runner is not None:
             await self._stop()
 
+    def drop_connections(self) -> None:
+        """The client's connections open now fail their next request, as after a restart
+        (deterministically: no race with the client noticing them closed)."""
+        self.engine.drop_connections()
+
     async def arestart(self) -> None:
         await self.astop()
         await self.astart()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad import __version__
 from crawdad.backends.schedule import ModelGate
-from crawdad.config import RunConfig, _describe, deep_merge, read_toml
+from crawdad.config import RunConfig, _describe, _error_line, deep_merge, read_toml
 from crawdad.data.questions import Dataset
 from crawdad.errors import ConfigError, StoreError
 from crawdad.records import ExperimentManifest
@@ -43,8 +44,19 @@ from crawdad.run.runner import (
     server_pools,
 )
 from crawdad.run.scheduler import Scheduler, rule_judge
-from crawdad.run.store import EXPERIMENT, RunStore, Scan, read_experiment, selection_for
+from crawdad.run.store import (
+    EXPERIMENT,
+    RunStore,
+    Scan,
+    changed_stop_history,
+    read_experiment,
+    selection_for,
+    stop_change_note,
+    stop_differences,
+)
 from crawdad.safe_files import Folder, plain_name_problem, read_input, use_input_limit
+
+log = logging.getLogger("crawdad")
 
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.=,+-]+$")
 
@@ -141,7 +153,10 @@ def stop_rule(stop: Mapping[str, Any], source: str = "[stop]") -> Any:
     try:
         return Rule.model_validate(dict(stop))
     except ValidationError as e:
-        raise ConfigError(_describe(e, f"{source}, [stop]")) from None
+        where = source if source.startswith(("[stop]", "--")) else f"{source}, [stop]"
+        lines = [f"{where} is not a valid stopping rule:"]
+        lines += [_error_line(err, Rule, "stopping") for err in e.errors()]
+        raise ConfigError("\n".join(lines)) from None
 
 
 def variant_configs(
@@ -231,6 +246,7 @@ async def run_experiment(
     `dataset`: one for every variant, or variant name -> its own (variants of two tasks, such
     as MAC's pairs and whole graphs, select the same graphs as two kinds of items)."""
     out = Path(out)
+    earlier = _earlier_manifest(out, manifest, force)
     lock = _lock(out)
     grouped = any(c.schedule == "grouped" for c in configs.values())
     gate = ModelGate() if grouped else None
@@ -258,7 +274,7 @@ async def run_experiment(
             jobs.append(
                 make_job(setup, store, scan, data.questions, name, getattr(data, "known_ids", None))
             )
-        _write_manifest(out, manifest)
+        _write_manifest(out, manifest, earlier, _finished(manifest, jobs, scans))
         concurrency = max(c.concurrency for c in configs.values())  # per variant
         every = min(c.server_metrics for c in configs.values())  # the servers are shared
         scheduler = None
@@ -311,13 +327,56 @@ def experiment_scheduler(
     )
 
 
-def _write_manifest(out: Path, manifest: ExperimentManifest) -> None:
-    try:  # keep when the experiment was first made
+def _earlier_manifest(
+    out: Path, manifest: ExperimentManifest, force: bool
+) -> ExperimentManifest | None:
+    """The experiment's manifest from before this command (None: a new or damaged one). A
+    stopping rule other than the one it was run under is refused without `force`: the rule's
+    guarantee holds only for a rule fixed before any decision was seen."""
+    try:
         old = read_experiment(out)
     except StoreError:  # a damaged one is written anew
-        old = None
-    if old is not None:
-        manifest = manifest.model_copy(update={"created_at": old.created_at})
+        return None
+    if old is None or force:
+        return old
+    if diffs := stop_differences(old.stop, manifest.stop):
+        raise StoreError(
+            f"{out} holds an experiment run under another stopping rule:\n  - "
+            + "\n  - ".join(diffs)
+            + "\nIts decisions hold with the stated probability only under a rule fixed before "
+            "any of them was seen. Resume with the rule it was run under (the same [stop] and "
+            "--stop), use another --out folder, or pass --force to change it anyway (the "
+            "report then says that the guarantee no longer holds as stated)."
+        )
+    return old
+
+
+def _finished(manifest: ExperimentManifest, jobs: list[Job], scans: list[Scan]) -> int:
+    """Questions finished so far: the baseline's, or the most any variant has (no baseline)."""
+    counts = {j.name: len(s.finished) for j, s in zip(jobs, scans, strict=True)}
+    if manifest.baseline in counts:
+        return counts[manifest.baseline]
+    return max(counts.values(), default=0)
+
+
+def _write_manifest(
+    out: Path,
+    manifest: ExperimentManifest,
+    old: ExperimentManifest | None = None,
+    finished: int = 0,
+) -> None:
+    """experiment.json: when the experiment was first made is kept, and the stopping rules it
+    went through (a rule changed by --force is added, with the question it took over at)."""
+    if old is not None:  # keep when the experiment was first made
+        history = old.stop_history
+        if stop_differences(old.stop, manifest.stop):
+            history = changed_stop_history(
+                old.stop_history, old.stop, old.created_at, manifest.stop, finished
+            )
+            log.warning("%s: %s", out, stop_change_note(history))
+        manifest = manifest.model_copy(
+            update={"created_at": old.created_at, "stop_history": history}
+        )
     with Folder(out) as folder:
         folder.write_text(EXPERIMENT, manifest.model_dump_json(indent=2))
 

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -26,6 +28,16 @@ from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
 from crawdad.records import DebateRecord, RunManifest
+from crawdad.run.progress_line import (
+    BAR_MAX,
+    LineState,
+    ServerState,
+    bar_room,
+    legend,
+    progress_line,
+    uses_short_names,
+)
+from crawdad.run.progress_line import clock as clock_text
 from crawdad.run.response_store import ResponseStore, SharedPool
 from crawdad.run.scheduler import Scheduler
 from crawdad.run.server_series import ServerSampler
@@ -103,14 +115,14 @@ class RunSummary:
         if not done:
             return "no debate of this selection is finished yet: no accuracy to report"
         consensus = (
-            f"consensus rate {self.consensus / done:.3f}"
+            f"consensus rate {self.consensus / done:.1%}"
             if self.agents > 1
             else "consensus n/a (one agent)"
         )
         if self.graphs:
             return (
                 f"graphs exactly right (the same edges as the truth) over these {done}: "
-                f"{self.correct / done:.3f}, {consensus}; pair accuracy, SHD and NHD are in the "
+                f"{self.correct / done:.1%}, {consensus}; pair accuracy, SHD and NHD are in the "
                 "report (crawdad analyze)"
             )
         if not scored:
@@ -121,9 +133,9 @@ class RunSummary:
         if self.unscored:
             return (
                 f"final accuracy over the {scored} of these {done} with an exact answer: "
-                f"{self.correct / scored:.3f}; {consensus} over all {done}"
+                f"{self.correct / scored:.1%}; {consensus} over all {done}"
             )
-        return f"final accuracy over these {done}: {self.correct / done:.3f}, {consensus}"
+        return f"final accuracy over these {done}: {self.correct / done:.1%}, {consensus}"
 
     def _outside_lines(self) -> list[str]:
         """The folder's lines for other questions: outside this selection, or in no question
@@ -382,50 +394,78 @@ def make_job(
 
 
 class Progress:
-    """tqdm bars: debates done and ETA, running accuracy and consensus, tokens/s, and the
-    requests in flight on each server (with "full" when a 503 lowered its cap, "down" when set
-    aside). One bar per experiment variant; the last one carries the servers."""
+    """The run's progress: one line per job that fits the terminal (`progress_line`): debates
+    done of those selected, the rate and time left, the accuracy and consensus, tokens/s, and
+    each server's requests (its own running and waiting counts where it publishes them, else
+    crawdad's in flight; "full" when a 503 lowered its cap, "down" when set aside). One line per
+    experiment variant; the last one carries the servers. Without a bar (`enabled` False), the
+    same line is written every `heartbeat` seconds, so that a long run is never silent."""
 
-    WINDOW = 30.0  # seconds of history behind the tokens/s figure
+    WINDOW = 30.0  # seconds of history behind the tokens/s and debates/s figures
+    HEARTBEAT = 30.0  # seconds between lines without a bar
 
-    def __init__(self, jobs: list[Job], enabled: bool) -> None:
+    def __init__(
+        self,
+        jobs: list[Job],
+        enabled: bool,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        say: Callable[[str], None] | None = None,
+        heartbeat: float = HEARTBEAT,
+    ) -> None:
         self.jobs = jobs
         self.enabled = enabled
+        self.clock = clock
+        self.say = say or (lambda line: tqdm.write(line, file=sys.stderr))
+        self.heartbeat = heartbeat
         width = max((len(j.name) for j in jobs), default=0)
+        self.labels = {id(job): job.name.ljust(width) for job in jobs}
         self.bars = {
             id(job): tqdm(
                 total=job.summary.selected,
                 initial=job.summary.already_done,
-                unit="debate",
-                desc=job.name.ljust(width) or None,
+                bar_format="{desc}",  # the whole line is progress_line's, made to fit
+                mininterval=math.inf,  # drawn by refresh() alone, with its figures current
                 position=i if len(jobs) > 1 else None,
                 disable=not enabled,
                 dynamic_ncols=True,
             )
             for i, job in enumerate(jobs)
         }
-        self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), self._tokens())])
-        self._last = 0.0
+        now = clock()
+        self.done = {id(job): job.summary.already_done for job in jobs}
+        self._counts: dict[int, deque[tuple[float, float]]] = {
+            id(job): deque([(now, job.summary.already_done)]) for job in jobs
+        }
+        self._samples: deque[tuple[float, float]] = deque([(now, self._tokens())])
+        self._start = self._last = self._beat = now
+        self._legend = False
         self.sampler: ServerSampler | None = None  # the servers' own running/waiting, if read
+        self.stopped: Callable[[str], bool] = lambda name: False  # by a stopping rule
 
     def _tokens(self) -> int:
         return sum(j.setup.tokens[0] for j in self.jobs)
 
     def update(self, job: Job) -> None:
-        bar = self.bars[id(job)]
-        bar.update(1)
-        if self.enabled and (time.monotonic() - self._last >= 0.5 or bar.n >= (bar.total or 0)):
+        self.done[id(job)] += 1
+        self.bars[id(job)].update(1)
+        now = self.clock()
+        if self.enabled and (now - self._last >= 0.5 or self.done[id(job)] >= job.summary.selected):
             self.refresh()
 
-    def tokens_per_second(self, now: float) -> float:
-        samples = self._samples
-        samples.append((now, self._tokens()))
-        while len(samples) > 2 and now - samples[1][0] >= self.WINDOW:
+    @classmethod
+    def _per_second(cls, samples: deque[tuple[float, float]], now: float, value: float) -> float:
+        """The rate of `value` over the last WINDOW seconds (`samples`: its history)."""
+        samples.append((now, value))
+        while len(samples) > 2 and now - samples[1][0] >= cls.WINDOW:
             samples.popleft()
         (t0, n0), (t1, n1) = samples[0], samples[-1]
         return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
 
-    def servers(self, now: float) -> str:
+    def tokens_per_second(self, now: float) -> float:
+        return self._per_second(self._samples, now, self._tokens())
+
+    def servers(self, now: float) -> list[ServerState]:
         pools = pools_of(*(j.setup for j in self.jobs))
         flights: dict[str, int] = {}
         notes: dict[str, str] = {}
@@ -437,54 +477,93 @@ class Progress:
                     notes[host] = "down"
                 elif e.limited and host not in notes:
                     notes[host] = "full"
-        said = self.sampler.postfix(host_of) if self.sampler is not None else {}
-        servers = " ".join(
-            f"{host}={n}"
-            + (f" ({notes[host]})" if host in notes else "")
-            + (f" [{said[host]}]" if host in said else "")
+        said = self.sampler.counts(host_of) if self.sampler is not None else {}
+        return [
+            ServerState(host, n, *said[host], notes.get(host, ""))
+            if host in said
+            else ServerState(host, n, note=notes.get(host, ""))
             for host, n in flights.items()
-        )
-        stalled = stall_note(stalls(pools, now))
-        return f"{self.tokens_per_second(now):,.0f} tok/s | in flight {servers}" + (
-            f" | {stalled}" if stalled else ""
-        )
+        ]
 
-    @staticmethod
-    def figures(s: RunSummary) -> str:
+    def state(self, job: Job, now: float, servers: bool) -> LineState:
+        """What `job`'s line shows at `now` (`servers`: the line that carries them)."""
+        s = job.summary
         done = max(1, s.done_total)  # the selected debates finished: the bar counts the same
         scored = s.done_total - s.unscored
-        acc = f"acc={s.correct / scored:.3f}" if scored else "acc=-"
-        cons = f" cons={s.consensus / done:.2f}" if s.agents > 1 else ""
-        return f"{acc}{cons} err={s.errored}"
-
-    def postfix(self, now: float) -> str:
-        """The single bar of a plain run: its figures and the servers."""
-        return f"{self.figures(self.jobs[0].summary)} | {self.servers(now)}"
-
-    def refresh(self) -> None:
-        now = time.monotonic()
-        self._last = now
-        if len(self.jobs) == 1:
-            self.bars[id(self.jobs[0])].set_postfix_str(self.postfix(now), refresh=True)
-            return
-        for job in self.jobs[:-1]:
-            self.bars[id(job)].set_postfix_str(self.figures(job.summary), refresh=True)
-        last = self.jobs[-1]
-        self.bars[id(last)].set_postfix_str(
-            f"{self.figures(last.summary)} | {self.servers(now)}", refresh=True
+        rate = self._per_second(self._counts[id(job)], now, self.done[id(job)])
+        pools = pools_of(*(j.setup for j in self.jobs))
+        return LineState(
+            done=self.done[id(job)],
+            selected=s.selected,
+            label=self.labels[id(job)] if len(self.jobs) > 1 else "",
+            rate=rate if now - self._start >= 1 else None,
+            accuracy=s.correct / scored if scored else None,
+            consensus=s.consensus / done if s.agents > 1 and s.done_total else None,
+            errors=s.errored,
+            tokens_per_s=self.tokens_per_second(now) if servers else None,
+            servers=self.servers(now) if servers else [],
+            stalled=stall_note(stalls(pools, now)) if servers else "",
+            stopped=self.stopped(job.name),
         )
 
+    def lines(self, now: float, width: int, bar: bool = True) -> list[str]:
+        """Each job's line at `now`, in `width` columns."""
+        last = self.jobs[-1]
+        states = [self.state(job, now, job is last) for job in self.jobs]
+        if not bar or len(states) == 1:
+            return [progress_line(state, width, bar) for state in states]
+        # an experiment's bars line up: one width for all, where every line has room for it
+        room = bar_room([progress_line(state, width, bar=False) for state in states], width)
+        return [progress_line(state, width, bar=min(room, BAR_MAX)) for state in states]
+
+    def postfix(self, now: float) -> str:
+        """The line of a plain run, as wide as it may be (for logs and tests)."""
+        return progress_line(self.state(self.jobs[0], now, True), 1000, bar=False)
+
+    def _say_legend(self, now: float, lines: list[str]) -> None:
+        """Which server is s1, s2, ...: said once, when a line first names them so."""
+        if not self._legend and any(uses_short_names(line) for line in lines):
+            self._legend = True
+            self.say(legend(self.servers(now)))
+
+    def refresh(self) -> None:
+        now = self.clock()
+        self._last = now
+        bars = [self.bars[id(job)] for job in self.jobs]
+        width = bars[-1].format_dict.get("ncols") or 80  # the terminal's, as it is now
+        lines = self.lines(now, width)
+        self._say_legend(now, lines)
+        for bar, line in zip(bars, lines, strict=True):
+            bar.set_description_str(line, refresh=True)
+
+    def beat(self) -> None:
+        """Without a bar: the line, when `heartbeat` seconds have passed since the last."""
+        now = self.clock()
+        if now - self._beat < self.heartbeat:
+            return
+        self._beat = now
+        took = clock_text(now - self._start)
+        for line in self.lines(now, HEARTBEAT_WIDTH, bar=False):
+            self.say(f"[{took}] {line}")
+
     async def tick(self, every: float = 1.0) -> None:
-        """Keep the figures live while long debates run (the bar moves only as they finish)."""
+        """Keep the figures live while long debates run (the bar moves only as they finish);
+        without a bar, the heartbeat."""
         while True:
             await asyncio.sleep(every)
-            self.refresh()
+            if self.enabled:
+                self.refresh()
+            else:
+                self.beat()
 
     def close(self) -> None:
         if self.enabled:
             self.refresh()
         for bar in self.bars.values():
             bar.close()
+
+
+HEARTBEAT_WIDTH = 160  # a heartbeat line is a log line: room for every field
 
 
 Written = tuple["Job", DebateRecord]
@@ -639,6 +718,7 @@ async def run_jobs(
     bar = Progress(jobs, progress)
     names = [j.name for j in jobs]
     sched = scheduler or Scheduler(names, concurrency)
+    bar.stopped = lambda name: sched.verdict(name) is not None
     summaries = [j.summary for j in jobs]
     stuck = _StuckServers(threshold=max(8, concurrency))
 
@@ -689,7 +769,7 @@ async def run_jobs(
     writer = asyncio.create_task(
         _writer(queue, on_written, lambda e: halt(RunStopped(str(e))), responses)
     )
-    ticker = asyncio.create_task(bar.tick()) if progress else None
+    ticker = asyncio.create_task(bar.tick())
     watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
     sampling = None
     if sampler is not None:

@@ -241,15 +241,17 @@ class ServerSampler:
         if reading.kv_cache is not None:
             track.kv.append(reading.kv_cache)
 
-    def postfix(self, host_of: Callable[[str], str]) -> dict[str, str]:
-        """Server host -> "run R wait W" from its latest reading, where it says."""
-        out: dict[str, str] = {}
+    def counts(self, host_of: Callable[[str], str]) -> dict[str, tuple[int, int | None]]:
+        """Server host -> (running, waiting) from its latest reading, where it says."""
+        out: dict[str, tuple[int, int | None]] = {}
         for url, track in self.tracks.items():
             r = track.latest
             if r is None or r.running is None:
                 continue
-            waiting = f" wait {r.waiting:.0f}" if r.waiting is not None else ""
-            out[host_of(url)] = f"run {r.running:.0f}{waiting}"
+            out[host_of(url)] = (
+                round(r.running),
+                round(r.waiting) if r.waiting is not None else None,
+            )
         return out
 
     def summary_lines(self) -> list[str]:

@@ -33,6 +33,7 @@ from crawdad.records import (
     ExperimentManifest,
     RunManifest,
     ServedBy,
+    StopChange,
     gpu_seconds,
     invalid_reason,
     merge_served,
@@ -144,6 +145,56 @@ def manifest_differences(old: RunManifest, new: RunManifest) -> list[str]:
     return diffs
 
 
+def _rule_settings(stop: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A recorded rule with every setting spelled out (an older crawdad's rule lacks the keys
+    added since, at their defaults), so that the same rule compares equal."""
+    from crawdad.stopping.decide import Rule
+
+    if stop is None:
+        return None
+    try:
+        return Rule.model_validate(stop).model_dump(mode="json")
+    except ValidationError:
+        return dict(stop)
+
+
+def stop_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """How a run's (or an experiment's) stopping rule would change: `[]` when it would not. A
+    stopping rule is part of what a run is: its guarantee holds for a rule fixed before any
+    result was seen, so a resume may not change it without --force."""
+    before, after = _rule_settings(old), _rule_settings(new)
+    if before == after:
+        return []
+    if before is None or after is None:
+        shown = ", ".join(f"{k}={v}" for k, v in (before or after or {}).items() if v is not None)
+        what = f"no rule -> {shown}" if before is None else f"{shown} -> no rule"
+        return [f"stop: {what}"]
+    return diff_settings(before, after, "stop")
+
+
+def changed_stop_history(
+    history: list[StopChange],
+    old: dict[str, Any] | None,
+    since: datetime,
+    new: dict[str, Any] | None,
+    finished: int,
+) -> list[StopChange]:
+    """The rules a run went through once `new` replaces `old` after `finished` questions: the
+    first rule (from question 0, at `since`) is put first where the history is still empty."""
+    earlier = list(history) or [StopChange(rule=old, from_question=0, at=since)]
+    return [*earlier, StopChange(rule=new, from_question=finished, at=datetime.now(UTC))]
+
+
+def stop_change_note(history: list[StopChange]) -> str:
+    """The note a manifest keeps of a rule changed by --force."""
+    last = history[-1]
+    return (
+        f"the stopping rule was changed by --force after {last.from_question} finished "
+        "question(s); a rule changed after results were seen no longer carries its stated "
+        "guarantee (see stop_history)"
+    )
+
+
 class RunStore:
     """A run folder. `root`: the folder it must stay inside (an experiment's folder for a
     variant's run folder); by default the run folder itself. Every file in it is opened without
@@ -211,7 +262,8 @@ class RunStore:
                 return self._write_new(
                     manifest, f"manifest.json was damaged (kept as {aside}); replaced by --force"
                 )
-            if diffs := manifest_differences(old, manifest):
+            stop_diffs = stop_differences(old.stop, manifest.stop)
+            if diffs := manifest_differences(old, manifest) + stop_diffs:
                 if not force:
                     raise StoreError(
                         f"{self.path} holds a run made with other settings:\n  - "
@@ -220,9 +272,17 @@ class RunStore:
                         "manifest is kept beside the new one; debates made with another seed "
                         "run again)."
                     )
+                note, history = "", old.stop_history
+                if stop_diffs:
+                    finished = len(self.scan(seed=_seed_of(old)).finished)
+                    history = changed_stop_history(
+                        old.stop_history, old.stop, old.created_at, manifest.stop, finished
+                    )
+                    note = stop_change_note(history)
+                manifest = manifest.model_copy(update={"stop_history": history})
                 stamp = old.created_at.strftime("%Y%m%dT%H%M%S")
                 self._dir.rename(MANIFEST, f"manifest.{stamp}.json")
-                return self._write_new(manifest, "", keep_notes=old.notes)
+                return self._write_new(manifest, note, keep_notes=old.notes)
             self._add_selected_ids(old, manifest)
             return self._add_served(old, manifest)
         if lines := self._count_lines():

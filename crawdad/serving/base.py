@@ -62,6 +62,12 @@ class ServerPlan(_Frozen):
     args: list[str] = Field(default_factory=list)  # the user's engine flags, passed through
     env: dict[str, str] = Field(default_factory=dict)  # CUDA_VISIBLE_DEVICES, OLLAMA_*, ...
     command: list[str]  # the exact command line (the same one `doctor` and errors suggest)
+    # Sequences the server is planned to hold at once (llama.cpp's slots, OLLAMA_NUM_PARALLEL).
+    parallel: int = Field(1, ge=1)
+    kv_cache_dtype: str | None = None  # "fp8": a smaller KV cache the plan chose to fit (vLLM)
+    tags: list[str] = Field(default_factory=list)  # Ollama: every tag this server serves
+    executable: str | None = None  # the serve table's `executable` (None: the one on PATH)
+    health_path: str = "/health"  # answers 200 once the server takes requests
 
     @property
     def base_url(self) -> str:

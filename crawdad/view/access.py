@@ -27,11 +27,19 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
-__all__ = ["SAFE_METHODS", "is_loopback_host", "middlewares", "new_token"]
+__all__ = [
+    "SAFE_METHODS",
+    "guard_every_response",
+    "is_loopback_host",
+    "middlewares",
+    "new_token",
+    "security_headers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +83,43 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
+def security_headers(nonce: str | None = None) -> dict[str, str]:
+    """The headers every response carries; `nonce`: the one inline `<style>` a page may have."""
+    style = f"style-src 'self' 'nonce-{nonce}'" if nonce else "style-src 'self'"
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'self'; script-src 'self'; {style}; img-src 'self'; "
+            "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+    }
+
+
+def guard_every_response(server: web.Server) -> None:
+    """Give every response `server` writes the security headers, aiohttp's own included: the
+    400 it answers a request its HTTP parser refuses (a bad request line, a header too long)
+    never reaches the app, its middlewares or `on_response_prepare`. So each request's writer
+    adds the headers a response lacks as it writes them (the middleware's, with their nonce,
+    are kept)."""
+    make_request = server.request_factory
+
+    def request_factory(
+        message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+    ) -> web.BaseRequest:
+        write_headers = writer.write_headers
+
+        async def with_security(status_line: str, headers: Any) -> None:
+            for name, value in security_headers().items():
+                headers.setdefault(name, value)
+            await write_headers(status_line, headers)
+
+        writer.write_headers = with_security
+        return make_request(message, payload, protocol, writer, task)
+
+    server.request_factory = request_factory
+
+
 def _origin_of(request: web.Request) -> str | None:
     origin = request.headers.get("Origin")
     if origin is not None:
@@ -106,16 +151,7 @@ def middlewares(token: str) -> list[Callable[..., Awaitable[web.StreamResponse]]
     @web.middleware
     async def headers(request: web.Request, handler: Handler) -> web.StreamResponse:
         nonce = request[NONCE] = secrets.token_urlsafe(16)
-        policy = (
-            "default-src 'self'; script-src 'self'; "
-            f"style-src 'self' 'nonce-{nonce}'; img-src 'self'; object-src 'none'; "
-            "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-        )
-        sent = {
-            "Content-Security-Policy": policy,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin",
-        }
+        sent = security_headers(nonce)
         try:
             response = await handler(request)
         except web.HTTPException as e:

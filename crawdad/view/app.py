@@ -20,7 +20,7 @@ from aiohttp import web
 
 from crawdad.errors import CrawdadError
 from crawdad.show import _answer, _title, format_debate
-from crawdad.view.access import NONCE, middlewares, new_token
+from crawdad.view.access import NONCE, guard_every_response, middlewares, new_token
 from crawdad.view.index import (
     PERSUASION,
     Entry,
@@ -30,7 +30,7 @@ from crawdad.view.index import (
     open_sources,
 )
 from crawdad.view.live import Live, strict_json
-from crawdad.view.query import SORTS, facets_for, ordered_values, run_query
+from crawdad.view.query import ALONE, SORTS, consensus_value, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
 OUTCOME_LABELS = {
@@ -63,6 +63,17 @@ def read_audit(path: Path) -> set[str]:
         ) from None
 
 
+def debate_url(run: str, qid: str, back: str | None = None) -> str:
+    """The one link to a debate's page. Its run and question id go in the query string, encoded
+    by `urlencode` and decoded by aiohttp's own query parsing, so that every id a record may
+    carry opens: ids with `/`, `#`, `?`, `%`, `+`, spaces or any Unicode, and ids that a path
+    segment cannot hold (``, `.` and `..`, which browsers resolve away even percent-encoded)."""
+    params = {"run": run, "id": qid}
+    if back is not None:
+        params["q"] = back
+    return "/debate?" + urlencode(params)
+
+
 def _report_url(source: int, rel: str) -> str:
     return f"/report-files/{source}/{rel}"
 
@@ -83,7 +94,13 @@ class Viewer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.globals.update(outcome_labels=OUTCOME_LABELS, urlencode=urlencode)
+        self.env.globals.update(
+            outcome_labels=OUTCOME_LABELS,
+            urlencode=urlencode,
+            debate_url=debate_url,
+            consensus_value=consensus_value,
+            alone=ALONE,
+        )
         self.live = Live(sources)
         self.refresh()
 
@@ -104,6 +121,7 @@ class Viewer:
         self, name: str, request: web.Request | None = None, status: int = 200, **kw: Any
     ) -> web.Response:
         nonce = request.get(NONCE, "") if request is not None else ""
+        self.live.refresh_decisions()  # the header says which variants are decided
         body = self.env.get_template(name).render(viewer=self, nonce=nonce, **kw)
         return web.Response(text=body, content_type="text/html", status=status)
 
@@ -138,7 +156,13 @@ class Viewer:
 
     async def debate(self, request: web.Request) -> web.Response:
         self.refresh()
-        label, qid = request.match_info["run"], request.match_info["qid"]
+        if "run" in request.match_info:  # /debate/RUN/ID, as links were drawn before
+            label, qid = request.match_info["run"], request.match_info["qid"]
+        else:
+            named, asked = request.query.get("run"), request.query.get("id")
+            if named is None or asked is None:
+                raise web.HTTPBadRequest(text="a debate's address names its run and id\n")
+            label, qid = named, asked
         run = self.runs.get(label)
         if run is None:
             raise web.HTTPNotFound(text=f"no run {label}")
@@ -213,7 +237,7 @@ class Viewer:
             if not 0 <= j < len(keys):
                 return None
             r, q = keys[j]
-            return f"/debate/{r}/{q}?" + urlencode({"q": query})
+            return debate_url(r, q, query)
 
         return link(i - 1), link(i + 1)
 
@@ -286,8 +310,15 @@ class Viewer:
         root = self.report_dir(i)
         if root is None:
             raise web.HTTPForbidden(text=_leaves(self.sources[i].path) + "\n")
-        path = (root / request.match_info["path"]).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
+        rel = request.match_info["path"]
+        if "\0" in rel:  # no file's name holds a NUL (the OS refuses it: ValueError)
+            raise web.HTTPNotFound()
+        try:
+            path = (root / rel).resolve()
+            found = path.is_relative_to(root) and path.is_file()
+        except (OSError, ValueError):  # a name too long, a loop of links: no such file
+            found = False
+        if not found:
             raise web.HTTPNotFound()
         return web.FileResponse(path)
 
@@ -297,6 +328,7 @@ class Viewer:
         app.add_routes(
             [
                 web.get("/", self.table),
+                web.get("/debate", self.debate),
                 web.get("/debate/{run:.+}/{qid}", self.debate),
                 web.get("/outcomes", self.outcomes),
                 web.get("/live", self.live_page),
@@ -333,6 +365,8 @@ class Server:
         async def setup() -> None:
             self._runner = web.AppRunner(self.viewer.app(self.token), access_log=None)
             await self._runner.setup()
+            assert self._runner.server is not None
+            guard_every_response(self._runner.server)
             site = web.TCPSite(self._runner, "127.0.0.1", self.port)
             await site.start()
             sock = site._server.sockets[0]  # type: ignore[union-attr]

@@ -108,10 +108,22 @@ class ServerTrack:
     points: deque[dict[str, float | None]] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))
     last: dict[str, Any] = field(default_factory=dict)  # the previous sample's counters
     latest: dict[str, Any] = field(default_factory=dict)
+    # What Ollama's /api/ps lists: model -> its size in VRAM and context length (the newest).
+    models: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     def add(self, at: float, fig: dict[str, Any]) -> None:
         self.kind = str(fig.get("kind") or self.kind)
         self.source = str(fig.get("source") or self.source)
+        loaded = fig.get("models")
+        if isinstance(loaded, dict):
+            self.models = {
+                str(name): {
+                    "size_vram": _num(m.get("size_vram")),
+                    "context_length": _num(m.get("context_length")),
+                }
+                for name, m in loaded.items()
+                if isinstance(m, dict)
+            }
 
         def per_s(key: str) -> float | None:  # a counter's rate since the previous sample
             was, now = self.last.get(key), fig.get(key)
@@ -233,6 +245,7 @@ class ServersTail:
                     "kind": KIND_LABEL.get(track.kind, track.kind or "server"),
                     "source": track.source,
                     "latest": track.latest,
+                    "models": track.models,
                     "series": series,
                     "note": self.notes.get(url),
                 }
@@ -367,6 +380,27 @@ class Live:
         self.selected: dict[Path, int | None] = {}
         self.servers: dict[Path, ServersTail] = {}
         self.decisions: dict[Path, Decisions] = {}
+        self.decided: dict[str, str] = {}  # run label -> its decision, as of the last poll
+
+    def state(self, label: str, live: bool) -> str:
+        """What a run is doing, in a word or two: `decided: better` for a variant its stopping
+        rule decided (it starts no new debate, though its process still holds the folder),
+        `writing` while a crawdad process writes it, else nothing."""
+        decision = self.decided.get(label)
+        if decision and decision != "undecided":
+            return f"decided: {decision}"
+        return "writing" if live else ""
+
+    def refresh_decisions(self) -> list[dict[str, Any]]:
+        """Every experiment's stopping decisions (computed again only where a run read new
+        lines), kept for `state`."""
+        decisions = []
+        for src in self.sources:
+            state = self.decisions.setdefault(src.path, Decisions())
+            for d in state.refresh(src):
+                decisions.append({"folder": src.path.name, **d})
+        self.decided = {d["label"]: d["decision"] for d in decisions}
+        return decisions
 
     def _servers_of(self, src: Source) -> ServersTail:
         tail = self.servers.get(src.path)
@@ -378,6 +412,7 @@ class Live:
     def payload(self, runs: dict[str, RunIndex], now: float | None = None) -> dict[str, Any]:
         """The figures of every run (the viewer refreshed them just before) and every server."""
         now = time.time() if now is None else now
+        decisions = self.refresh_decisions()
         out_runs, newest = [], []
         for label, run in runs.items():
             live = run.live
@@ -390,6 +425,7 @@ class Live:
                 {
                     "label": label,
                     "live": live,
+                    "state": self.state(label, live),
                     "done": t.done,
                     "selected": _selected(run, self.selected),
                     "errors": t.errors,
@@ -411,11 +447,6 @@ class Live:
         for src in self.sources:
             for server in self._servers_of(src).payload():
                 servers.append({"folder": src.path.name, **server})
-        decisions = []
-        for src in self.sources:
-            state = self.decisions.setdefault(src.path, Decisions())
-            for d in state.refresh(src):
-                decisions.append({"folder": src.path.name, **d})
         return {  # strict JSON (`strict_json`): NaN and infinity never reach the browser
             "now": now,
             "runs": out_runs,

@@ -15,6 +15,19 @@ def _yn(b: bool) -> str:
     return "yes" if b else "no"
 
 
+# Protocols whose agents answer alone, never seeing another's answer: their answers can agree,
+# but no consensus was reached.
+ALONE = frozenset({"solo"})
+
+
+def consensus_value(e: Entry) -> str:
+    """The consensus column's value: yes / no for a debate; for agents that answered alone,
+    whether their answers agree ("agree" / "differ")."""
+    if e.protocol in ALONE:
+        return "agree" if e.consensus else "differ"
+    return _yn(e.consensus)
+
+
 @dataclass(frozen=True)
 class Facet:
     key: str  # the query parameter
@@ -32,7 +45,7 @@ FACETS: list[Facet] = [
     Facet("protocol", "protocol", lambda e: (e.protocol,)),
     Facet("first", "first speaker", lambda e: (e.first_speaker,)),
     Facet("outcome", "outcome", lambda e: (e.outcome,), order=OUTCOMES),
-    Facet("consensus", "consensus", lambda e: (_yn(e.consensus),)),
+    Facet("consensus", "consensus (solo: answers agree)", lambda e: (consensus_value(e),)),
     Facet("responses", "responses", lambda e: (str(e.responses),), numeric=True),
     Facet("stop", "stop reason (any turn)", lambda e: e.stop_reasons),
     Facet("error", "errored", lambda e: (_yn(e.errored),)),

@@ -59,8 +59,13 @@ def cli_commands() -> Iterator[tuple[str, Any]]:
     yield from walk(root, "crawdad")
 
 
+def _plain(text: str) -> str:
+    """Help text without Rich's escapes (the terminal's help renders "\\[stop]" as "[stop]")."""
+    return text.replace("\\[", "[")
+
+
 def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return " ".join(_plain(str(text)).split()).replace("|", "\\|")
 
 
 def _is_argument(p: Any) -> bool:
@@ -95,7 +100,7 @@ def cli_page() -> str:
     ]
     for name, cmd in cli_commands():
         depth = min(name.count(" ") + 1, 3)
-        out += [f"{'#' * (depth + 1)} `{name}`", "", inspect.cleandoc(cmd.help or ""), ""]
+        out += [f"{'#' * (depth + 1)} `{name}`", "", _plain(inspect.cleandoc(cmd.help or "")), ""]
         params = [p for p in cmd.params if p.name != "help" and not getattr(p, "hidden", False)]
         if params:
             out += [

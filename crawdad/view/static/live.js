@@ -20,6 +20,35 @@ function fmt(x, digits) {
   });
 }
 
+// A difference in points with its sign: "+12.5", "-3.0", "0.0".
+function signed(x, digits) {
+  if (x === null || x === undefined || Number.isNaN(x)) return "–";
+  const s = fmt(Math.abs(x), digits);
+  if (Number(s.replace(/,/g, "")) === 0) return s;
+  return (x > 0 ? "+" : "-") + s;
+}
+
+// The smallest "nice" number (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten) at or above x.
+function niceCeil(x) {
+  if (!(x > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= x * (1 - 1e-9)) return m * p;
+  return 10 * p;
+}
+
+// An axis value short enough for a small chart's margin: 950, 1.5k, 12k, 1.2M.
+function compact(x) {
+  const a = Math.abs(x);
+  if (a >= 1e6) return fmt(x / 1e6, a >= 1e7 ? 0 : 1) + "M";
+  if (a >= 1e3) return fmt(x / 1e3, a >= 1e4 ? 0 : 1) + "k";
+  return fmt(x, a < 10 && a !== Math.round(a) ? 1 : 0);
+}
+
+// Every time on the page is shown the same way: 24-hour, UTC, and says so.
+function utcTime(t) {
+  return new Date(t * 1000).toISOString().slice(11, 19);
+}
+
 function pct(x) {
   return x === null || x === undefined ? "–" : fmt(100 * x, 1) + "%";
 }
@@ -53,8 +82,28 @@ function progressCell(run) {
   text.className = "progress";
   text.dataset.run = run.label;
   span.appendChild(text);
-  if (run.live) span.appendChild(el("b", " writing", "live"));
+  if (run.state) span.appendChild(el("b", " " + run.state, stateClass(run.state)));
   return span;
+}
+
+function stateClass(state) {
+  return state.startsWith("decided") ? "decided" : state === "writing" ? "live" : "hint";
+}
+
+// The header's chips (drawn by the server at page load) follow each poll: the debates written
+// and the run's state now.
+function drawChips(runs) {
+  for (const run of runs) {
+    const chip = document.querySelector(`.run-chip[data-run="${CSS.escape(run.label)}"]`);
+    if (!chip) continue;
+    const count = chip.querySelector(".chip-count");
+    if (count) count.textContent = fmt(run.done, 0);
+    const state = chip.querySelector(".chip-state");
+    if (state) {
+      state.textContent = run.state ? " " + run.state : "";
+      state.className = "chip-state " + (run.state ? stateClass(run.state) : "");
+    }
+  }
 }
 
 function drawRuns(runs) {
@@ -63,8 +112,11 @@ function drawRuns(runs) {
       : `${pct(run.accuracy)} (${pct(run.interval[0])}–${pct(run.interval[1])}) of ${fmt(run.scored, 0)}`;
     const models = Object.entries(run.models || {}).map(([a, m]) => `${a}: ${m}`).join(", ");
     const errors = run.errors + (run.invalid_lines ? ` (+${run.invalid_lines} unreadable lines)` : "");
-    return row([run.label, progressCell(run), fmt(run.debates_per_min, 1),
-      fmt(run.tokens_per_s, 0), errors, fmt(run.retries, 0), fmt(run.loops, 0), acc, models]);
+    const who = el("span");
+    who.appendChild(el("span", run.label));
+    if (models) who.appendChild(el("div", models, "hint models"));
+    return row([who, progressCell(run), fmt(run.debates_per_min, 1),
+      fmt(run.tokens_per_s, 0), errors, fmt(run.retries, 0), fmt(run.loops, 0), acc]);
   });
   replace(document.getElementById("live-runs"), rows);
 }
@@ -72,16 +124,20 @@ function drawRuns(runs) {
 // A small line chart of the last hour: one polyline per series, the y axis from 0 to the
 // largest value (or `top`), labelled with its unit; x: minutes before the newest sample.
 function spark(title, unit, at, lines, top) {
-  const W = 280, H = 70, L = 34, B = 14;
+  const W = 280, H = 70, B = 14;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("width", W); svg.setAttribute("height", H);
   svg.setAttribute("class", "spark");
   svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `${title} (${unit}), the last hour`);
   const t1 = at.length ? at[at.length - 1] : 0;
   const t0 = Math.min(at.length ? at[0] : t1, t1 - 60);
   let ymax = top || 0;
   if (!top) for (const ln of lines) for (const v of ln.values) if (v !== null && v > ymax) ymax = v;
-  if (ymax <= 0) ymax = 1;
+  ymax = top || niceCeil(ymax);
+  const topLabel = compact(ymax);
+  // The left margin fits the top label (about 6 px a character at the axis font).
+  const L = Math.max(24, 6 * topLabel.length + 8);
   const x = (t) => L + (W - L - 4) * (t - t0) / Math.max(t1 - t0, 1);
   const y = (v) => 4 + (H - B - 6) * (1 - v / ymax);
   const label = (text, tx, ty, anchor) => {
@@ -96,7 +152,7 @@ function spark(title, unit, at, lines, top) {
   axis.setAttribute("d", `M${L},4 V${H - B} H${W - 4}`);
   axis.setAttribute("stroke", "#bbb"); axis.setAttribute("fill", "none");
   svg.appendChild(axis);
-  label(fmt(ymax, ymax < 10 ? 1 : 0), L - 3, 12, "end");
+  label(topLabel, L - 3, 12, "end");
   label("0", L - 3, H - B, "end");
   label(`−${fmt((t1 - t0) / 60, 0)} min`, L, H - 2, "start");
   label("now", W - 4, H - 2, "end");
@@ -137,36 +193,90 @@ function gauge(name, value, unit) {
   return g;
 }
 
+// What each of a server's own figures is called on its card.
+const FIGURES = [
+  ["running", "requests running"],
+  ["waiting", "requests waiting"],
+  ["kv_cache", "KV cache in use"],
+  ["generated_per_s", "tokens generated per second"],
+];
+
+function has(values) {
+  return (values || []).some((v) => v !== null && v !== undefined);
+}
+
+function gib(bytes) {
+  return bytes === null || bytes === undefined ? "–" : fmt(bytes / 2 ** 30, 1) + " GiB";
+}
+
+// Which of its figures a server did not give, said on its card in place of dashes and empty
+// charts. Ollama publishes no queue, cache or token counter: its GET /api/ps lists only the models
+// loaded, which the card shows instead.
+function missingNote(s, missing) {
+  if (!missing.length) return null;
+  const names = missing.map(([, name]) => name).join(", ");
+  if (s.kind === "Ollama") {
+    return `Ollama publishes no metrics of its queue, KV cache or tokens: its GET /api/ps lists only ` +
+      `the models loaded. So this card has no ${names}; crawdad's own requests in flight and the ` +
+      `tokens it received are shown.`;
+  }
+  return `${s.source || "this server"} gave no ${names}: not shown.`;
+}
+
+function loadedModels(models) {
+  const names = Object.keys(models || {});
+  if (!names.length) return null;
+  const table = el("table", null, "debates compact loaded");
+  const head = el("tr");
+  for (const h of ["model loaded (GET /api/ps)", "in VRAM", "context (tokens)"]) head.appendChild(el("th", h));
+  table.appendChild(head);
+  for (const name of names) {
+    const m = models[name];
+    table.appendChild(row([name, gib(m.size_vram), fmt(m.context_length, 0)]));
+  }
+  return table;
+}
+
 function drawServers(servers) {
   const host = document.getElementById("live-servers");
   if (!servers.length) return;
   const cards = servers.map((s) => {
     const card = el("div", null, "server-card");
     card.appendChild(el("h3", `${s.kind} at ${s.url}`));
-    card.appendChild(el("div", `folder ${s.folder}` + (s.source ? `; read by ${s.source}` : ""), "hint"));
+    const sr = s.series;
+    const newest = sr && sr.at.length ? `; newest sample ${utcTime(sr.at[sr.at.length - 1])} UTC` : "";
+    card.appendChild(el("div", `folder ${s.folder}` + (s.source ? `; read by ${s.source}` : "") + newest, "hint"));
     if (s.note) card.appendChild(el("p", s.note, "hint"));
-    if (!s.series) return card;
+    if (!sr) return card;
+    const missing = FIGURES.filter(([key]) => !has(sr[key]));
+    const shown = (key) => !missing.some(([k]) => k === key);
+    const note = missingNote(s, missing);
+    if (note) card.appendChild(el("p", note, "note"));
+    const models = loadedModels(s.models);
+    if (models) card.appendChild(models);
     const last = s.latest || {};
     const gauges = el("div", null, "gauges");
-    gauges.appendChild(gauge("requests running", fmt(last.running, 0)));
-    gauges.appendChild(gauge("requests waiting", fmt(last.waiting, 0)));
-    gauges.appendChild(gauge("KV cache in use", fmt(last.kv_cache, 1), "%"));
-    gauges.appendChild(gauge("generated", fmt(last.generated_per_s, 0), "tokens/s"));
+    if (shown("running")) gauges.appendChild(gauge("requests running", fmt(last.running, 0)));
+    if (shown("waiting")) gauges.appendChild(gauge("requests waiting", fmt(last.waiting, 0)));
+    if (shown("kv_cache")) gauges.appendChild(gauge("KV cache in use", fmt(last.kv_cache, 1), "%"));
+    if (shown("generated_per_s")) gauges.appendChild(gauge("generated", fmt(last.generated_per_s, 0), "tokens/s"));
     gauges.appendChild(gauge("crawdad's in flight", fmt(last.in_flight, 0)));
     card.appendChild(gauges);
-    const sr = s.series;
     const charts = el("div", null, "gauges");
-    charts.appendChild(spark("requests", "count", sr.at, [
-      { name: "running", values: sr.running, color: "#1a5fb4", cls: "legend-running" },
-      { name: "waiting", values: sr.waiting, color: "#D55E00", cls: "legend-waiting" },
-    ]));
-    charts.appendChild(spark("KV cache in use", "%", sr.at, [
-      { name: "server", values: sr.kv_cache, color: "#6a3d9a", cls: "legend-kv" },
-    ], 100));
-    charts.appendChild(spark("tokens", "per second", sr.at, [
-      { name: "generated (server)", values: sr.generated_per_s, color: "#009E73", cls: "legend-gen" },
-      { name: "received (crawdad)", values: sr.received_per_s, color: "#777", cls: "legend-recv" },
-    ]));
+    const requests = [];
+    if (shown("running")) requests.push({ name: "running", values: sr.running, color: "#1a5fb4", cls: "legend-running" });
+    if (shown("waiting")) requests.push({ name: "waiting", values: sr.waiting, color: "#D55E00", cls: "legend-waiting" });
+    if (!requests.length) requests.push({ name: "crawdad's in flight", values: sr.in_flight, color: "#1a5fb4", cls: "legend-running" });
+    charts.appendChild(spark("requests", "count", sr.at, requests));
+    if (shown("kv_cache")) {
+      charts.appendChild(spark("KV cache in use", "%", sr.at, [
+        { name: "server", values: sr.kv_cache, color: "#6a3d9a", cls: "legend-kv" },
+      ], 100));
+    }
+    const tokens = [];
+    if (shown("generated_per_s")) tokens.push({ name: "generated (server)", values: sr.generated_per_s, color: "#009E73", cls: "legend-gen" });
+    tokens.push({ name: "received (crawdad)", values: sr.received_per_s, color: "#777", cls: "legend-recv" });
+    charts.appendChild(spark("tokens", "per second", sr.at, tokens));
     card.appendChild(charts);
     return card;
   });
@@ -175,52 +285,79 @@ function drawServers(servers) {
   replace(host, [grid]);
 }
 
-// A variant's confidence sequence for its difference from the baseline: the band between its
-// lower and upper bounds over the questions counted, with lines at 0 and at ±margin, and the
-// place where the rule decided (a dashed line).
+// A variant's confidence sequence for its difference from the baseline, in points: the band
+// between its lower and upper bounds over the questions counted, the ±margin zone (orange,
+// shaded), 0, and the place where the rule decided (green, dashed). The vertical scale is
+// matplotlib's "symlog": linear within ±margin, logarithmic beyond, so that a 3-point margin
+// stays apart from 0 beside the first questions' ±100-point bounds, and nothing is cut. Both
+// ends of the band now are labelled, signed, at its right.
 function band(d) {
-  const W = 300, H = 90, L = 40, B = 14;
+  const W = 300, H = 110, L = 54, R = 46, B = 14, T = 6;
   const sq = d.sequence;
+  const n = sq.questions.length;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("width", W); svg.setAttribute("height", H);
-  svg.setAttribute("class", "spark");
+  svg.setAttribute("class", "spark band");
   svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `confidence sequence of ${d.variant} minus ${d.baseline}`);
-  const qmax = Math.max(1, sq.questions[sq.questions.length - 1]);
-  let top = Math.max(2 * d.margin, 0.05);
-  sq.lower.forEach((lo, i) => { top = Math.max(top, Math.abs(lo), Math.abs(sq.upper[i])); });
-  top = Math.min(1, top);
-  const x = (q) => L + (W - L - 4) * q / qmax;
-  const y = (v) => 4 + (H - B - 8) * (1 - (Math.max(-top, Math.min(top, v)) + top) / (2 * top));
+  const lo = 100 * sq.lower[n - 1], hi = 100 * sq.upper[n - 1];
+  svg.setAttribute("aria-label", `confidence sequence of ${d.variant} minus ${d.baseline}: ` +
+    `${signed(lo, 1)} to ${signed(hi, 1)} points after ${sq.questions[n - 1]} questions`);
+  const qmax = Math.max(1, sq.questions[n - 1]);
+  const margin = 100 * d.margin;
+  const lin = margin > 0 ? margin : 1;  // the linear part of the scale
+  let widest = 2 * lin;
+  sq.lower.forEach((v, i) => { widest = Math.max(widest, Math.abs(100 * v), Math.abs(100 * sq.upper[i])); });
+  const top = Math.min(100, niceCeil(widest));
+  const f = (v) => Math.sign(v) * (Math.abs(v) <= lin ? Math.abs(v) / lin : 1 + Math.log10(Math.abs(v) / lin));
+  const x = (q) => L + (W - L - R) * q / qmax;
+  const y = (v) => T + (H - B - T - 2) * (1 - (f(Math.max(-top, Math.min(top, v))) / f(top) + 1) / 2);
   const add = (tag, attrs) => {
     const node = document.createElementNS(SVG, tag);
     for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
     svg.appendChild(node);
     return node;
   };
-  const label = (text, tx, ty, anchor) => {
-    add("text", { x: tx, y: ty, class: "axis", "text-anchor": anchor }).textContent = text;
+  const label = (text, tx, ty, anchor, cls) => {
+    add("text", { x: tx, y: ty, class: cls || "axis", "text-anchor": anchor }).textContent = text;
   };
+  const xr = W - R;
+  add("rect", { x: L, y: y(margin).toFixed(1), width: xr - L,
+    height: Math.max(1, y(-margin) - y(margin)).toFixed(1), class: "margin-zone" });
   let d0 = "";
-  sq.questions.forEach((q, i) => { d0 += `${i ? "L" : "M"}${x(q).toFixed(1)},${y(sq.upper[i]).toFixed(1)} `; });
-  for (let i = sq.questions.length - 1; i >= 0; i--) {
-    d0 += `L${x(sq.questions[i]).toFixed(1)},${y(sq.lower[i]).toFixed(1)} `;
+  sq.questions.forEach((q, i) => { d0 += `${i ? "L" : "M"}${x(q).toFixed(1)},${y(100 * sq.upper[i]).toFixed(1)} `; });
+  for (let i = n - 1; i >= 0; i--) {
+    d0 += `L${x(sq.questions[i]).toFixed(1)},${y(100 * sq.lower[i]).toFixed(1)} `;
   }
-  add("path", { d: d0 + "Z", fill: "#1a5fb4", "fill-opacity": "0.25", stroke: "#1a5fb4", "stroke-width": "1" });
-  add("path", { d: `M${L},${y(0).toFixed(1)} H${W - 4}`, stroke: "#444", fill: "none" });
-  for (const m of [d.margin, -d.margin]) {
-    add("path", { d: `M${L},${y(m).toFixed(1)} H${W - 4}`, stroke: "#D55E00", fill: "none", "stroke-dasharray": "2,2" });
+  add("path", { d: d0 + "Z", class: "band-fill" });
+  add("path", { d: `M${L},${y(0).toFixed(1)} H${xr}`, class: "zero-line" });
+  for (const m of [margin, -margin]) {
+    add("path", { d: `M${L},${y(m).toFixed(1)} H${xr}`, class: "margin-line" });
   }
   if (d.decision !== "undecided" && d.questions) {
-    add("path", { d: `M${x(d.questions).toFixed(1)},4 V${H - B}`, stroke: "#009E73", fill: "none", "stroke-dasharray": "4,2" });
+    add("path", { d: `M${x(d.questions).toFixed(1)},${T} V${H - B}`, class: "decided-line" });
   }
-  add("path", { d: `M${L},4 V${H - B} H${W - 4}`, stroke: "#bbb", fill: "none" });
-  label(`+${fmt(100 * top, 0)} pts`, L - 3, 12, "end");
+  add("path", { d: `M${L},${T} V${H - B} H${xr}`, stroke: "#bbb", fill: "none" });
+  label(`${signed(top, 0)} pts`, L - 3, T + 8, "end");
   label("0", L - 3, y(0) + 3, "end");
-  label(`−${fmt(100 * top, 0)} pts`, L - 3, H - B, "end");
+  label(`${signed(-top, 0)} pts`, L - 3, H - B, "end");
+  if (margin > 0 && margin < top / 2) {
+    label(signed(margin, 1), L - 3, y(margin) + 3, "end", "axis margin-tick");
+    label(signed(-margin, 1), L - 3, y(-margin) + 3, "end", "axis margin-tick");
+  }
+  // The band's two ends now, signed, at the right edge (kept apart when the band is thin).
+  const yHi = y(hi), yLo = Math.max(y(lo), yHi + 10);
+  label(signed(hi, 1), xr + 3, Math.max(T + 8, yHi + 3), "start", "axis band-end");
+  label(signed(lo, 1), xr + 3, Math.min(H - B, yLo + 3), "start", "axis band-end");
   label("0", L, H - 2, "start");
-  label(`${fmt(qmax, 0)} questions`, W - 4, H - 2, "end");
-  return svg;
+  label(`${fmt(qmax, 0)} questions`, xr, H - 2, "end");
+  const box = el("div", null, "band-box");
+  box.appendChild(svg);
+  const key = el("div", null, "band-key");
+  key.appendChild(el("span", "band: the interval", "key-band"));
+  key.appendChild(el("span", `±${fmt(margin, 1)} pts: the margin`, "key-margin"));
+  if (d.decision !== "undecided" && d.questions) key.appendChild(el("span", "decided", "key-decided"));
+  box.appendChild(key);
+  return box;
 }
 
 function drawDecisions(decisions) {
@@ -235,7 +372,7 @@ function drawDecisions(decisions) {
     cell.appendChild(what);
     cell.appendChild(el("span", against));
     const interval = d.lower === null ? "–"
-      : `${fmt(100 * d.estimate, 1)} pts [${fmt(100 * d.lower, 1)}, ${fmt(100 * d.upper, 1)}]`;
+      : `${signed(100 * d.estimate, 1)} pts [${signed(100 * d.lower, 1)}, ${signed(100 * d.upper, 1)}]`;
     const used = d.decision === "undecided"
       ? `${fmt(d.settled, 0)} counted so far` : `after ${fmt(d.questions, 0)} of ${fmt(d.settled, 0)} counted`;
     const chart = d.sequence ? band(d) : el("span", "no question settled yet", "hint");
@@ -247,8 +384,9 @@ function drawDecisions(decisions) {
 function drawNewest(newest) {
   const rows = newest.map((d) => {
     const a = el("a", d.qid, "qid");
-    a.setAttribute("href", `/debate/${encodeURIComponent(d.run).replace(/%2F/g, "/")}/${encodeURIComponent(d.qid)}`);
-    const when = d.finished_at ? new Date(d.finished_at * 1000).toISOString().slice(11, 19) : "–";
+    // as the viewer's own tables draw it (app.debate_url): run and id in the query string
+    a.setAttribute("href", "/debate?" + new URLSearchParams({ run: d.run, id: d.qid }).toString());
+    const when = d.finished_at ? utcTime(d.finished_at) : "–";
     const outcome = el("span", d.outcome, "badge o-" + String(d.outcome).replace("->", ""));
     return row([when, d.run, a, outcome, `${d.final_answer ?? "none"} / ${d.gold ?? "no exact answer"}`,
       fmt(d.responses, 0), d.stop_reasons.join(", ") + (d.errored ? " (error)" : ""),
@@ -264,12 +402,13 @@ async function poll() {
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     const data = await r.json();
     drawRuns(data.runs);
+    drawChips(data.runs);
     drawServers(data.servers);
     drawDecisions(data.decisions || []);
     drawNewest(data.newest);
     const writing = data.runs.some((x) => x.live);
     state.textContent = (writing ? "running" : "not being written") + ", updated " +
-      new Date(data.now * 1000).toLocaleTimeString();
+      utcTime(data.now) + " UTC";
   } catch (e) {
     state.textContent = "cannot reach crawdad view (" + e.message + "); retrying";
   }

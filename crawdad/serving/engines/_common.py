@@ -1,0 +1,119 @@
+"""What the engine modules share: finding their program, reading a version without starting a
+server, and the reasoning parsers of known model families. Light: no engine is imported."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# Seconds a version or import probe may take (a Python that imports vLLM can be slow).
+PROBE_TIMEOUT = 30.0
+
+# Served names of the paper's models (Ollama-style tags) -> their Hugging Face checkpoint, and
+# vLLM's reasoning parser for each (None: not a reasoning model, as the Granite extractor).
+HF_MODELS: dict[str, tuple[str, str | None]] = {
+    "qwen3:32b": ("Qwen/Qwen3-32B", "qwen3"),
+    "deepseek-r1:32b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek_r1"),
+    "qwq:32b": ("Qwen/QwQ-32B", "deepseek_r1"),
+    "granite3.3:2b": ("ibm-granite/granite-3.3-2b-instruct", None),
+}
+# Other models by family (a substring of the name or weights): vLLM's parser for each (its
+# docs' table of reasoning models). SGLang names the same parsers with a hyphen.
+_PARSERS = (
+    ("qwen3", "qwen3"),
+    ("deepseek-r1", "deepseek_r1"),
+    ("deepseek_r1", "deepseek_r1"),
+    ("qwq", "deepseek_r1"),
+)
+
+
+def reasoning_parser(*names: str) -> str | None:
+    """vLLM's `--reasoning-parser` for a served model name or its weights (None: none needed,
+    or unknown)."""
+    for model in names:
+        if model in HF_MODELS:
+            return HF_MODELS[model][1]
+    for model in names:
+        name = model.lower()
+        # Instruct-only checkpoints of a reasoning family think not: Qwen3-*-Instruct-2507.
+        if "instruct" in name and "qwen3" in name:
+            return None
+        found = next((parser for family, parser in _PARSERS if family in name), None)
+        if found:
+            return found
+    return None
+
+
+def hf_weights(model: str) -> str:
+    """The Hugging Face checkpoint crawdad knows for a served model name (itself otherwise)."""
+    return HF_MODELS.get(model, (model, None))[0]
+
+
+def resolve(executable: str) -> str | None:
+    """The program's full path (None: not found)."""
+    if os.sep in executable:
+        path = Path(executable).expanduser()
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(executable)
+
+
+def is_python(executable: str) -> bool:
+    """Whether a program is a Python interpreter (`python`, `python3.11`, a venv's `bin/python`)."""
+    return re.fullmatch(r"python(\d+(\.\d+)?)?", Path(executable).name) is not None
+
+
+def sibling_python(executable: str) -> str | None:
+    """The Python of the environment a program was installed into (a venv's `bin/python`)."""
+    found = resolve(executable)
+    if found is None:
+        return None
+    if is_python(found):
+        return found
+    for name in ("python", "python3"):
+        candidate = Path(found).parent / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def dist_version(python: str | None, distribution: str) -> str | None:
+    """A package's installed version in the environment of `python`, from its metadata (no
+    import of the package itself: fast, and starts no server)."""
+    if python is None:
+        return None
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "try: print(m.version(sys.argv[1]))\n"
+        "except m.PackageNotFoundError: sys.exit(1)\n"
+    )
+    return _run([python, "-c", code, distribution]) or None
+
+
+def has_module(python: str | None, module: str) -> bool:
+    """Whether `python` can import `module` (found without importing it)."""
+    if python is None:
+        return False
+    code = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
+    return _run([python, "-c", code, module]) is not None
+
+
+def version_output(executable: str, *args: str) -> str | None:
+    """The first line of `executable --version` (or the arguments given)."""
+    found = resolve(executable)
+    if found is None:
+        return None
+    out = _run([found, *(args or ("--version",))])
+    return out.splitlines()[0].strip() if out else None

@@ -1,0 +1,77 @@
+"""vLLM: `vllm serve WEIGHTS` (or `python -m vllm.entrypoints.openai.api_server` where the
+executable is a Python), OpenAI-compatible, health at /health."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal
+
+from crawdad.serving.base import EngineName, ServerPlan
+from crawdad.serving.engines import _common
+
+
+class VLLM:
+    name: EngineName = "vllm"
+    backend: Literal["openai", "ollama"] = "openai"
+    # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
+    metrics_kind: str | None = "vllm"
+
+    def __init__(self, executable: str | None = None) -> None:
+        self.executable = executable or "vllm"
+
+    def command(self, server: ServerPlan) -> list[str]:
+        if _common.is_python(self.executable):
+            argv = [self.executable, "-m", "vllm.entrypoints.openai.api_server"]
+            argv += ["--model", server.weights]
+        else:
+            argv = [self.executable, "serve", server.weights]
+        argv += ["--served-model-name", server.served_name]
+        argv += ["--host", server.host, "--port", str(server.port)]
+        argv += ["--max-model-len", str(server.context_length)]
+        if server.gpus and server.memory_fraction is not None:
+            argv += ["--gpu-memory-utilization", f"{server.memory_fraction:g}"]
+        if server.tensor_parallel > 1:
+            argv += ["--tensor-parallel-size", str(server.tensor_parallel)]
+        if server.kv_cache_dtype:
+            argv += ["--kv-cache-dtype", server.kv_cache_dtype]
+        if server.reasoning_parser:
+            argv += ["--reasoning-parser", server.reasoning_parser]
+        return argv + list(server.args)
+
+    def environment(self, server: ServerPlan) -> dict[str, str]:
+        """No usage reports sent from the server."""
+        return {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+    def health_path(self) -> str:
+        return "/health"
+
+    def installed(self) -> bool:
+        if _common.is_python(self.executable):
+            return _common.has_module(_common.resolve(self.executable), "vllm")
+        return _common.resolve(self.executable) is not None
+
+    def install_hint(self) -> str:
+        return "pip install vllm   (a CPU-only machine: see vLLM's CPU installation page)"
+
+    def version(self) -> str | None:
+        found = _common.dist_version(_common.sibling_python(self.executable), "vllm")
+        return found or _common.version_output(self.executable)
+
+    def reasoning_parser(self, model: str, weights: str = "") -> str | None:
+        """`--reasoning-parser` for a model (None: not a reasoning model, or unknown)."""
+        return _common.reasoning_parser(model, weights)
+
+
+def serve_line(model: str, port: str | None = None) -> str:
+    """The `vllm serve` line that serves `model` under its name (what `doctor` and a refused
+    connection suggest): the same flags as the command crawdad runs itself."""
+    weights = _common.hf_weights(model)
+    argv = ["vllm", "serve", weights]
+    if weights != model:
+        argv += ["--served-model-name", model]
+    if port:
+        argv += ["--port", port]
+    parser = _common.reasoning_parser(model, weights)
+    if parser:
+        argv += ["--reasoning-parser", parser]
+    return shlex.join(argv)
