@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from crawdad.safe_files import Folder
 
@@ -32,9 +32,17 @@ MAX_LINE = 64_000  # bytes of one line: a sample of a few servers is ~0.5 KB a s
 MAX_BYTES = 32_000_000  # the file, compacted past it (4,000 samples of ~8 KB)
 READ_LIMIT = 2 * MAX_BYTES  # what a reader reads of a file someone else may have made
 
+
+def _whole(value: float) -> int:
+    if value != int(value):
+        raise ValueError("a count is a whole number")
+    return int(value)
+
+
 # A figure that can be: finite and >= 0 (strict: a string or a bool is no number).
 Count = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
-Whole = Annotated[int, Field(ge=0, strict=True)]
+# A whole count (an int, or a float of a whole value as other writers may give): >= 0.
+Whole = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True), AfterValidator(_whole)]
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False, strict=True)]
 Time = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
