@@ -408,3 +408,30 @@ async def test_live_json_is_strict_json_over_a_hostile_series(tmp_path: Path) ->
     (server,) = [s for s in data["servers"] if s["url"] == "http://s/v1"]
     assert server["series"]["running"] == [1, 1]  # the two valid samples, nothing else
     assert any("fail its checks" in (s.get("note") or "") for s in data["servers"])
+
+
+async def test_an_unexpected_error_reading_one_server_stops_nothing(
+    serve: Any, session: aiohttp.ClientSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    honest, bad = await serve("honest"), await serve("honest")
+    real = MetricsReader.read
+
+    async def read(self: MetricsReader) -> Any:
+        if self.url == bad:
+            raise RuntimeError("a bug no rule foresaw")
+        return await real(self)
+
+    monkeypatch.setattr(MetricsReader, "read", read)
+    sampler = ServerSampler(
+        [_Pool(honest, "openai", "a"), _Pool(bad, "openai", "b")], 5.0, tmp_path
+    )
+    sampler.open()
+    sampler.start(session)
+    for _ in range(SAMPLES):
+        await sampler.sample()
+    lines = load_series(tmp_path).lines
+    samples = [x for x in lines if "servers" in x]
+    assert [s["servers"][honest]["kind"] for s in samples] == ["vllm"] * SAMPLES
+    assert [s["servers"][bad]["lost"] for s in samples] == [1, 2, 3]
+    notes = [x["note"] for x in lines if "note" in x]
+    assert len(notes) == 1 and "RuntimeError" in notes[0]
