@@ -100,9 +100,12 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def cost_sentence(m: pd.Series, paired: pd.DataFrame, baseline: str | None) -> str:
+def cost_sentence(
+    m: pd.Series, paired: pd.DataFrame, baseline: str | None, early: frozenset[str] = frozenset()
+) -> str:
     """One debate variant against self-consistency at its cost (a row of `cost_match`), then
-    its paired difference with the baseline. Worded by the CI: a gain only when it excludes 0."""
+    its paired difference with the baseline. Worded by the CI: a gain only when it excludes 0.
+    `early`: variants a stopping rule stopped early (their fixed-sample CI gets its caveat)."""
     head = (
         f"`{m['variant']}` ({m['tokens']:,.0f} tokens/question, "
         f"{_acc(m['acc'], m['ci_lo'], m['ci_hi'])})"
@@ -161,10 +164,16 @@ def cost_sentence(m: pd.Series, paired: pd.DataFrame, baseline: str | None) -> s
     if row.empty or row.iloc[0]["n"] == 0:
         return out + "."
     r = row.iloc[0]
+    caveat = (
+        "; it stopped early, so these are fixed-sample figures that ignore the optional "
+        "stopping: see its sequence in the Decisions section"
+        if m["variant"] in early
+        else ""
+    )
     return (
         f"{out}; the paired difference with the baseline `{baseline}` is {_pts(r['diff'])} "
         f"{_ci_pts(r['ci_lo'], r['ci_hi'])} points (McNemar p = {fmt_p(r['p_value'])}, "
-        f"n = {r['n']})."
+        f"n = {r['n']}{caveat})."
     )
 
 
@@ -377,23 +386,97 @@ def _head(
     return [*md, RULES, ""]
 
 
-def _paired_section(paired: pd.DataFrame, base: str | None) -> Section:
+IGNORES_STOPPING = (
+    "fixed-sample figures, which ignore the optional stopping: computed as if the number of "
+    "questions had been fixed in advance, they are too narrow (and the p-value too small) for a "
+    "variant stopped when its sequence decided; shown for reference, not to quote"
+)
+
+
+def early_stopped(decisions: pd.DataFrame | None) -> dict[str, pd.Series]:
+    """The variants the stopping rule stopped before their end (decided, contradicted, or budget
+    spent), with their row of `decision_table`."""
+    if decisions is None or decisions.empty:
+        return {}
+    return {r["variant"]: r for _, r in decisions.iterrows() if r["decision"] != "undecided"}
+
+
+def stopped_sentence(d: pd.Series, baseline: str) -> str:
+    """A variant stopped early, in words: its sequence at the stop first (the figure to quote)."""
+    from crawdad.stopping.decide import interval_words, target_name
+
+    what = str(d["decision"])
+    against = {"better": f"better than `{baseline}`", "worse": f"worse than `{baseline}`"}.get(
+        what, f"equivalent to `{baseline}`" if what == "equivalent" else what
+    )
+    if what == "contradicted":
+        return (
+            f"`{d['variant']}` stopped after {d['questions']} questions: its sequence about "
+            f"{target_name(d['target'])} contradicted itself (a miss at the stated alpha): no "
+            "interval, no claim."
+        )
+    return (
+        f"`{d['variant']}` stopped after {d['questions']} questions, **{against}** (about "
+        f"{target_name(d['target'])}): the difference {_pts(d['estimate'])} points, its "
+        f"anytime-valid confidence sequence at the stop {interval_words(d['lower'], d['upper'])}"
+        " (the interval to quote)."
+    )
+
+
+def _paired_section(
+    paired: pd.DataFrame,
+    base: str | None,
+    decisions: pd.DataFrame | None = None,
+    unscored: int = 0,
+) -> Section:
     if base is None:
         return Section(
             "Paired comparisons with the baseline",
             ["The experiment names no baseline (or one without a run): nothing to pair."],
         )
+    early = early_stopped(decisions)
     overall = paired[paired["group"] == "all"]
+    lines = []
+    if unscored:
+        lines.append(
+            f"- {_plural(unscored, 'question')} without an exact answer (a table of one's own) "
+            "are left out of every paired comparison."
+        )
+    for _, r in overall.iterrows():
+        if r["variant"] in early:
+            lines.append(
+                f"- {stopped_sentence(early[r['variant']], base)} For reference only, the "
+                "fixed-sample figures, which ignore the optional stopping (too narrow after it): "
+                + paired_sentence(r)
+            )
+        else:
+            lines.append(f"- {paired_sentence(r)}")
+    shown = _paired_shown(paired)
+    note = "On the questions both finished, overall and by rung."
+    if early:
+        names = ", ".join(f"`{v}`" for v in early)
+        shown = shown.rename(
+            columns={
+                "difference (points) [95% CI]": "difference (points) [95% CI, ignores stopping]",
+                "McNemar p": "McNemar p (ignores stopping)",
+            }
+        )
+        shown.insert(1, "stopped early", ["yes" if v in early else "" for v in paired["variant"]])
+        note += (
+            f" {names} stopped early: for them the CIs and p-values below are {IGNORES_STOPPING}."
+            " Their confidence sequences at the stop (the Decisions section) are the figures "
+            "that hold."
+        )
     return Section(
         "Paired comparisons with the baseline",
         [
-            "\n".join(f"- {paired_sentence(r)}" for _, r in overall.iterrows()),
+            "\n".join(lines),
             Table(
                 "paired",
                 paired,
                 f"Each variant against `{base}`",
-                "On the questions both finished, overall and by rung.",
-                shown=_paired_shown(paired),
+                note,
+                shown=shown,
                 fold="never",
             ),
         ],
@@ -406,6 +489,7 @@ def _compute_section(
     match: pd.DataFrame,
     paired: pd.DataFrame,
     base: str | None,
+    early: frozenset[str] = frozenset(),
 ) -> Section:
     blocks: list[Block] = [
         Plot(
@@ -420,7 +504,7 @@ def _compute_section(
     debates = match[match["protocol"].isin(SC.DEBATE_PROTOCOLS)]
     if not debates.empty:
         blocks.append(
-            "\n".join(f"- {cost_sentence(r, paired, base)}" for _, r in debates.iterrows())
+            "\n".join(f"- {cost_sentence(r, paired, base, early)}" for _, r in debates.iterrows())
         )
     blocks.append(Table("cost_match", match, show=False))
     if not cframe.empty:
@@ -437,84 +521,147 @@ def _compute_section(
     return Section("Accuracy against compute", blocks)
 
 
-def decisions_section(exp: Experiment) -> Section:
-    """The stopping rule's decisions: per variant the decision, the questions it used, its
-    sequence at the stop, the sequences narrowing, and what stopping saved."""
-    from crawdad.analysis.figures.stopping import sequences_figure
-    from crawdad.analysis.metrics import stopping as ST
+def stopping_guarantee(rule: Any, baseline: str, compared: int) -> str:
+    """The rule and what its decisions are about, in words: the target named where the numbers
+    stand, and the guarantee that goes with it."""
+    from crawdad.stopping.decide import target_name
 
-    from crawdad.run.experiment import stop_rule
-
-    rule = stop_rule(exp.manifest.stop or {})
-    decisions = ST.decision_table(exp)
-    seqs = ST.sequence_frame(exp)
-    spend = ST.spending_table(exp)
-    compared = max(1, len(decisions))
     level = 100 * (1 - rule.alpha)
-    guarantee = (
-        f"The rule: alpha = {rule.alpha} shared among the {compared} variants compared with "
-        f"`{exp.baseline}` (Bonferroni), margin = {100 * rule.margin:.1f} points, at least "
-        f"{rule.min_questions} questions"
+    head = (
+        f"**What these decisions are about: {target_name(rule.target)}** (`target = "
+        f'"{rule.target}"` in [stop]). The rule: alpha = {rule.alpha} shared among the '
+        f"{compared} variants compared with `{baseline}` (Bonferroni), margin = "
+        f"{100 * rule.margin:.1f} points, at least {rule.min_questions} questions"
         + (f", at most {rule.max_questions}" if rule.max_questions else "")
         + (
             f", at most {rule.max_gpu_seconds:g} GPU seconds per variant"
             if rule.max_gpu_seconds
             else ""
         )
-        + ". Each sequence is an anytime-valid confidence sequence for the paired difference "
-        "over the selected questions (sampled without replacement, in the run's seeded order): "
-        f"with probability at least {level:g}% every variant's sequence holds the difference a "
-        "full run would report at every moment at once, however often it was looked at. So, "
-        f"with that probability, no variant is called better or worse than it is, nor "
-        f"equivalent when it differs by more than the margin. A decision uses only questions "
-        "every earlier one of which had finished for the variant and the baseline. An "
-        "undecided variant is not equivalent: its questions ran out first."
-        + (
-            " A variant whose budget is spent is undecided too: it stopped when its debates "
-            "counted the GPU seconds allowed, before its sequence decided anything."
-            if rule.max_gpu_seconds
-            else ""
+        + ". "
+    )
+    if rule.target == "run":
+        about = (
+            "Each sequence is an anytime-valid confidence sequence for the difference a full "
+            "pass over this run's selected questions, with these sampled responses, would report "
+            "(questions sampled without replacement, in the run's seeded order): with probability "
+            f"at least {level:g}% every variant's sequence holds that difference at every moment "
+            "at once, however often it was looked at. So, with that probability, no variant is "
+            "called better or worse **than it would be on a full pass of this run**, nor "
+            "equivalent when that difference is beyond the margin. **The claim is about this "
+            "run, not about the models**: another run of the same models (other sampled "
+            "responses, other questions like these) may differ. For a claim about the models, "
+            'set target = "models".'
         )
+    else:
+        about = (
+            "Each sequence is an anytime-valid confidence sequence for the models' expected "
+            "difference on questions like these, over their sampling (an i.i.d. betting "
+            "sequence): with probability at least "
+            f"{level:g}% every variant's sequence holds its expected difference at every moment "
+            "at once, however often it was looked at. So, with that probability, no variant is "
+            "called better or worse than the models are, nor equivalent when their expected "
+            "difference is beyond the margin. It never closes on a figure, so it needs more "
+            "questions than a claim about this run alone would."
+        )
+    rest = (
+        " A decision uses only questions every earlier one of which had finished for the "
+        "variant and the baseline, and only questions with an exact answer (those without one "
+        "are left out, and leave the population). An undecided variant is not equivalent: the "
+        "table says why it is undecided. A sequence that ran empty (contradicted) is a miss at "
+        "the stated alpha: it supports no claim at all."
+    )
+    return head + about + rest
+
+
+def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) -> Section:
+    """The stopping rule's decisions: per variant the decision, what it is about, the questions
+    it used, its sequence at the stop, the sequences narrowing, and what stopping saved."""
+    from crawdad.analysis.figures.stopping import sequences_figure
+    from crawdad.analysis.metrics import stopping as ST
+
+    from crawdad.run.experiment import recorded_rule
+    from crawdad.stopping.decide import interval_words, target_name
+
+    rule = recorded_rule(exp.manifest.stop or {})
+    if decisions is None:
+        decisions = ST.decision_table(exp)
+    seqs = ST.sequence_frame(exp)
+    spend = ST.spending_table(exp)
+    compared = max(1, len(decisions))
+    shown = pd.DataFrame(
+        {
+            "variant": decisions["variant"],
+            "decision": decisions["decision"],
+            "about": [target_name(t) for t in decisions["target"]],
+            "questions": decisions["questions"],
+            "difference (points)": [_pts(x) if x == x else "–" for x in decisions["estimate"]],
+            "sequence": [
+                interval_words(lo, hi)
+                for lo, hi in zip(decisions["lower"], decisions["upper"], strict=True)
+            ],
+            "settled": decisions["settled"],
+            "why undecided": [
+                r if d not in ("better", "worse", "equivalent") else ""
+                for d, r in zip(decisions["decision"], decisions["reason"], strict=True)
+            ],
+        }
     )
     changed = _changed_rule(exp.manifest.stop_history)
-    shown = decisions.assign(
-        sequence=[f"{_pts(r.estimate)} {_ci_pts(r.lower, r.upper)}" for r in decisions.itertuples()]
-    )[["variant", "decision", "questions", "sequence", "settled"]]
-    return Section(
-        "Decisions",
-        [
-            *([changed] if changed else []),
-            guarantee,
-            Table(
-                "decisions",
-                decisions,
-                "The stopping rule's decisions",
-                "Per variant, against the baseline: the decision, the questions it used, the "
-                "difference (points) with its confidence sequence at the stop, and the questions "
-                "settled in all. The full-run tables above are over every question run.",
-                shown=shown,
-                fold="never",
-            ),
-            Plot(
-                "sequences",
-                "Each variant's confidence sequence for its paired difference from the baseline "
-                "over the settled questions (dashed: ± the margin; dotted: the stop)",
-                sequences_figure,
-                (seqs, decisions, rule.margin),
-            ),
-            Table("sequences", seqs, show=False),
-            Table(
-                "spending",
-                spend,
-                "Spent against a full pass",
-                "Requests, completion tokens and GPU seconds each variant spent (debates "
-                "finished after its decision included) and a full pass over its selected "
-                "questions, projected from its mean cost per question.",
-                shown=spending_shown(spend),
-                fold="never",
-            ),
-        ],
-    )
+    blocks: list[Block] = [
+        *([changed] if changed else []),
+        stopping_guarantee(rule, str(exp.baseline), compared),
+    ]
+    contradicted = decisions[decisions["decision"] == "contradicted"]
+    if not contradicted.empty:
+        names = ", ".join(f"`{v}`" for v in contradicted["variant"])
+        blocks.append(
+            f"**A sequence contradicted itself** ({names}): its running intersection ran empty, "
+            f"which happens only after a miss, with probability at most alpha = {rule.alpha}. "
+            "No interval is shown for it and no claim is made; its decisions, and the guarantee "
+            "of the others' taken together, should not be relied on. Rerun with more questions "
+            "or another seed to see whether it was chance."
+        )
+    unscored = int(decisions["unscored"].max()) if not decisions.empty else 0
+    if unscored:
+        blocks.append(
+            f"{_plural(unscored, 'settled question')} without an exact answer (a table of one's "
+            "own) are left out of every sequence and decision, and out of the population, so "
+            "that a sequence about this run closes on the scored questions."
+        )
+    blocks += [
+        Table(
+            "decisions",
+            decisions,
+            "The stopping rule's decisions",
+            f"Per variant, against the baseline, about {target_name(rule.target)}: the decision, "
+            "the questions it used, the difference (points) with its confidence sequence at the "
+            "stop, the questions settled in all, and why an undecided one is undecided. The "
+            "full-run tables above are over every question run.",
+            shown=shown,
+            fold="never",
+        ),
+        Plot(
+            "sequences",
+            f"Each variant's confidence sequence for its paired difference from the baseline, "
+            f"about {target_name(rule.target)}, over the settled questions (dashed: ± the "
+            "margin; dotted: the stop)",
+            sequences_figure,
+            (seqs, decisions, rule.margin),
+        ),
+        Table("sequences", seqs, show=False),
+        Table(
+            "spending",
+            spend,
+            "Spent against a full pass",
+            "Requests, completion tokens and GPU seconds each variant spent (debates "
+            "finished after its decision included) and a full pass over its selected "
+            "questions, projected from its mean cost per question.",
+            shown=spending_shown(spend),
+            fold="never",
+        ),
+    ]
+    return Section("Decisions", blocks)
 
 
 # The spending table's columns as a reader names them (the CSV keeps the frame's names).
@@ -561,15 +708,19 @@ def _rule_words(rule: dict[str, Any] | None) -> str:
     """A recorded rule's settings in words (only numbers: a rule that does not validate is
     not shown)."""
     from crawdad.errors import ConfigError
-    from crawdad.run.experiment import stop_rule
+    from crawdad.run.experiment import recorded_rule
 
     if rule is None:
         return "no rule"
     try:
-        valid = stop_rule(rule)
+        valid = recorded_rule(rule)
     except ConfigError:
         return "a rule that is not valid"
-    return ", ".join(f"{k} = {v:g}" for k, v in valid.model_dump().items() if v is not None)
+    return ", ".join(
+        f"{k} = {v:g}" if isinstance(v, int | float) else f"{k} = {v}"
+        for k, v in valid.model_dump().items()
+        if v is not None
+    )
 
 
 def _changed_rule(history: list[Any]) -> str:
@@ -615,11 +766,20 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
     cframe = SC.curve_frame(curves)
     match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
     base = exp.baseline if exp.baseline in names else None
+    # questions without an exact answer (a table of one's own) are left out of every paired
+    # comparison, as the stopping decisions leave them out
+    unscored = set(q.loc[q["gold"].isna(), "question_id"])
     paired = (
-        X.paired_comparisons(q, base, names, universe)
+        X.paired_comparisons(q[~q["question_id"].isin(unscored)], base, names, universe - unscored)
         if base is not None
         else pd.DataFrame(columns=X.PAIRED_COLUMNS)
     )
+    decisions = None
+    if exp.manifest.stop is not None and base is not None:
+        from crawdad.analysis.metrics.stopping import decision_table
+
+        decisions = decision_table(exp)
+    early = frozenset(early_stopped(decisions))
     left = len(universe) - len(keep)
     notes = X.left_out_note(q, names, universe) if left else ""
     sections = [
@@ -640,9 +800,9 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
                 Table("cost", cost[~_clock_rows(cost)], show=False),
             ],
         ),
-        _paired_section(paired, base),
-        *([decisions_section(exp)] if exp.manifest.stop is not None and base is not None else []),
-        _compute_section(_points(q, exp, acc, keep), cframe, match, paired, base),
+        _paired_section(paired, base, decisions, len(unscored)),
+        *([decisions_section(exp, decisions)] if decisions is not None else []),
+        _compute_section(_points(q, exp, acc, keep), cframe, match, paired, base, early),
         # each task's own sections over every variant (MAC's pair and graph variants together)
         *experiment_task_sections(whole.variants, base),
         Section(

@@ -40,6 +40,7 @@ _EXPORTS = {
     "report_tables": "crawdad.notebook",
     "report_figures": "crawdad.notebook",
     "sequences": "crawdad.notebook",
+    "baseline_sequence": "crawdad.notebook",
     "decisions": "crawdad.notebook",
     "fake_server": "crawdad.notebook",
 }

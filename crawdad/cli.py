@@ -310,13 +310,16 @@ RUN_HELP = (
     "Run (or resume) the debates of the selected questions.\n\n"
     "--set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b.\n\n"
     "--stop KEY=VALUE sets a stopping rule: the run stops once its accuracy is known closely "
-    "enough. Keys: half_width=0.02 (the target), alpha=0.05, min_questions=50, max_questions=N, "
-    "max_gpu_seconds=S."
+    "enough. Keys: half_width=0.02 (how closely), target=models (a claim about the models' "
+    "expected accuracy, the default) or target=run (about this full run), alpha=0.05, "
+    "min_questions=50, max_questions=N, max_gpu_seconds=S."
 )
 EXPERIMENT_HELP = (
     "Run (or resume) every variant of an experiment over the same questions, together.\n\n"
     "--stop KEY=VALUE sets the stopping rule, over the file's \\[stop]: each variant stops once "
-    "it is decided against the baseline. Keys: alpha=0.05, margin=0.03 (the smallest "
+    "it is decided against the baseline. Keys: target=models (claims about the models' expected "
+    "difference, the default) or target=run (about this full run), alpha=0.05, margin=0.03 (the "
+    "smallest "
     "difference that matters), min_questions=50, max_questions=N, max_gpu_seconds=S (each "
     "variant's GPU-time budget)."
 )
@@ -387,10 +390,19 @@ def run(
         rule = stop_rule(_stop_settings(stop), "--stop")
         if rule.half_width is None:
             raise ConfigError(
-                "--stop: a single run stops when its accuracy is known closely enough: give the "
-                "target with --stop half_width=0.02 (margin compares variants: an experiment's)"
+                "--stop: a single run stops when its accuracy is known closely enough: say how "
+                "closely with --stop half_width=0.02 (margin compares variants: an experiment's)"
             )
+        _warn_short(rule, len(dataset.questions))
     _run(cfg, dataset, out, force=force, progress=progress, stop=rule)
+
+
+def _warn_short(rule: Any, selected: int) -> None:
+    """Say before a run starts when its stopping rule cannot decide anything."""
+    from crawdad.run.experiment import short_run_warning
+
+    if warning := short_run_warning(rule, selected):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
 def _stop_settings(items: list[str]) -> dict[str, Any]:
@@ -481,6 +493,10 @@ def experiment(
     )
     configs, manifest, dataset = prepare(file, data, flags, out, _stop_settings(stop))
     names = list(configs)
+    if manifest.stop is not None:
+        from crawdad.run.experiment import stop_rule
+
+        _warn_short(stop_rule(manifest.stop), min(len(d.questions) for d in dataset.values()))
 
     def show(summaries: list[RunSummary]) -> None:
         for name, summary in zip(names, summaries, strict=False):

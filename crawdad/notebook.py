@@ -400,21 +400,34 @@ def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
 
 def sequences(folder: str | Path) -> pd.DataFrame:
     """An experiment's confidence sequences (one with a `[stop]` rule), as its report draws them:
-    columns `variant`, `questions` (settled questions counted), `estimate`, `lower`, `upper`:
-    each variant's paired difference from the baseline (the baseline's own accuracy), valid at
-    every moment at once, as fractions (0.032: what the report and the live view print as 3.2
-    points)."""
+    each compared variant's paired difference from the baseline, valid at every moment at once,
+    as fractions (0.032: what the report and the live view print as 3.2 points). Columns
+    `variant`, `questions` (scored questions settled), `estimate`, `lower`, `upper` (NaN once a
+    sequence contradicted itself), `contradicted`, `target` ("models" or "run") and `about` (what
+    the target means, in words). The baseline's own accuracy is apart:
+    `crawdad.baseline_sequence(folder)`."""
     from crawdad.analysis.experiment_folder import load_experiment
     from crawdad.analysis.metrics.stopping import sequence_frame
 
     return sequence_frame(_stopping_experiment(load_experiment(Path(folder)), folder))
 
 
+def baseline_sequence(folder: str | Path) -> pd.DataFrame:
+    """The baseline's own accuracy sequence in an experiment with a `[stop]` rule (an accuracy,
+    not a difference: apart from `sequences`), same columns, at the alpha the variants share."""
+    from crawdad.analysis.experiment_folder import load_experiment
+    from crawdad.analysis.metrics.stopping import baseline_frame
+
+    return baseline_frame(_stopping_experiment(load_experiment(Path(folder)), folder))
+
+
 def decisions(folder: str | Path) -> pd.DataFrame:
     """An experiment's stopping decisions, recomputed from its records as the run reached them:
-    columns `variant`, `decision` (better, worse, equivalent or undecided), `questions` (used),
-    `estimate`, `lower`, `upper` (the sequence at the stop, a difference of fractions: 0.032 is
-    3.2 points), `settled`."""
+    columns `variant`, `decision` (better, worse, equivalent, undecided, budget spent or
+    contradicted), `questions` (used), `estimate`, `lower`, `upper` (the sequence at the stop, a
+    difference of fractions: 0.032 is 3.2 points), `settled`, `unscored` (settled questions
+    without an exact answer, left out), `target`, `about` (what the decision is about, in
+    words), `reason` (why undecided)."""
     from crawdad.analysis.experiment_folder import load_experiment
     from crawdad.analysis.metrics.stopping import decision_table
 

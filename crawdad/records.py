@@ -42,8 +42,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 #    (`store.recorded_order`). Lines are unchanged.
 # 9: the manifest's `stop_history`: the stopping rules a run went through, where `--force` changed
 #    its rule on resume (empty: the rule never changed). Lines are unchanged.
-# Version 1 to 8 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 9
+# 10: the manifest's stopping rule (`stop`) names its `target`: "models" (the default: the
+#    models' expected accuracy, an i.i.d. sequence) or "run" (this full run); a `stop` written
+#    before has none and is read as "run", what it was. Lines are unchanged.
+# Version 1 to 9 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 10
 
 # Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
 # them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
@@ -459,7 +462,8 @@ class RunManifest(Record):
     served: dict[str, list[ServedBy]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)  # what --force replaced, with a timestamp
     # The run's stopping rule (`crawdad run --stop`, schema 8): alpha, half_width, min_questions,
-    # max_questions, max_gpu_seconds; None: the run answers every selected question.
+    # max_questions, max_gpu_seconds, and (schema 10) target; without one (before) it was about
+    # the run (`crawdad.run.experiment.recorded_rule`). None: the run answers every question.
     stop: dict[str, Any] | None = None
     # Every rule the run went through, oldest first (schema 9), where a resume with --force
     # changed `stop`; empty: the rule never changed (the guarantee holds as stated).
@@ -470,8 +474,9 @@ class ExperimentManifest(Record):
     """`experiment.json` of an experiment folder: its variants, each an ordinary run folder
     `DIR/<variant>/`, and the baseline the analysis compares them with."""
 
-    # the version of this schema (2: the stopping rule; 3: its history, `stop_history`)
-    schema_version: int = 3
+    # the version of this schema (2: the stopping rule; 3: its history, `stop_history`; 4: the
+    # rule's target, "run" when absent)
+    schema_version: int = 4
     crawdad_version: str  # crawdad's version
     created_at: datetime  # UTC
     file: str  # the experiment file, as given
@@ -480,7 +485,8 @@ class ExperimentManifest(Record):
     variants: dict[str, dict[str, Any]]  # name -> its overrides of the base config, in file order
     base: dict[str, Any] = Field(default_factory=dict)  # the base config as written in the file
     # The stopping rule of the file's [stop] (schema 2): alpha, margin, min_questions,
-    # max_questions, max_gpu_seconds; None: every variant answers every question.
+    # max_questions, max_gpu_seconds, and (schema 4) target; without one (before) it was about
+    # the run (`crawdad.run.experiment.recorded_rule`). None: every variant answers every question.
     stop: dict[str, Any] | None = None
     # Every rule the experiment went through, oldest first (schema 3), where a resume with
     # --force changed [stop]; empty: the rule never changed (the guarantee holds as stated).

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from crawdad.run.scheduler import Scheduler, decisions_of, settled, settled_outcomes
@@ -310,10 +311,26 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
         assert s.done_total <= table.loc[name, "settled"] + 6 * 4
         assert again[name].finished == 0 and again[name].decision == s.decision
     assert first["base"].done_total == len(dataset.questions)  # null is undecided: base ran on
+    assert "(a claim about the models: their expected difference lies in " in printed
     seqs = sequences(out)
-    assert set(seqs.columns) >= {"variant", "questions", "lower", "upper"}
+    assert set(seqs.columns) >= {"variant", "questions", "lower", "upper", "target", "about"}
+    assert "base" not in set(seqs["variant"]) and set(seqs["target"]) == {"models"}
+    from crawdad.notebook import baseline_sequence
+
+    own = baseline_sequence(out)
+    assert set(own["variant"]) == {"base"} and own["about"].str.contains("accuracy").all()
     report = write_experiment_report(out, tmp_path / "report").read_text()
     assert "## Decisions" in report and "Spent against a full pass" in report
+    assert "**What these decisions are about: the models**" in report
+    # the paired section: an early-stopped variant's sequence first, its fixed-sample figures
+    # only with the caveat (every line of the section that shows one says so)
+    paired = report.split("## Paired comparisons with the baseline")[1].split("\n## ")[0]
+    for name in ("better", "worse"):
+        line = next(ln for ln in paired.splitlines() if ln.startswith(f"- `{name}` stopped"))
+        assert line.index("the interval to quote") < line.index("McNemar p =")
+        assert "ignore the optional stopping" in line
+    assert "[95% CI, ignores stopping]" in paired and "McNemar p (ignores stopping)" in paired
+    assert "(points) [95% CI]" not in paired
     # the GPU seconds a budget counts (the run folder's scan) are the report's
     from crawdad.analysis.experiment_folder import load_experiment as load_folder
 
@@ -352,7 +369,26 @@ def test_a_single_run_stops_when_its_accuracy_is_known_closely_enough(
     assert "decided: precise" in out and "questions not run" in out
     manifest = RunStore(tmp_path / "r").read_manifest()
     assert manifest.stop is not None and manifest.stop["half_width"] == 0.25
-    assert manifest.schema_version >= 8  # the rule is kept since schema 8
+    assert manifest.schema_version >= 10 and manifest.stop["target"] == "models"  # since 10
+
+
+def test_a_run_too_short_for_min_questions_is_warned_about_before_it_starts(
+    tmp_path: Path, cli: Any
+) -> None:
+    from crawdad.fake import FakeServer
+    from crawdad.fake.setups import paper_models
+    from tests.conftest import paper_toml
+
+    with FakeServer("ollama", paper_models()) as server:
+        config = paper_toml(server.url, tmp_path / "paper.toml", head="concurrency = 4\n")
+        code, out, err = cli(
+            "run", "--data", "examples", "--config", str(config), "--out", str(tmp_path / "r"),
+            "--no-progress", "--limit", "6", "--stop", "half_width=0.25",
+            "--stop", "min_questions=10",
+        )  # fmt: skip
+    assert code == 0, err
+    assert "only 6 question(s) selected, fewer than the stopping rule's min_questions = 10" in err
+    assert "undecided (which never means equivalent): its questions ran out first" in out
 
 
 def test_a_run_without_a_target_is_told_to_give_one(tmp_path: Path, cli: Any) -> None:
@@ -360,3 +396,179 @@ def test_a_run_without_a_target_is_told_to_give_one(tmp_path: Path, cli: Any) ->
         "run", "--data", "examples", "--out", str(tmp_path / "r"), "--stop", "alpha=0.05"
     )
     assert code != 0 and "half_width" in err
+
+
+def test_the_report_says_what_its_decisions_are_about() -> None:
+    from crawdad.analysis.experiment_report import stopping_guarantee
+
+    from crawdad.run.experiment import recorded_rule, stop_rule
+
+    run = stopping_guarantee(stop_rule({"target": "run"}), "base", 2)
+    assert "**What these decisions are about: this run**" in run
+    assert "The claim is about this run, not about the models" in run
+    models = stopping_guarantee(stop_rule({}), "base", 2)
+    assert "about: the models**" in models and "the models' expected difference" in models
+    assert "this run, not" not in models
+    # a folder of before targets was about the run, whatever the default is now: resumed under
+    # today's default it is a changed rule (refused without --force), under target "run" not
+    from crawdad.run.store import stop_differences
+
+    assert recorded_rule({"alpha": 0.05}).target == "run"
+    assert recorded_rule({"target": "models"}).target == "models"
+    now = stop_rule({}).model_dump(mode="json")
+    assert any("target" in d for d in stop_differences({"alpha": 0.05}, now))
+    assert stop_differences({"alpha": 0.05}, {**now, "target": "run"}) == []
+
+
+# --- questions without an exact answer: one rule for the run and the report --------------------
+
+
+def _unscored_case(
+    target: str,
+) -> tuple[list[str], dict[str, dict[str, Any]], Any, dict[str, Any]]:
+    """60 questions, every fifth without an exact answer (gold None), the variant right more
+    often than the baseline; the records as the run's scheduler reads them, and the same as the
+    experiment's question frames the report reads."""
+    import pandas as pd
+
+    from crawdad.stopping.decide import Rule
+
+    order = [f"q{i}" for i in range(60)]
+    rng = np.random.default_rng(7)
+    gold = {q: (None if i % 5 == 3 else "yes") for i, q in enumerate(order)}
+    right = {"base": rng.random(60) < 0.4, "v": rng.random(60) < 0.95}
+    records = {
+        name: [
+            SimpleNamespace(
+                ok=True,
+                question_id=q,
+                gold=gold[q],
+                final_answer="yes" if right[name][i] else "no",
+                turns=[],
+            )
+            for i, q in enumerate(order)
+        ]
+        for name in right
+    }
+    rule = Rule(target=target, min_questions=5, margin=0.03)  # type: ignore[arg-type]
+    variants = [
+        SimpleNamespace(
+            name=name,
+            order=order,
+            questions=pd.DataFrame(
+                {
+                    "question_id": [r.question_id for r in recs],
+                    "gold": [r.gold for r in recs],
+                    "final_answer": [r.final_answer for r in recs],
+                    "errored": False,
+                    "gpu_seconds": 1.0,
+                }
+            ),
+        )
+        for name, recs in records.items()
+    ]
+    exp = SimpleNamespace(
+        variants=variants,
+        baseline="base",
+        manifest=SimpleNamespace(stop=rule.model_dump(mode="json")),
+    )
+    return order, records, rule, {"exp": exp}
+
+
+@pytest.mark.parametrize("target", ["models", "run"])
+def test_questions_without_an_answer_the_run_decides_as_the_report(target: str) -> None:
+    """A table with unscorable questions: `crawdad run`'s scheduler, fed the records as they
+    finish (out of order), reaches the decision the report's table recomputes, and a sequence
+    about this run closes on the scored questions' exact difference."""
+    from crawdad.analysis.metrics.stopping import decision_table, sequence_frame
+
+    from crawdad.run.scheduler import rule_judge
+
+    order, records, rule, made = _unscored_case(target)
+    said: list[str] = []
+    sched = Scheduler(
+        ["base", "v"],
+        4,
+        order=order,
+        baseline="base",
+        judge=rule_judge(rule, 1),
+        say=said.append,
+    )
+    arrivals = [(name, r) for name in ("base", "v") for r in records[name]]
+    np.random.default_rng(1).shuffle(arrivals)  # type: ignore[arg-type]
+    for name, r in arrivals:
+        sched.record(name, r)  # type: ignore[arg-type]
+    table = decision_table(made["exp"]).set_index("variant")
+    run = sched.decided.get("v")
+    assert table.loc["v", "unscored"] > 0
+    if run is None:
+        assert table.loc["v", "decision"] == "undecided"
+    else:
+        assert (table.loc["v", "decision"], table.loc["v", "questions"]) == (
+            run.outcome,
+            run.questions,
+        )
+        assert table.loc["v", "lower"] == run.lower and table.loc["v", "upper"] == run.upper
+        assert f"about {'this run' if target == 'run' else 'the models'}" in said[0]
+    assert table.loc["v", "target"] == target
+    # the whole sequence, every question settled: about this run it closes on the scored ones
+    rule_run = rule.model_copy(update={"target": "run", "min_questions": 10**6})
+    made["exp"].manifest.stop = rule_run.model_dump(mode="json")
+    seq = sequence_frame(made["exp"])
+    scored = [i for i, q in enumerate(order) if i % 5 != 3]
+    exact = float(
+        np.mean([int(records["v"][i].final_answer == "yes") for i in scored])
+        - np.mean([int(records["base"][i].final_answer == "yes") for i in scored])
+    )
+    last = seq.iloc[-1]
+    assert last["questions"] == len(scored)
+    assert last["lower"] == pytest.approx(exact) and last["upper"] == pytest.approx(exact)
+
+
+def test_the_sequences_figure_is_in_points_with_its_lines_labelled() -> None:
+    """The figure's axis is in points like every table, the margin and each stop are labelled on
+    it, each band has its own hatching, and a contradicted sequence (NaN bounds) draws."""
+    import pandas as pd
+    from crawdad.analysis.figures.stopping import sequences_figure
+
+    q = np.arange(1, 101)
+    seqs = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "variant": "a",
+                    "questions": q,
+                    "estimate": 0.2,
+                    "lower": 0.2 - 1 / q,
+                    "upper": 0.2 + 1 / q,
+                    "contradicted": False,
+                    "target": "run",
+                    "about": "",
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "variant": "b",
+                    "questions": q,
+                    "estimate": 0.0,
+                    "lower": np.where(q > 90, np.nan, -1 / q),
+                    "upper": np.where(q > 90, np.nan, 1 / q),
+                    "contradicted": q > 90,
+                    "target": "run",
+                    "about": "",
+                }
+            ),
+        ]
+    )
+    decisions = pd.DataFrame(
+        {"variant": ["a", "b"], "decision": ["better", "contradicted"], "questions": [40, 91]}
+    )
+    fig = sequences_figure(seqs, decisions, 0.03)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "+margin (3 pts)" in texts and "−margin (−3 pts)" in texts
+    assert any(t.startswith("a stops: better (40)") for t in texts)
+    assert "points" in ax.get_ylabel() and "this run" in ax.get_title()
+    hatches = {c.get_hatch() for c in ax.collections if c.get_hatch()}
+    assert len(hatches) == 2
+    assert ax.get_ylim()[1] > 20  # in points, not shares

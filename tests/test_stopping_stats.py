@@ -17,6 +17,8 @@ from crawdad.stopping.sequences import (
     ConfidenceSequence,
     accuracy_sequence,
     difference_sequence,
+    iid_log_capital,
+    to_unit,
 )
 
 
@@ -78,10 +80,12 @@ def test_matches_the_plain_construction() -> None:
 
 def test_frame_shape_and_attrs() -> None:
     seq = accuracy_sequence([1, 0, 1], 10, 0.05)
-    assert list(seq.columns) == ["questions", "estimate", "lower", "upper"]
+    assert list(seq.columns) == ["questions", "estimate", "lower", "upper", "contradicted"]
     assert seq["questions"].tolist() == [1, 2, 3]
     assert seq["estimate"].tolist() == pytest.approx([1, 0.5, 2 / 3])
-    assert seq.attrs == {"alpha": 0.05, "population": 10, "kind": "accuracy"}
+    assert seq.attrs == {"alpha": 0.05, "population": 10, "target": "run", "kind": "accuracy"}
+    iid = accuracy_sequence([1, 0, 1], None, 0.05)
+    assert iid.attrs == {"alpha": 0.05, "population": None, "target": "models", "kind": "accuracy"}
     empty = accuracy_sequence([], 10, 0.05)
     assert len(empty) == 0 and list(empty.columns) == list(seq.columns)
 
@@ -216,7 +220,7 @@ def _frame(rows: list[tuple[int, float, float]], kind: str, alpha: float = 0.05)
 
 
 def test_decide_better_worse_equivalent_undecided() -> None:
-    rule = Rule(margin=0.03, min_questions=10)
+    rule = Rule(target="run", margin=0.03, min_questions=10)
     better = _frame(
         [(5, 0.01, 0.2), (10, -0.01, 0.1), (20, 0.005, 0.09), (30, 0.02, 0.08)], "difference"
     )
@@ -234,37 +238,39 @@ def test_decide_better_worse_equivalent_undecided() -> None:
 
 def test_decide_waits_for_min_questions_and_stops_at_max() -> None:
     seq = _frame([(5, 0.1, 0.3), (49, 0.1, 0.3), (50, -0.1, 0.3), (60, 0.01, 0.2)], "difference")
-    assert decide(seq, Rule(min_questions=50)).questions == 60
-    assert decide(seq, Rule(min_questions=1)).questions == 5
-    capped = decide(seq, Rule(min_questions=50, max_questions=55))
+    assert decide(seq, Rule(target="run", min_questions=50)).questions == 60
+    assert decide(seq, Rule(target="run", min_questions=1)).questions == 5
+    capped = decide(seq, Rule(target="run", min_questions=50, max_questions=55))
     assert (capped.outcome, capped.questions) == ("undecided", 50)
     with pytest.raises(ValidationError):
-        Rule(min_questions=100, max_questions=50)
+        Rule(target="run", min_questions=100, max_questions=50)
 
 
 def test_decide_a_small_true_difference_is_better_not_equivalent() -> None:
     """Excluding 0 is reported, however small the difference; inside the margin only when 0 is
     not excluded."""
     seq = _frame([(100, 0.004, 0.02)], "difference")
-    assert decide(seq, Rule(margin=0.03, min_questions=1)).outcome == "better"
+    assert decide(seq, Rule(target="run", margin=0.03, min_questions=1)).outcome == "better"
 
 
 def test_decide_a_single_run_is_precise_at_its_half_width() -> None:
     seq = _frame([(50, 0.5, 0.9), (100, 0.61, 0.79), (200, 0.66, 0.74)], "accuracy")
-    assert decide(seq, Rule(half_width=0.1, min_questions=1)).questions == 100
-    assert decide(seq, Rule(half_width=0.1, min_questions=1)).outcome == "precise"
-    assert decide(seq, Rule(min_questions=1)).outcome == "undecided"  # no target, no stop
-    assert decide(seq.assign(upper=1.0), Rule(half_width=0.01), kind="accuracy").outcome == (
-        "undecided"
-    )
+    assert decide(seq, Rule(target="run", half_width=0.1, min_questions=1)).questions == 100
+    assert decide(seq, Rule(target="run", half_width=0.1, min_questions=1)).outcome == "precise"
+    assert (
+        decide(seq, Rule(target="run", min_questions=1)).outcome == "undecided"
+    )  # no target, no stop
+    assert decide(
+        seq.assign(upper=1.0), Rule(target="run", half_width=0.01), kind="accuracy"
+    ).outcome == ("undecided")
     unlabelled = seq.copy()
     unlabelled.attrs = {}
     with pytest.raises(ValueError, match="kind"):
-        decide(unlabelled, Rule())
+        decide(unlabelled, Rule(target="run"))
 
 
 def test_bonferroni_alpha_is_split_and_checked() -> None:
-    rule = Rule(alpha=0.05)
+    rule = Rule(target="run", alpha=0.05)
     assert corrected_alpha(rule, 1) == 0.05
     assert corrected_alpha(rule, 4) == pytest.approx(0.0125)
     with pytest.raises(ValueError):
@@ -276,7 +282,7 @@ def test_bonferroni_alpha_is_split_and_checked() -> None:
 
 
 def test_decide_on_an_empty_sequence() -> None:
-    d = decide(difference_sequence([], [], 10, 0.05), Rule())
+    d = decide(difference_sequence([], [], 10, 0.05), Rule(target="run"))
     assert (d.outcome, d.questions) == ("undecided", 0)
 
 
@@ -286,7 +292,7 @@ def test_no_wrong_decisions_at_effect_zero() -> None:
     variant 20 points better is decided better every time."""
     rng = np.random.default_rng(11)
     N = 400
-    rule = Rule(alpha=0.05, margin=0.03, min_questions=20)
+    rule = Rule(target="run", alpha=0.05, margin=0.03, min_questions=20)
     wrong = 0
     for effect, runs in ((0.0, 100), (0.2, 20)):
         for _ in range(runs):
@@ -326,3 +332,106 @@ def test_the_statistics_stand_alone() -> None:
             for name in names:
                 if name.startswith("crawdad"):
                     assert name.startswith(("crawdad.stopping", "crawdad.errors")), (path, name)
+
+
+# --- the two targets ------------------------------------------------------------------------
+
+
+def test_the_models_target_calls_equal_models_different_in_at_most_alpha() -> None:
+    """Two variants equal in expected accuracy (60% and 60%, independent), 360 questions,
+    target "models": called better or worse in at most alpha of 500 repetitions. Computed in one
+    numpy pass (`iid_log_capital` at the null, which bounds the sequence's own calls: see the
+    next test). Against the same data, the run's target (whose claim is about each run's own
+    difference, not the models') calls most of them."""
+    rng = np.random.default_rng(44)
+    a = rng.random((500, 360)) < 0.6
+    b = rng.random((500, 360)) < 0.6
+    threshold = math.log(1 / 0.05)
+    up, down = iid_log_capital(to_unit(a, b), 0.5, 0.05)
+    called = (up >= threshold).any(axis=1) | (down >= threshold).any(axis=1)
+    assert called.sum() <= 0.05 * 500
+    rule = Rule(target="run", min_questions=20)
+    run_calls = sum(
+        decide(difference_sequence(a[i], b[i], 360, 0.05, breaks=500), rule).outcome
+        in ("better", "worse")
+        for i in range(20)
+    )
+    assert run_calls >= 5  # a claim about the models read from it would be wrong this often
+
+
+def test_the_vectorised_capital_is_the_sequences_own() -> None:
+    """The models' sequence lies above 0 at step t exactly when the capital against the first
+    candidate of its grid above 0 has crossed by then (and below, the same from the other
+    side): the fast simulation counts what the sequence decides."""
+    rng = np.random.default_rng(5)
+    threshold = math.log(1 / 0.05)
+    step = 1 / 5000
+    for p in (0.6, 0.75, 0.45):
+        a = rng.random((6, 300)) < p
+        b = rng.random((6, 300)) < 0.6
+        unit = to_unit(a, b)
+        up, _ = iid_log_capital(unit, 0.5 + step, 0.05)
+        _, down = iid_log_capital(unit, 0.5 - step, 0.05)
+        for i in range(len(a)):
+            seq = difference_sequence(a[i], b[i], None, 0.05)
+            above = np.maximum.accumulate(up[i] >= threshold)
+            below = np.maximum.accumulate(down[i] >= threshold)
+            assert ((seq["lower"] > 0).to_numpy() == above).all()
+            assert ((seq["upper"] < 0).to_numpy() == below).all()
+
+
+def test_the_models_sequence_never_closes_and_covers_the_expected_mean() -> None:
+    rng = np.random.default_rng(8)
+    misses = 0
+    for _ in range(40):
+        x = (rng.random(300) < 0.7).astype(float)
+        seq = accuracy_sequence(x, None, 0.05, breaks=1000)
+        misses += bool(((seq["lower"] > 0.7) | (seq["upper"] < 0.7)).any())
+        assert seq["upper"].iloc[-1] - seq["lower"].iloc[-1] > 0.05  # no finite population
+    assert misses <= 4
+    with pytest.raises(ValueError, match="population"):
+        ConfidenceSequence(None, 0.05).extend([1.0], [5])
+
+
+def test_a_shrinking_population_closes_on_the_scored_questions() -> None:
+    """Questions found to have no exact answer leave the population: with the last population
+    the number scored, the sequence ends on their exact mean."""
+    x = np.array([1, 0, 1, 1, 0, 1, 1, 1], dtype=float)
+    pops = [10, 10, 9, 9, 9, 8, 8, 8]  # two of ten unscored, met along the way
+    seq = accuracy_sequence(x, pops, 0.05)
+    assert seq["lower"].iloc[-1] == seq["upper"].iloc[-1] == pytest.approx(x.mean())
+    assert seq.attrs["population"] == 8 and seq.attrs["target"] == "run"
+    open_end = accuracy_sequence(x, 10, 0.05)  # the unscored still counted: never closes
+    assert open_end["upper"].iloc[-1] - open_end["lower"].iloc[-1] > 0.1
+    with pytest.raises(ValueError, match="shrink"):
+        accuracy_sequence(x, [8, 9, 9, 9, 9, 9, 9, 9], 0.05)
+    with pytest.raises(ValueError, match="already seen"):
+        accuracy_sequence(x, [10, 10, 9, 9, 9, 8, 7, 7], 0.05)
+
+
+def test_an_empty_intersection_is_a_contradiction_never_a_point() -> None:
+    """At alpha = 0.9 both gamblers win fast and the running intersection runs empty: the
+    bounds are NaN from there on, the decision is "contradicted", and its words say so."""
+    from crawdad.run.scheduler import describe
+
+    x = np.r_[np.ones(40), np.zeros(40)]
+    seq = accuracy_sequence(x, None, 0.9, breaks=500)
+    assert seq["contradicted"].any()
+    first = int(seq["contradicted"].to_numpy().argmax())
+    assert seq["contradicted"].iloc[first:].all()
+    assert seq["lower"].iloc[first:].isna().all() and seq["upper"].iloc[first:].isna().all()
+    assert (seq["lower"].iloc[:first] <= seq["upper"].iloc[:first]).all()
+    rule = Rule(alpha=0.9, min_questions=1)  # no half_width: never precise
+    d = decide(seq, rule)
+    assert (d.outcome, d.questions, d.decided) == ("contradicted", first + 1, False)
+    said = describe("v", d, None)
+    assert "contradicted" in said and "a miss" in said and "lies in" not in said
+
+
+def test_a_rule_decides_only_sequences_about_its_target() -> None:
+    seq = difference_sequence([1, 0, 1], [0, 0, 1], 10, 0.05)
+    with pytest.raises(ValueError, match="this run"):
+        decide(seq, Rule())  # the default target is the models
+    assert Rule().target == "models"
+    assert decide(seq, Rule(target="run")).target == "run"
+    assert decide(difference_sequence([1], [0], None, 0.05), Rule()).target == "models"

@@ -310,9 +310,11 @@ async def test_a_variant_decided_by_the_stopping_rule_shows_its_decision_and_seq
         # the run's own judge reaches the same decision from the same records
         order = [str(i) for i in range(300)][::-1]
         outcomes = {n: {q: int(f(int(q))) for q in order} for n, f in rights.items()}
-        from crawdad.run.experiment import stop_rule
+        from crawdad.run.experiment import recorded_rule
 
-        judged = decisions_of(order, outcomes, "base", rule_judge(stop_rule(stop), 2))
+        # a manifest's rule without a target (one of before targets) is about the run
+        assert good["target"] == "run" and "this run" in good["about"]
+        judged = decisions_of(order, outcomes, "base", rule_judge(recorded_rule(stop), 2))
         assert judged["good"].questions == good["questions"]
         assert (judged["good"].lower, judged["good"].upper) == (good["lower"], good["upper"])
 
@@ -320,13 +322,13 @@ async def test_a_variant_decided_by_the_stopping_rule_shows_its_decision_and_seq
         import crawdad.view.live as live_module
 
         calls: list[int] = []
-        real = live_module.variant_decision
+        real = live_module.prefix_decision
 
         def counted(*args: Any) -> Any:
             calls.append(1)
             return real(*args)
 
-        monkeypatch.setattr(live_module, "variant_decision", counted)
+        monkeypatch.setattr(live_module, "prefix_decision", counted)
         assert (await poll(client))["decisions"] == data["decisions"]
         assert calls == []
         same = exp / "same" / "debates.jsonl"

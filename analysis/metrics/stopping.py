@@ -14,23 +14,47 @@ from crawdad.run.scheduler import (
     Outcome,
     budget_spent_of,
     decisions_of,
+    prefix_decision,
     rule_judge,
-    settled_outcomes,
-    variant_sequence,
+    settled_prefix,
+    undecided_reason,
 )
+from crawdad.stopping.decide import CONTRADICTED, target_words
 
 __all__ = [
     "DECISION_COLUMNS",
     "SEQUENCE_COLUMNS",
     "SPENDING_COLUMNS",
+    "baseline_frame",
     "decision_table",
     "outcomes_of",
     "sequence_frame",
     "spending_table",
 ]
 
-SEQUENCE_COLUMNS = ["variant", "questions", "estimate", "lower", "upper"]
-DECISION_COLUMNS = ["variant", "decision", "questions", "estimate", "lower", "upper", "settled"]
+SEQUENCE_COLUMNS = [
+    "variant",
+    "questions",
+    "estimate",
+    "lower",
+    "upper",
+    "contradicted",
+    "target",
+    "about",
+]
+DECISION_COLUMNS = [
+    "variant",
+    "decision",
+    "questions",
+    "estimate",
+    "lower",
+    "upper",
+    "settled",
+    "unscored",
+    "target",
+    "about",
+    "reason",
+]
 SPENDING_COLUMNS = [
     "variant",
     "questions_run",
@@ -49,7 +73,8 @@ SPENDING_COLUMNS = [
 
 def outcomes_of(exp: Any) -> tuple[list[str], dict[str, dict[str, Outcome]]]:
     """The run's order (the baseline's selected ids, in order) and each variant's outcome per
-    finished question (1 right, 0 wrong)."""
+    finished question (1 right, 0 wrong, None: no exact answer, left out as the run leaves it
+    out: `crawdad.run.scheduler.outcome_of`)."""
     by_name = {v.name: v for v in exp.variants}
     first = by_name.get(exp.baseline) or exp.variants[0]
     order = list(first.order)
@@ -57,62 +82,93 @@ def outcomes_of(exp: Any) -> tuple[list[str], dict[str, dict[str, Outcome]]]:
     for v in exp.variants:
         q = v.questions[~v.questions["errored"]]
         outcomes[v.name] = {
-            str(i): int(bool(c)) for i, c in zip(q["question_id"], q["correct"], strict=True)
+            str(i): (None if gold is None or pd.isna(gold) else int(answer == gold))
+            for i, gold, answer in zip(q["question_id"], q["gold"], q["final_answer"], strict=True)
         }
     return order, outcomes
 
 
 def _rule(exp: Any) -> Any:
-    from crawdad.run.experiment import stop_rule
+    from crawdad.run.experiment import recorded_rule
 
-    return stop_rule(exp.manifest.stop or {})
+    return recorded_rule(exp.manifest.stop or {})
+
+
+def _frame(seq: pd.DataFrame, name: str, target: str, kind: str) -> pd.DataFrame:
+    about = target_words(target, "difference" if kind == "difference" else "accuracy")
+    return seq.assign(variant=name, target=target, about=about)[SEQUENCE_COLUMNS]
 
 
 def sequence_frame(exp: Any) -> pd.DataFrame:
-    """SEQUENCE_COLUMNS: each variant's confidence sequence over its settled prefix, the paired
-    difference from the baseline (or the accuracy, for the baseline itself), one row per
-    question counted."""
+    """SEQUENCE_COLUMNS: each compared variant's confidence sequence for its paired difference
+    from the baseline over its settled prefix, one row per scored question counted; `target`
+    and `about` say what it is about. The baseline's own accuracy is `baseline_frame`'s."""
     rule = _rule(exp)
     order, outcomes = outcomes_of(exp)
     base = outcomes.get(exp.baseline) if exp.baseline else None
     compared = max(1, len(outcomes) - 1)
     frames = []
     for name, mine in outcomes.items():
-        paired = base if name != exp.baseline else None
-        a, b = settled_outcomes(order, mine, paired)
-        if not a:
+        if name == exp.baseline:
             continue
-        seq = variant_sequence(a, b, len(order), rule, compared)
-        frames.append(seq.assign(variant=name)[SEQUENCE_COLUMNS])
+        prefix = settled_prefix(order, mine, base)
+        if not prefix.a:
+            continue
+        seq, _ = prefix_decision(prefix, rule, compared)
+        frames.append(_frame(seq, name, rule.target, "difference"))
     if not frames:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)
     return pd.concat(frames, ignore_index=True)
 
 
+def baseline_frame(exp: Any) -> pd.DataFrame:
+    """SEQUENCE_COLUMNS: the baseline's own accuracy sequence over its settled prefix (at the
+    alpha the variants' sequences share): its accuracy, not a difference, and apart from them."""
+    rule = _rule(exp)
+    order, outcomes = outcomes_of(exp)
+    mine = outcomes.get(exp.baseline) if exp.baseline else None
+    if mine is None:
+        return pd.DataFrame(columns=SEQUENCE_COLUMNS)
+    prefix = settled_prefix(order, mine, None)
+    if not prefix.a:
+        return pd.DataFrame(columns=SEQUENCE_COLUMNS)
+    seq, _ = prefix_decision(prefix, rule, max(1, len(outcomes) - 1))
+    return _frame(seq, str(exp.baseline), rule.target, "accuracy").reset_index(drop=True)
+
+
 def decision_table(exp: Any) -> pd.DataFrame:
     """DECISION_COLUMNS: each compared variant's decision (undecided where the rule never held;
     "budget spent" where, undecided, its records count the rule's `max_gpu_seconds`: the run
-    stopped it there, as `crawdad.run.scheduler.budget_spent_of` says), the questions it used
-    and its sequence at the stop (at the last settled question if none)."""
+    stopped it there, as `crawdad.run.scheduler.budget_spent_of` says; "contradicted" where its
+    sequence ran empty first), the scored questions it used, its sequence at the stop (at the
+    last settled question if none; NaN bounds when contradicted), the scored questions settled,
+    the settled questions without an exact answer (left out), the target and what it means in
+    words, and `reason`: why an undecided variant is undecided, or what a contradiction means."""
     rule = _rule(exp)
     order, outcomes = outcomes_of(exp)
     compared = max(1, len(outcomes) - 1)
     decided = decisions_of(order, outcomes, exp.baseline, rule_judge(rule, compared))
+    base = outcomes.get(exp.baseline) if exp.baseline else None
     spent = {v.name: float(v.questions["gpu_seconds"].sum()) for v in exp.variants}
     seqs = sequence_frame(exp)
     rows = []
     for name, decision in decided.items():
+        prefix = settled_prefix(order, outcomes[name], base)
         seq = seqs[seqs["variant"] == name]
-        settled = int(seq["questions"].max()) if not seq.empty else 0
+        settled = len(prefix.a)
         decision = budget_spent_of(decision, spent[name], rule.max_gpu_seconds, settled)
+        reason = ""
         if decision is not None and decision.outcome == "budget spent":
             used, at, what = settled, seq.tail(1), str(decision.outcome)
+            reason = f"its debates counted max_gpu_seconds = {rule.max_gpu_seconds:g}"
         elif decision is not None:
             used = int(decision.questions)
             at = seq[seq["questions"] == used]
             what = str(decision.outcome)
+            reason = CONTRADICTED if what == "contradicted" else ""
         else:
             used, at, what = settled, seq.tail(1), "undecided"
+            reason = undecided_reason(prefix, rule.max_questions)
         row = at.iloc[0] if not at.empty else None
         rows.append(
             {
@@ -123,6 +179,10 @@ def decision_table(exp: Any) -> pd.DataFrame:
                 "lower": float(row["lower"]) if row is not None else float("nan"),
                 "upper": float(row["upper"]) if row is not None else float("nan"),
                 "settled": settled,
+                "unscored": prefix.unscored,
+                "target": rule.target,
+                "about": target_words(rule.target),
+                "reason": reason,
             }
         )
     return pd.DataFrame(rows, columns=DECISION_COLUMNS)

@@ -159,6 +159,25 @@ def stop_rule(stop: Mapping[str, Any], source: str = "[stop]") -> Any:
         raise ConfigError("\n".join(lines)) from None
 
 
+def recorded_rule(stop: Mapping[str, Any]) -> Any:
+    """The stopping rule a run folder's manifest records. A manifest written before rules named
+    their target (run manifest schema 8, experiment manifest schema 2) has none: its decisions
+    were about the run (the only sequence there was), and are read so."""
+    return stop_rule({"target": "run", **stop}, "the manifest's [stop]")
+
+
+def short_run_warning(rule: Any, selected: int) -> str | None:
+    """A warning, before a run starts, where the rule cannot decide anything: fewer questions
+    selected than its min_questions."""
+    if selected >= rule.min_questions:
+        return None
+    return (
+        f"only {selected} question(s) selected, fewer than the stopping rule's min_questions = "
+        f"{rule.min_questions}: nothing can be decided and every comparison will end undecided; "
+        "select more questions (--limit, the data) or lower min_questions"
+    )
+
+
 def variant_configs(
     spec: ExperimentFile, source: str, flags: dict[str, Any] | None = None
 ) -> dict[str, RunConfig]:
@@ -306,7 +325,7 @@ def experiment_scheduler(
     alpha shared among them (Bonferroni), over the run's order of questions."""
     from tqdm.auto import tqdm
 
-    rule = stop_rule(manifest.stop or {})
+    rule = recorded_rule(manifest.stop or {})
     orders = {tuple(j.order) for j in jobs}
     if len(orders) != 1:
         raise ConfigError(

@@ -74,6 +74,7 @@ class RunSummary:
     switches: int = 0
     graphs: bool = False  # the answers are graphs: "correct" means the same edges as the truth
     decision: str | None = None  # a stopping rule's decision, in words: the rest is not run
+    undecided: str | None = None  # a stopping rule that decided nothing: why, in words
     agents: int = 2  # debaters: with one, there is no consensus to report
     servers: list[str] = field(default_factory=list)  # the servers' verdicts (server_series.py)
 
@@ -103,6 +104,8 @@ class RunSummary:
             )
             out += [f"  {n} x {reason}" for reason, n in self.errors.most_common(5)]
         out += [f"servers: {line}" for line in self.servers]
+        if self.undecided:
+            out.append(self.undecided)
         if self.decision:
             left = f" ({self.remaining} questions not run)" if self.remaining else ""
             out.append(f"{self.decision}{left}")
@@ -635,7 +638,7 @@ async def run_debates(
     stop: Any | None = None,
 ) -> RunSummary:
     """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
-    stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` the target): the run stops
+    stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` how closely): the run stops
     starting debates once its accuracy's confidence sequence is that narrow.
 
     Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
@@ -833,6 +836,7 @@ async def run_jobs(
             verdict = sched.verdict(job.name)
             # a baseline that ran every question stopped for nothing
             summary.decision = verdict if summary.remaining or job.name != sched.baseline else None
+            summary.undecided = sched.undecided_line(job.name) if verdict is None else None
             summary.seconds = time.monotonic() - start
             summary.switches = gate.switches if gate else 0
             summary.interrupted = summary.interrupted or bool(halted)

@@ -35,11 +35,13 @@ from crawdad.records import DebateRecord, gpu_seconds
 
 Outcome = int | None  # 1 right, 0 wrong, None: no exact answer to score (left out of the sums)
 # (the variant's settled outcomes, the baseline's over the same questions or None for a plain
-# run, the number of questions selected) -> a decision (`crawdad.stopping.decide.Decision`: its
-# `outcome`, `questions`, `lower`, `upper`), or None while undecided
-Judge = Callable[[Sequence[int], Sequence[int] | None, int], Any]
+# run, the run's population when each came: `Prefix.populations`) -> a decision
+# (`crawdad.stopping.decide.Decision`: its `outcome`, `questions`, `lower`, `upper`), or None
+# while undecided
+Judge = Callable[[Sequence[int], Sequence[int] | None, Sequence[int]], Any]
 
 DECIDED = ("better", "worse", "equivalent", "precise")  # a variant stops on these
+STOPS = (*DECIDED, "contradicted")  # and on a sequence that contradicted itself: it never decides
 BUDGET_SPENT = "budget spent"  # a variant stopped undecided by max_gpu_seconds
 
 
@@ -87,59 +89,113 @@ def settled(order: Sequence[str], *outcomes: Mapping[str, Outcome]) -> int:
     return len(order)
 
 
+@dataclass(frozen=True)
+class Prefix:
+    """A variant's settled prefix of the run's order: its scored outcomes, the baseline's on the
+    same questions (None for a plain run), and the run's population when each came.
+
+    **Questions without an exact answer** (a table of one's own: gold None) are left out of both,
+    and the population (the selected questions) shrinks by one for each as it is met, so that a
+    sequence about this run closes on the scored questions: once the whole order is settled the
+    last population is the number scored. Everything here is a function of the records in order,
+    so the run, the report, the live view and the notebook reach the same decisions."""
+
+    a: list[int]
+    b: list[int] | None
+    populations: list[int]  # the population when each scored outcome came
+    settled: int  # questions of the order settled, scored or not
+    unscored: int  # of them, those without an exact answer
+    selected: int  # the run's selected questions (its order)
+
+    @property
+    def complete(self) -> bool:
+        return self.settled == self.selected
+
+
+def settled_prefix(
+    order: Sequence[str], mine: Mapping[str, Outcome], baseline: Mapping[str, Outcome] | None
+) -> Prefix:
+    """The settled prefix (`settled`) of `mine`, paired with the baseline's, as a `Prefix`."""
+    n = settled(order, mine, *([baseline] if baseline is not None else []))
+    a: list[int] = []
+    b: list[int] = []
+    pops: list[int] = []
+    unscored = 0
+    for qid in order[:n]:
+        x = mine[qid]
+        y = baseline[qid] if baseline is not None else 0
+        if x is None or y is None:
+            unscored += 1
+            continue
+        a.append(x)
+        b.append(y)
+        pops.append(len(order) - unscored)
+    if n == len(order) and pops:  # every question settled: unscored ones after the last too
+        pops[-1] = len(order) - unscored
+    return Prefix(a, b if baseline is not None else None, pops, n, unscored, len(order))
+
+
 def settled_outcomes(
     order: Sequence[str], mine: Mapping[str, Outcome], baseline: Mapping[str, Outcome] | None
 ) -> tuple[list[int], list[int] | None]:
     """The outcomes over the settled prefix, in order, paired with the baseline's (questions
     without an exact answer left out of both)."""
-    n = settled(order, mine, *([baseline] if baseline is not None else []))
-    a: list[int] = []
-    b: list[int] = []
-    for qid in order[:n]:
-        x = mine[qid]
-        y = baseline[qid] if baseline is not None else 0
-        if x is None or y is None:
-            continue
-        a.append(x)
-        b.append(y)
-    return a, (b if baseline is not None else None)
+    p = settled_prefix(order, mine, baseline)
+    return p.a, p.b
 
 
 def variant_sequence(
-    a: Sequence[int], b: Sequence[int] | None, population: int, rule: Any, comparisons: int
+    a: Sequence[int],
+    b: Sequence[int] | None,
+    populations: Sequence[int],
+    rule: Any,
+    comparisons: int,
 ) -> Any:
     """The confidence sequence a stopping rule decides on: the paired difference `a - b` from the
-    baseline (the accuracy of `a` for a plain run), at alpha shared among `comparisons`."""
+    baseline (the accuracy of `a` for a plain run), at alpha shared among `comparisons`, about
+    the rule's target: the models (i.i.d., `populations` unused) or this run (a population
+    shrinking as `populations` says)."""
     from crawdad.stopping.decide import corrected_alpha
     from crawdad.stopping.sequences import accuracy_sequence, difference_sequence
 
     alpha = corrected_alpha(rule, comparisons)
+    population = list(populations) if rule.target == "run" else None
     if b is None:
         return accuracy_sequence(list(a), population, alpha)
     return difference_sequence(list(a), list(b), population, alpha)
 
 
 def variant_decision(
-    a: Sequence[int], b: Sequence[int] | None, population: int, rule: Any, comparisons: int
+    a: Sequence[int],
+    b: Sequence[int] | None,
+    populations: Sequence[int],
+    rule: Any,
+    comparisons: int,
 ) -> tuple[Any, Any]:
     """A variant's sequence (`variant_sequence`) and what the rule says of it
     (`crawdad.stopping.decide.decide`: undecided too, with the interval where it looked last):
     what the run's judge decides on, and what the live view shows."""
     from crawdad.stopping.decide import decide
 
-    seq = variant_sequence(a, b, population, rule, comparisons)
+    seq = variant_sequence(a, b, populations, rule, comparisons)
     return seq, decide(seq, rule, comparisons=comparisons)
+
+
+def prefix_decision(prefix: Prefix, rule: Any, comparisons: int) -> tuple[Any, Any]:
+    """`variant_decision` over a settled prefix: the one function the run, the report, the live
+    view and the notebook decide with."""
+    return variant_decision(prefix.a, prefix.b, prefix.populations, rule, comparisons)
 
 
 def rule_judge(rule: Any, comparisons: int) -> Judge:
     """The judge of a stopping rule (`crawdad.stopping.decide.Rule`): `variant_decision`, None
     while undecided."""
 
-    def judge(a: Sequence[int], b: Sequence[int] | None, population: int) -> Any:
+    def judge(a: Sequence[int], b: Sequence[int] | None, populations: Sequence[int]) -> Any:
         if not a:
             return None
-        _, decision = variant_decision(a, b, population, rule, comparisons)
-        return decision if decision.outcome in DECIDED else None
+        _, decision = variant_decision(a, b, populations, rule, comparisons)
+        return decision if decision.outcome in STOPS else None
 
     return judge
 
@@ -149,19 +205,33 @@ def decisions_of(
     outcomes: Mapping[str, Mapping[str, Outcome]],
     baseline: str | None,
     judge: Judge,
-    population: int | None = None,
 ) -> dict[str, Any]:
     """Each variant's decision (None: undecided) from its records in the run's order: what the
     run reaches, killed and resumed or not, and what the report shows."""
-    population = population or len(order)
     base = outcomes.get(baseline) if baseline is not None else None
     out = {}
     for name, mine in outcomes.items():
         if name == baseline:
             continue
-        a, b = settled_outcomes(order, mine, base)
-        out[name] = judge(a, b, population)
+        p = settled_prefix(order, mine, base)
+        out[name] = judge(p.a, p.b, p.populations)
     return out
+
+
+def undecided_reason(prefix: Prefix, max_questions: int | None, running: bool = False) -> str:
+    """Why a variant is undecided, from its prefix: its questions ran out (every one settled),
+    max_questions reached, or the run still going (or stopped before its end). A spent budget
+    is `BudgetSpent`'s own."""
+    if max_questions is not None and prefix.selected > max_questions <= prefix.settled:
+        return f"max_questions = {max_questions} reached first"
+    if prefix.complete:
+        return "its questions ran out first"
+    if running:
+        return "still running"
+    return (
+        f"the run has settled {prefix.settled} of its {prefix.selected} questions (still "
+        "running, or stopped before its end)"
+    )
 
 
 @dataclass
@@ -349,8 +419,8 @@ class Scheduler:
         elif not force and n < len(self.order) and n < last + max(1, math.ceil(0.02 * last)):
             return
         self._looked[name] = n
-        a, b = settled_outcomes(self.order, self.outcomes[name], base)
-        decision = self.judge(a, b, len(self.order))
+        p = settled_prefix(self.order, self.outcomes[name], base)
+        decision = self.judge(p.a, p.b, p.populations)
         if decision is not None:
             self.decided[name] = decision
             if announce:
@@ -383,12 +453,25 @@ class Scheduler:
             return "the baseline stopped: every variant is decided"
         return None
 
+    def undecided_line(self, name: str) -> str | None:
+        """An undecided compared job, in words: why it is (None without a rule, or for the
+        baseline, or once decided)."""
+        if self.judge is None or name == self.baseline or self.stopped(name):
+            return None
+        base = self.outcomes[self.baseline] if self.baseline is not None else None
+        prefix = settled_prefix(self.order, self.outcomes[name], base)
+        why = undecided_reason(prefix, self.max_questions)
+        return f"undecided (which never means equivalent): {why}"
+
     def undecided(self) -> list[str]:
         return [n for n in self.names if n != self.baseline and n not in self.decided]
 
 
 def describe(name: str, decision: Any, baseline: str | None) -> str:
-    """A decision in one line, as the run prints it."""
+    """A decision in one line, as the run prints it: what it is about (its target), the
+    questions it used and its interval in points."""
+    from crawdad.stopping.decide import Kind, interval_words, target_name
+
     label = f"[{name}] " if name else ""
     if isinstance(decision, BudgetSpent):
         return (
@@ -398,13 +481,27 @@ def describe(name: str, decision: Any, baseline: str | None) -> str:
         )
     what = getattr(decision, "outcome", str(decision))
     used = getattr(decision, "questions", None)
+    target = target_name(getattr(decision, "target", "run"))
+    after = f" after {used} questions" if used is not None else ""
+    if what == "contradicted":
+        alpha = getattr(decision, "alpha", None)
+        at = f" = {alpha:g}" if isinstance(alpha, float) else ""
+        return (
+            f"{label}contradicted{after}: its sequence about {target} ran empty, a miss (one a "
+            f"sequence at alpha{at} makes with probability at most alpha); no claim either way, "
+            "and it starts no new debate"
+        )
     lo, hi = getattr(decision, "lower", None), getattr(decision, "upper", None)
     against = f" than {baseline}" if baseline and what in ("better", "worse") else ""
     against = f" to {baseline}" if baseline and what == "equivalent" else against
-    interval = (
-        f"; the {'difference' if baseline else 'accuracy'} lies in [{lo:+.3f}, {hi:+.3f}]"
+    kind: Kind = "difference" if baseline else "accuracy"
+    if target == "the models":
+        figure = f"their expected {kind}"
+    else:
+        figure = f"the {kind} a full pass would report"
+    claim = (
+        f" (a claim about {target}: {figure} lies in {interval_words(float(lo), float(hi), kind)})"
         if isinstance(lo, float | int) and isinstance(hi, float | int)
-        else ""
+        else f" (a claim about {target})"
     )
-    after = f" after {used} questions" if used is not None else ""
-    return f"{label}decided: {what}{against}{after}{interval}; it starts no new debate"
+    return f"{label}decided: {what}{against}{after}{claim}; it starts no new debate"

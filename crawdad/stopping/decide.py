@@ -1,5 +1,14 @@
 """The stopping rule and its decision: a small function of a confidence sequence.
 
+A rule names its **target**, what its decisions are about:
+
+- `models` (the default): the models' expected accuracy (or a variant's expected difference
+  from the baseline) on questions like these, over the models' sampling: an i.i.d. betting
+  sequence, valid for what a paper claims; it never closes, so it needs more questions.
+- `run`: what a full pass over this run's selected questions, with these responses, would
+  report: a sequence over a finite population sampled without replacement, which closes on the
+  exact figure at the last question. A claim about one run, not about the models.
+
 A variant's paired difference from the baseline is **better** when its sequence lies above 0,
 **worse** when below, **equivalent** when it lies inside +-margin; a single run's accuracy is
 **precise** when its half-width is at most the rule's `half_width`. Nothing is decided before
@@ -15,11 +24,54 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Outcome = Literal["better", "worse", "equivalent", "precise", "undecided"]
+Outcome = Literal["better", "worse", "equivalent", "precise", "undecided", "contradicted"]
 Kind = Literal["accuracy", "difference"]
+Target = Literal["models", "run"]
+TARGETS: tuple[Target, ...] = ("models", "run")
+
+
+def target_words(target: str, kind: Kind = "difference") -> str:
+    """What a decision of `target` is about, in words (every place that shows one says it)."""
+    what = "difference from the baseline" if kind == "difference" else "accuracy"
+    if target == "run":
+        return (
+            f"this run: the {what} a full pass over its selected questions, with these "
+            "responses, would report (not a claim about the models)"
+        )
+    return f"the models: the expected {what} on questions like these, over the models' sampling"
+
+
+def target_name(target: str) -> str:
+    """The target in two words: "the models" or "this run"."""
+    return "this run" if target == "run" else "the models"
+
+
+MINUS = "\u2212"
+
+
+def points(x: float, signed: bool = True) -> str:
+    """A share in points, one decimal, with a true minus sign (as the reports print them)."""
+    return (f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}").replace("-", MINUS)
+
+
+def interval_words(lower: float, upper: float, kind: Kind = "difference") -> str:
+    """An interval as every decision prints it: "+0.4 to +47.7 points" (a difference),
+    "61.2 to 70.3 points" (an accuracy); a NaN bound (a contradicted sequence): no interval."""
+    if math.isnan(lower) or math.isnan(upper):
+        return "no interval (the sequence contradicted itself)"
+    signed = kind == "difference"
+    return f"{points(lower, signed)} to {points(upper, signed)} points"
+
+
+CONTRADICTED = (
+    "the sequence contradicted itself (its running intersection ran empty): a miss, which a "
+    "sequence at this alpha makes with probability at most alpha; it supports no claim, and the "
+    "variant stops undecided"
+)
 
 
 class Rule(BaseModel):
@@ -28,6 +80,14 @@ class Rule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    target: Target = Field(
+        default="models",
+        description=(
+            "what decisions are about: 'models' (the models' expected accuracy on questions "
+            "like these: an i.i.d. sequence) or 'run' (what a full pass over this run's "
+            "selected questions would report: closes at its last question)"
+        ),
+    )
     alpha: float = Field(
         default=0.05, gt=0, lt=1, description="error rate shared by all comparisons"
     )
@@ -82,10 +142,12 @@ class Decision(BaseModel):
     lower: float
     upper: float
     alpha: float  # the level the sequence was computed at (after the correction)
+    target: Target = "run"  # what it is about (a Decision of crawdad before targets: this run)
 
     @property
     def decided(self) -> bool:
-        return self.outcome != "undecided"
+        """A claim the rule supports (not undecided, and not a contradicted sequence)."""
+        return self.outcome not in ("undecided", "contradicted")
 
 
 def corrected_alpha(rule: Rule, comparisons: int = 1) -> float:
@@ -115,8 +177,10 @@ def decide(
     A difference is better (lower > 0) or worse (upper < 0) before it is equivalent (inside
     +-margin): a difference that is certainly not 0 is reported as such, however small. A single
     run's accuracy is precise when (upper - lower) / 2 <= rule.half_width (never, without a
-    half_width). The sequence must have been computed at `corrected_alpha(rule, comparisons)`:
-    a frame whose attrs say another alpha is refused.
+    half_width). A sequence that contradicted itself (its running intersection ran empty) before
+    any of these is **contradicted** there: no claim. The sequence must have been computed at
+    `corrected_alpha(rule, comparisons)` for the rule's target: a frame whose attrs say another
+    alpha or target is refused.
     """
     which = _kind(seq, kind)
     level = corrected_alpha(rule, comparisons)
@@ -126,30 +190,44 @@ def decide(
             f"the sequence was computed at alpha = {seq_alpha}, the rule over {comparisons} "
             f"comparison(s) needs alpha = {level}: compute it at corrected_alpha(rule, comparisons)"
         )
+    target = seq.attrs.get("target", rule.target)
+    if target != rule.target:
+        raise ValueError(
+            f"the sequence is about {target_name(target)}, the rule's target is "
+            f"{target_name(rule.target)}: compute it with population=None for the models, N for "
+            "the run"
+        )
     q = seq["questions"].to_numpy()
     lo = seq["lower"].to_numpy()
     hi = seq["upper"].to_numpy()
-    usable = q >= rule.min_questions
+    broken = seq["contradicted"].to_numpy(dtype=bool) if "contradicted" in seq else np.isnan(lo)
+    allowed = np.ones(len(q), dtype=bool)
     if rule.max_questions is not None:
-        usable &= q <= rule.max_questions
-    if which == "difference":
-        better = usable & (lo > 0)
-        worse = usable & (hi < 0)
-        inside = usable & (lo >= -rule.margin) & (hi <= rule.margin) & ~better & ~worse
-        hits = {"better": better, "worse": worse, "equivalent": inside}
-    else:
-        precise = (
-            usable & ((hi - lo) / 2 <= rule.half_width)
-            if rule.half_width is not None
-            else usable & False
-        )
-        hits = {"precise": precise}
+        allowed = q <= rule.max_questions
+    usable = allowed & (q >= rule.min_questions) & ~broken
+    with np.errstate(invalid="ignore"):
+        if which == "difference":
+            better = usable & (lo > 0)
+            worse = usable & (hi < 0)
+            inside = usable & (lo >= -rule.margin) & (hi <= rule.margin) & ~better & ~worse
+            hits = {"better": better, "worse": worse, "equivalent": inside}
+        else:
+            precise = (
+                usable & ((hi - lo) / 2 <= rule.half_width)
+                if rule.half_width is not None
+                else usable & False
+            )
+            hits = {"precise": precise}
+    contradiction = allowed & broken
+    if contradiction.any():
+        hits["contradicted"] = contradiction
     first = {name: int(mask.argmax()) for name, mask in hits.items() if mask.any()}
     if first:
         outcome, i = min(first.items(), key=lambda kv: kv[1])
     else:
         outcome = "undecided"
-        i = int(usable.nonzero()[0][-1]) if usable.any() else len(q) - 1
+        looked = allowed & ~broken
+        i = int(looked.nonzero()[0][-1]) if looked.any() else len(q) - 1
         if i < 0:  # an empty sequence
             return Decision(
                 outcome="undecided",
@@ -158,6 +236,7 @@ def decide(
                 lower=-1.0 if which == "difference" else 0.0,
                 upper=1.0,
                 alpha=level,
+                target=target,
             )
     row = seq.iloc[i]
     return Decision(
@@ -167,4 +246,5 @@ def decide(
         lower=float(row["lower"]),
         upper=float(row["upper"]),
         alpha=level,
+        target=target,
     )

@@ -26,7 +26,13 @@ from typing import Any
 
 from crawdad.analysis.metrics._stats import wilson_proportion
 from crawdad.errors import CrawdadError
-from crawdad.run.scheduler import Outcome, outcome_of, settled_outcomes, variant_decision
+from crawdad.run.scheduler import (
+    Outcome,
+    outcome_of,
+    prefix_decision,
+    settled_prefix,
+    undecided_reason,
+)
 from crawdad.run.series_file import SERIES, check_line, iter_raw
 from crawdad.run.server_series import KIND_LABEL
 from crawdad.run.store import read_selected_order
@@ -284,7 +290,9 @@ def _order(run: RunIndex) -> list[str] | None:
 
 def _thinned(seq: Any) -> dict[str, list[float]]:
     """The sequence's questions, lower and upper bounds, at most SEQUENCE_POINTS of them (every
-    n-th, the newest always kept)."""
+    n-th, the newest always kept), up to a contradiction (an empty intersection has none)."""
+    if "contradicted" in seq:  # after a contradiction the sequence has no bounds to draw
+        seq = seq[~seq["contradicted"].astype(bool)]
     n = len(seq)
     step = max(1, math.ceil(n / SEQUENCE_POINTS))
     rows = seq.iloc[::-1].iloc[::step].iloc[::-1]
@@ -304,7 +312,7 @@ class Decisions:
     variants: list[dict[str, Any]] = field(default_factory=list)
     # variant -> (its settled outcomes and the baseline's, its entry): a sequence over 10,112
     # questions costs about 0.2 s, so a variant whose settled prefix did not move is not redone
-    done: dict[str, tuple[tuple[tuple[int, ...], tuple[int, ...]], dict[str, Any]]] = field(
+    done: dict[str, tuple[tuple[tuple[int, ...], ...], dict[str, Any]]] = field(
         default_factory=dict
     )
 
@@ -323,10 +331,11 @@ class Decisions:
         key = tuple((r.label, r.lines, r.scanned) for r in src.runs)
         if key == self.key:
             return self.variants  # nothing new since the last poll: nothing computed
-        from crawdad.run.experiment import stop_rule
+        from crawdad.run.experiment import recorded_rule
+        from crawdad.stopping.decide import CONTRADICTED, interval_words, target_words
 
         try:
-            rule = stop_rule(exp.stop)
+            rule = recorded_rule(exp.stop)
         except (CrawdadError, TypeError, ValueError):  # an invalid [stop]: no decisions to show
             return []
         comparisons = max(1, len(exp.variants) - 1)  # as the run's scheduler shares alpha
@@ -335,8 +344,9 @@ class Decisions:
         for name, run in runs.items():
             if name == exp.baseline:
                 continue
-            a, b = settled_outcomes(self.order, _outcomes(run), theirs)
-            seen = (tuple(a), tuple(b or ()))
+            prefix = settled_prefix(self.order, _outcomes(run), theirs)
+            a = prefix.a
+            seen = (tuple(a), tuple(prefix.b or ()), tuple(prefix.populations))
             kept = self.done.get(name)
             if kept is not None and kept[0] == seen and kept[1]["label"] == run.label:
                 out.append(kept[1])
@@ -347,23 +357,33 @@ class Decisions:
                 "baseline": exp.baseline,
                 "margin": rule.margin,
                 "decision": "undecided",
+                "target": rule.target,
+                "about": target_words(rule.target),
                 "questions": 0,
                 "settled": len(a),
+                "unscored": prefix.unscored,
                 "estimate": None,
                 "lower": None,
                 "upper": None,
+                "interval": None,
+                "reason": undecided_reason(prefix, rule.max_questions, running=True),
                 "sequence": None,
             }
             if a:
-                seq, decision = variant_decision(a, b, len(self.order), rule, comparisons)
+                seq, decision = prefix_decision(prefix, rule, comparisons)
                 entry.update(
                     decision=decision.outcome,
                     questions=decision.questions,
                     estimate=_num(decision.estimate),
-                    lower=decision.lower,
-                    upper=decision.upper,
+                    lower=_num(decision.lower),
+                    upper=_num(decision.upper),
+                    interval=interval_words(decision.lower, decision.upper),
                     sequence=_thinned(seq),
                 )
+                if decision.outcome == "contradicted":
+                    entry["reason"] = CONTRADICTED
+                elif decision.outcome != "undecided":
+                    entry["reason"] = ""
                 if entry["estimate"] is not None and math.isnan(entry["estimate"]):
                     entry["estimate"] = None
             self.done[name] = (seen, entry)
@@ -387,6 +407,8 @@ class Live:
         rule decided (it starts no new debate, though its process still holds the folder),
         `writing` while a crawdad process writes it, else nothing."""
         decision = self.decided.get(label)
+        if decision == "contradicted":  # no claim: its sequence ran empty, and it stopped
+            return "stopped: contradicted"
         if decision and decision != "undecided":
             return f"decided: {decision}"
         return "writing" if live else ""

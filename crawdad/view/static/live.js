@@ -333,7 +333,7 @@ function band(d) {
   for (const m of [margin, -margin]) {
     add("path", { d: `M${L},${y(m).toFixed(1)} H${xr}`, class: "margin-line" });
   }
-  if (d.decision !== "undecided" && d.questions) {
+  if (d.decision !== "undecided" && d.decision !== "contradicted" && d.questions) {
     add("path", { d: `M${x(d.questions).toFixed(1)},${T} V${H - B}`, class: "decided-line" });
   }
   add("path", { d: `M${L},${T} V${H - B} H${xr}`, stroke: "#bbb", fill: "none" });
@@ -355,7 +355,7 @@ function band(d) {
   const key = el("div", null, "band-key");
   key.appendChild(el("span", "band: the interval", "key-band"));
   key.appendChild(el("span", `±${fmt(margin, 1)} pts: the margin`, "key-margin"));
-  if (d.decision !== "undecided" && d.questions) key.appendChild(el("span", "decided", "key-decided"));
+  if (d.decision !== "undecided" && d.decision !== "contradicted" && d.questions) key.appendChild(el("span", "decided", "key-decided"));
   box.appendChild(key);
   return box;
 }
@@ -367,15 +367,18 @@ function drawDecisions(decisions) {
   if (section.hidden) return;
   const rows = decisions.map((d) => {
     const what = el("span", d.decision, "badge decision-" + String(d.decision));
-    const against = d.decision === "undecided" ? "" : ` (vs ${d.baseline})`;
+    const open = d.decision === "undecided" || d.decision === "contradicted";
+    const against = open ? "" : ` (vs ${d.baseline})`;
     const cell = el("span");
     cell.appendChild(what);
     cell.appendChild(el("span", against));
-    const interval = d.lower === null ? "–"
-      : `${signed(100 * d.estimate, 1)} pts [${signed(100 * d.lower, 1)}, ${signed(100 * d.upper, 1)}]`;
+    cell.appendChild(el("div", `about ${d.target === "run" ? "this run" : "the models"}`, "hint"));
+    if (d.reason) cell.appendChild(el("div", d.reason, "hint"));
+    const interval = d.estimate === null ? "–"
+      : `${signed(100 * d.estimate, 1)} pts; ${d.interval || "–"}`;
     const used = d.decision === "undecided"
       ? `${fmt(d.settled, 0)} counted so far` : `after ${fmt(d.questions, 0)} of ${fmt(d.settled, 0)} counted`;
-    const chart = d.sequence ? band(d) : el("span", "no question settled yet", "hint");
+    const chart = d.sequence && d.sequence.questions.length ? band(d) : el("span", d.decision === "contradicted" ? "no interval: the sequence contradicted itself" : "no question settled yet", "hint");
     return row([d.label, cell, used, interval, chart]);
   });
   replace(document.getElementById("live-decisions"), rows);
