@@ -92,7 +92,9 @@ def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> 
     with_figures = set(series.loc[series["kind"] != "", "server"]) if not series.empty else set()
     for server in dict.fromkeys(notes["server"]):
         if server not in with_figures:
-            blocks.append(f"The server at {md_cell(server)} served no metrics read: {NOT_SHOWN}.")
+            blocks.append(
+                f"The server at {md_cell(server)} served no metrics crawdad could read: {NOT_SHOWN}."
+            )
     lost = series.groupby("server")["lost"].max().dropna() if not series.empty else None
     if lost is not None and (lost > 0).any():
         counted = ", ".join(f"{md_cell(u)}: {int(n)}" for u, n in lost.items() if n > 0)

@@ -197,7 +197,7 @@ class ServerSampler:
                     url,
                     reading.cause,
                     f"a sample of the server at {url} was lost: {reading.reason}; its samples "
-                    "are tried again, and those lost are counted (`lost`)",
+                    "are tried again, and those lost are counted",
                     now,
                 )
             elif reading is not None:
