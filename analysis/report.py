@@ -45,7 +45,7 @@ from matplotlib.figure import Figure
 
 from crawdad import __version__
 from crawdad.errors import CrawdadError, StoreError
-from crawdad.records import ServedBy
+from crawdad.records import ServedBy, StartedServer
 from crawdad.safe_files import read_inside
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
@@ -654,6 +654,42 @@ def _served_lines(runs: list[Run]) -> list[str]:
     return lines
 
 
+def _started_lines(runs: list[Run]) -> list[str]:
+    """The servers crawdad started for each run (engine version, weights hash, GPUs), and a
+    warning where runs served one model differently: their numbers may differ for that."""
+    lines: list[str] = []
+    # model -> how it was served (StartedServer.identity less the key) -> (an entry, its runs)
+    ways: dict[str, dict[tuple[object, ...], tuple[StartedServer, list[str]]]] = {}
+    for r in runs:
+        started = [s for m in r.manifests() for s in m.started]
+        if not started:
+            continue
+        lines += [f"**Servers crawdad started** (run `{r.label}`):", ""]
+        for s in started:
+            lines.append(f"- {s.key}: {_serving_text(s)}")
+            _, where = ways.setdefault(s.served_name, {}).setdefault(s.identity()[1:], (s, []))
+            if r.label not in where:
+                where.append(r.label)
+        lines.append("")
+    for model, found in ways.items():
+        if len(found) > 1:
+            told = "; ".join(
+                f"{_serving_text(s)} in " + ", ".join(f"`{x}`" for x in labels)
+                for s, labels in found.values()
+            )
+            lines += [f"> **`{model}` was served differently:** {told}.", ""]
+    return lines
+
+
+def _serving_text(s: StartedServer) -> str:
+    gpus = ", ".join(s.gpus) or "CPU"
+    memory = f", {s.memory_fraction:.0%} of each GPU" if s.memory_fraction is not None else ""
+    return (
+        f"{s.engine} {s.engine_version or '(version unknown)'} serving {s.weights} "
+        f"({s.weights_hash or 'no hash'}) on {gpus}{memory}"
+    )
+
+
 def _default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
@@ -743,6 +779,7 @@ def _head(runs: list[Run]) -> list[str]:
         _runs_table(runs),
         "",
         *_served_lines(runs),
+        *_started_lines(runs),
     ]
     problems = [p for r in runs for p in r.warnings]
     if problems:

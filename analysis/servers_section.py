@@ -11,7 +11,12 @@ from typing import Any
 import pandas as pd
 from crawdad.analysis.figures.servers import servers_figure
 from crawdad.analysis.formatting import md_cell
-from crawdad.analysis.metrics.servers import series_folder, server_series, server_summary
+from crawdad.analysis.metrics.servers import (
+    series_folder,
+    server_series,
+    server_summary,
+    started_servers,
+)
 from crawdad.analysis.section import Block, Plot, Section, Table
 
 from crawdad.run.server_series import KIND_LABEL, SERIES, verdict
@@ -52,14 +57,17 @@ def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> 
     crawdad sampled servers, one with `server_metrics = 0`, or one shorter than the interval
     between samples) a sentence that says which."""
     series, notes, every = server_series(folder, label)
-    if series.empty and notes.empty:
-        return Section(HEADING, [no_samples(folder, config, every)])
+    started = started_servers(folder)
     concurrency = (config or {}).get("concurrency")
-    blocks: list[Block] = [
-        f"_Measured by the clock: each server's own metrics, read every {every:g} s "
-        "(`server_metrics`) while the run went, beside crawdad's own counts at the same "
-        "moments. Two runs of the same settings differ here._"
-    ]
+    blocks: list[Block] = []
+    if series.empty and notes.empty:
+        blocks.append(no_samples(folder, config, every))
+    else:
+        blocks.append(
+            f"_Measured by the clock: each server's own metrics, read every {every:g} s "
+            "(`server_metrics`) while the run went, beside crawdad's own counts at the same "
+            "moments. Two runs of the same settings differ here._"
+        )
     verdicts = []
     for server, g in series.groupby("server", sort=False):
         kind = str(g["kind"].iloc[-1])
@@ -124,4 +132,28 @@ def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> 
             )
         )
         blocks.append(Table("servers_series", series, show=False))
+    if not started.empty:
+        blocks.append(_started_table(started))
     return Section(HEADING, blocks)
+
+
+def _started_table(started: pd.DataFrame) -> Table:
+    """What served the run (crawdad started these servers) and how often each went down."""
+    n = int(started["restarts"].sum())
+    line = (
+        f"{n} restart{'s' * (n != 1)}, {started['downtime_s'].sum():.0f} s down in all."
+        if n
+        else "No server had to be restarted."
+    )
+    shown = started.drop(columns=["command"]).rename(
+        columns={"weights_hash": "weights hash", "downtime_s": "down (s)"}
+    )
+    return Table(
+        "servers_started",
+        started,
+        "Servers crawdad started",
+        f"Each with its engine's version, its weights' hash and its GPUs (the exact commands "
+        f"are in the CSV and the manifest). {line}",
+        shown=shown,
+        hide=(),
+    )

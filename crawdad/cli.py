@@ -359,6 +359,13 @@ def run(
     progress: Annotated[
         bool, typer.Option(help="Show the progress bar (--no-progress: a line every 30 s instead).")
     ] = True,
+    keep_servers: Annotated[
+        bool,
+        typer.Option(
+            help="Leave the servers crawdad starts (models with a serve table) running after "
+            "the run, and print the --set options that point the next run at them."
+        ),
+    ] = False,
 ) -> None:
     """Run (or resume) the debates of the selected questions (its help: RUN_HELP)."""
     from crawdad.run.store import selection_for
@@ -394,7 +401,7 @@ def run(
                 "closely with --stop half_width=0.02 (margin compares variants: an experiment's)"
             )
         _warn_short(rule, len(dataset.questions))
-    _run(cfg, dataset, out, force=force, progress=progress, stop=rule)
+    _run(cfg, dataset, out, force=force, progress=progress, stop=rule, keep_servers=keep_servers)
 
 
 def _warn_short(rule: Any, selected: int) -> None:
@@ -706,15 +713,18 @@ def serve(
     sets: Annotated[
         list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
     ] = [],  # noqa: B006
+    logs: Annotated[
+        Path, typer.Option(help="Without --plan/--slurm: the folder of the servers' logs.")
+    ] = Path("crawdad-servers"),
+    progress: Annotated[bool, typer.Option(help="Show the start-up progress bar.")] = True,
 ) -> None:
-    """Serve a config's models: --plan prints where each server goes and starts nothing;
-    --slurm writes a batch script that starts them beside the driver."""
+    """Serve a config's models: start them and keep them (restarted if they die) for several
+    runs until Ctrl-C, printing the --set options that point a run at them; --plan prints
+    where each server goes and starts nothing; --slurm writes a batch script that starts them
+    beside the driver."""
     from crawdad.serving import commands
     from crawdad.serving.gpus import simulated
 
-    if not (plan or slurm):
-        # TODO(supervisor): `crawdad serve CONFIG` starts the servers and keeps them.
-        raise UsageProblem("give --plan or --slurm")
     if commands.is_experiment(config):
         if sets:
             raise UsageProblem("--set applies to run configs; edit the experiment file instead")
@@ -723,6 +733,15 @@ def serve(
         configs = {"": build_config(config, sets)}
     inventory = simulated(gpus, gpu_memory) if gpus is not None else None
     made = commands.make_plan(configs, inventory)
+    if not (plan or slurm):
+        from crawdad.run.served import keep_serving
+
+        first = next(iter(configs.values()))
+        try:
+            asyncio.run(keep_serving(made, first.serving, logs, progress))
+        except KeyboardInterrupt:
+            _echo_err("Stopped the servers.")
+        return
     if plan:
         typer.echo(commands.plan_table(made, str(config)))
     if slurm:

@@ -409,6 +409,9 @@ class ServingConfig(Strict):
     # The share of each GPU's memory the plan may give out (the rest: CUDA context, fragments).
     gpu_memory_limit: float = Field(0.9, gt=0, le=1)
     first_port: int = Field(8100, ge=1024, le=65000)  # ports are taken from here upwards
+    # false: the served models' servers run already (`crawdad serve`, `--keep-servers`) and
+    # base_urls point at them; crawdad starts none.
+    start: bool = True
 
 
 class RunConfig(Strict):

@@ -45,8 +45,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # 10: the manifest's stopping rule (`stop`) names its `target`: "models" (the default: the
 #    models' expected accuracy, an i.i.d. sequence) or "run" (this full run); a `stop` written
 #    before has none and is read as "run", what it was. Lines are unchanged.
-# Version 1 to 9 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 10
+# 11: the manifest's `started`: each server crawdad started itself (its exact command, the
+#    engine's version, the weights' hash or revision, the GPUs and the memory plan), and
+#    `servers/restarts.jsonl` (`ServerRestart`): each restart of one. Lines are unchanged.
+# Version 1 to 10 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 11
 
 # Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
 # them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
@@ -436,6 +439,58 @@ def merge_served(
     return out
 
 
+class StartedServer(Record):
+    """One server crawdad started for the run (`crawdad/serving/supervisor.py`): what exactly
+    served it, so that two runs that differ there are told apart (`analyze --compare`)."""
+
+    key: str  # the plan's name of the server: its log is `servers/<key>.log`
+    engine: str  # vllm, sglang, llamacpp, ollama
+    engine_version: str | None = None  # the engine's own version (None: it did not say)
+    command: list[str]  # the exact command line it was started with
+    weights: str  # a Hugging Face id or folder, a GGUF file, an Ollama tag
+    # What identifies the weights: "sha256:..." of a GGUF file, "revision:..." of a Hugging Face
+    # snapshot, "index-sha256:..." of a folder's safetensors index, "digest:..." of an Ollama tag
+    weights_hash: str | None = None
+    served_name: str  # the model name the run asks for
+    models: list[str] = Field(default_factory=list)  # the config's places it serves
+    base_url: str  # what the run's base_urls got for it
+    gpus: list[str] = Field(default_factory=list)  # "0: NVIDIA H100 80GB HBM3", ...; none: CPU
+    memory_fraction: float | None = None  # of each GPU, as the plan gave it
+    memory_gib: float = 0.0  # what the plan expected it to hold on each GPU
+    tensor_parallel: int = 1  # GPUs one copy of the model is split over
+    context_length: int | None = None  # the longest context the server was started with
+    reasoning_parser: str | None = None  # the engine's parser of reasoning traces, if any
+    started_at: datetime | None = None  # UTC
+
+    def identity(self) -> tuple[Any, ...]:
+        """What tells one serving of a model from another (not the port or the time)."""
+        return (
+            self.key,
+            self.engine,
+            self.engine_version,
+            self.weights,
+            self.weights_hash,
+            tuple(self.gpus),
+            self.memory_fraction,
+            self.tensor_parallel,
+            self.context_length,
+            self.reasoning_parser,
+        )
+
+
+class ServerRestart(Record):
+    """A line of `servers/restarts.jsonl`: one server crawdad started went down mid-run and was
+    started again (or, past the bound of restarts, was not: `back` is False)."""
+
+    schema_version: Version = SCHEMA_VERSION  # the version of this schema the line was written in
+    key: str  # the server (StartedServer.key)
+    at: datetime  # UTC, when it was seen down
+    reason: str  # "exited with code -9", "no health answer for 120 s", ...
+    cause: str | None = None  # the likely cause read from its log (out of memory, ...)
+    downtime: Seconds = 0.0  # from seen down to answering its health check again
+    back: bool = True  # False: it was not brought back (the bound, or it failed to start)
+
+
 class StopChange(Record):
     """One stopping rule of a run or experiment and when it took over: the first one from the
     start, each later one when a resume with `--force` replaced the one before. A rule changed
@@ -468,6 +523,9 @@ class RunManifest(Record):
     # Every rule the run went through, oldest first (schema 9), where a resume with --force
     # changed `stop`; empty: the rule never changed (the guarantee holds as stated).
     stop_history: list[StopChange] = Field(default_factory=list)
+    # The servers crawdad started for the run (schema 11), in start order; a resume on other
+    # servers (another engine version, other weights) adds its entries and a note.
+    started: list[StartedServer] = Field(default_factory=list)
 
 
 class ExperimentManifest(Record):

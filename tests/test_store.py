@@ -205,3 +205,34 @@ def test_is_being_written_follows_the_lock(tmp_path: Path) -> None:
     assert is_being_written(tmp_path)
     store.close()
     assert not is_being_written(tmp_path)
+
+
+def test_a_resume_on_other_started_servers_adds_them_with_a_note(tmp_path: Path) -> None:
+    from crawdad.records import StartedServer
+
+    def served_by(version: str, port: int) -> RunManifest:
+        server = StartedServer(
+            key="qwen3",
+            engine="vllm",
+            engine_version=version,
+            command=["vllm", "serve", "Qwen/Qwen3-32B", "--port", str(port)],
+            weights="Qwen/Qwen3-32B",
+            weights_hash="revision:abc",
+            served_name="qwen3:32b",
+            base_url=f"http://127.0.0.1:{port}/v1",
+        )
+        return manifest().model_copy(update={"started": [server]})
+
+    first = RunStore(tmp_path / "run")
+    first.open(served_by("0.9.2", 8100))
+    first.close()
+    same = RunStore(tmp_path / "run")
+    same.open(served_by("0.9.2", 8101))  # another port is not another server
+    same.close()
+    assert len(RunStore(tmp_path / "run").read_manifest().started) == 1
+    other = RunStore(tmp_path / "run")
+    other.open(served_by("0.10.0", 8100))
+    other.close()
+    kept = RunStore(tmp_path / "run").read_manifest()
+    assert [s.engine_version for s in kept.started] == ["0.9.2", "0.10.0"]
+    assert "server qwen3: now vllm 0.10.0 on Qwen/Qwen3-32B (revision:abc)" in kept.notes[-1]

@@ -351,6 +351,25 @@ async def test_without_a_stopping_rule_there_are_no_decisions(tmp_path: Path) ->
         assert (await poll(client))["decisions"] == []
 
 
+async def test_a_server_crawdad_is_restarting_is_said_on_its_card(
+    grown: tuple[TestClient, Path, list[bytes]],
+) -> None:
+    client, run, _ = grown
+    t0 = 1_800_000_000.0
+    (run / "servers.jsonl").write_text(
+        json.dumps({"session": t0, "every": 5}) + "\n" + sample(t0 + 5, 8, 0, 0.2, 1000, 900)
+    )
+    (run / "servers").mkdir()
+    status = {"state": "restarting", "since": t0, "restarts": 1, "url": "http://127.0.0.1:8000/v1"}
+    (run / "servers" / "status.json").write_text(json.dumps({"paper": status}))
+    (s,) = (await poll(client))["servers"]
+    assert "crawdad's server paper: restarting for " in s["note"]
+    assert "restarts so far: 1" in s["note"]
+    (run / "servers" / "status.json").write_text(json.dumps({"paper": status | {"state": "up"}}))
+    (s,) = (await poll(client))["servers"]
+    assert s["note"] is None
+
+
 async def test_a_decided_variant_says_decided_in_the_poll_and_the_header(tmp_path: Path) -> None:
     """Issue 46: a variant the rule decided starts no new debate though its process still holds
     the folder; its state is `decided: better`, not `writing`, in /live.json and in the header's

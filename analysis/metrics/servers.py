@@ -201,3 +201,64 @@ def _hit_rate(g: pd.DataFrame) -> float:
         queries = _growth(g, "prefix_queries")
         return _growth(g, "prefix_hits") / queries if queries else np.nan
     return float(g["prefix_hit_rate"].mean())  # the server's own rate (SGLang, vLLM < 0.8)
+
+
+STARTED_COLUMNS = [
+    "server",
+    "engine",
+    "version",
+    "weights",
+    "weights_hash",
+    "gpus",
+    "memory",
+    "restarts",
+    "downtime_s",
+    "command",
+]
+
+
+def started_servers(folder: Path) -> pd.DataFrame:
+    """The servers crawdad started for a run (the manifest's `started`, schema 9) with their
+    restarts and seconds down (`servers/restarts.jsonl`): one row per server; empty for a run
+    whose servers someone else ran."""
+    from crawdad.errors import CrawdadError
+    from crawdad.records import ServerRestart
+    from crawdad.run.store import RunStore
+    from crawdad.safe_files import read_inside
+
+    try:
+        started = RunStore(folder).read_manifest().started
+    except (CrawdadError, OSError):
+        return pd.DataFrame(columns=STARTED_COLUMNS)
+    restarts: dict[str, list[float]] = {}
+    try:
+        data = read_inside(folder / "servers", "restarts.jsonl", root=folder)
+    except (CrawdadError, OSError):
+        data = None
+    text = data.decode("utf-8", "replace") if data else ""
+    for line in text.splitlines():
+        try:
+            r = ServerRestart.model_validate_json(line)
+        except ValueError:
+            continue  # a line cut short by a crash: not counted
+        restarts.setdefault(r.key, []).append(r.downtime)
+    rows = []
+    for s in dict((s.key, s) for s in started).values():  # a resume's entry replaces the first
+        memory = f"{s.memory_gib:g} GiB" if s.memory_gib else ""
+        if s.memory_fraction is not None:
+            memory += f" ({s.memory_fraction:.0%} of each GPU)"
+        rows.append(
+            {
+                "server": s.key,
+                "engine": s.engine,
+                "version": s.engine_version or "",
+                "weights": s.weights,
+                "weights_hash": s.weights_hash or "",
+                "gpus": ", ".join(s.gpus) or "CPU",
+                "memory": memory.strip(),
+                "restarts": len(restarts.get(s.key, [])),
+                "downtime_s": round(sum(restarts.get(s.key, [])), 1),
+                "command": " ".join(s.command),
+            }
+        )
+    return pd.DataFrame(rows, columns=STARTED_COLUMNS)

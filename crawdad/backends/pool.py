@@ -10,6 +10,10 @@ first come first served among equals.
 An endpoint that cannot be reached is set aside for a while (`retry.down_wait`, 5 s, doubling up to 60 s). When it
 is due again it gets one request at a time until one succeeds, as long as another endpoint is
 serving; with no other endpoint, the waiting requests all try it (and retry as usual).
+
+An endpoint whose server crawdad restarts (`hold`, then `release`: crawdad/run/served.py) takes
+no request until it is back; a request that fails because its server went down while held, or
+was restarted since it was sent, is sent again without using up an attempt.
 """
 
 from __future__ import annotations
@@ -38,6 +42,17 @@ _RAISE_TO_MAX = 4096.0  # a cap earned back this high is no cap at all
 MAX_CONGESTION_RETRIES = 32  # per request, on top of RetryConfig.attempts
 
 
+MAX_RESTART_RETRIES = 16  # per request: resends after its server was restarted under it
+
+
+class _Restarted(Exception):
+    """A request failed because crawdad was restarting its server."""
+
+    def __init__(self, error: BackendError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _Congestion(Exception):
     """A 503 / 429 that came while other requests were in flight on the same endpoint."""
 
@@ -63,6 +78,9 @@ class Endpoint:
     unreachable_since: float | None = None  # first failure to connect since it last answered
     last_error: str = ""
     active: set[StreamGuard] = field(default_factory=set)  # requests in flight, by their guard
+    held: bool = False  # its server is being restarted: no request until it is back
+    supervised: bool = False  # crawdad runs its server: one that cannot be reached is restarted
+    restarts: int = 0  # times its server was restarted (a request sent before one is not blamed)
     _down_streak: int = 0
 
     @property
@@ -70,7 +88,7 @@ class Endpoint:
         return self.backend.url
 
     def healthy(self, now: float) -> bool:
-        return now >= self.down_until
+        return not self.held and now >= self.down_until
 
     def has_room(self) -> bool:
         return self.in_flight < self.cap
@@ -162,7 +180,11 @@ class ModelPool:
         """The least busy endpoint with room, relative to its cap; None if none has room."""
         if len(self.endpoints) == 1:  # the common case, kept cheap
             e = self.endpoints[0]
-            if e.in_flight < e.cap and (not e.down_until or e.healthy(time.monotonic())):
+            if (
+                e.in_flight < e.cap
+                and not e.held
+                and (not e.down_until or e.healthy(time.monotonic()))
+            ):
                 return e
             return None
         now = time.monotonic()
@@ -231,7 +253,8 @@ class ModelPool:
     def _wake_when_due(self) -> None:
         """Endpoints set aside come back by the clock, not by a release: set a timer for that."""
         now = time.monotonic()
-        due = [e.down_until for e in self.endpoints if not e.healthy(now)]
+        # A held endpoint comes back by `release`, not by the clock.
+        due = [e.down_until for e in self.endpoints if not e.held and not e.healthy(now)]
         if not due:
             return
         when = min(due)
@@ -293,7 +316,7 @@ class ModelPool:
         endpoint = await (self._acquire(debate.steps, debate.run) if debate else self._acquire())
         if debate is not None:
             debate.steps += 1
-        cuts = endpoint.cuts
+        cuts, restarts = endpoint.cuts, endpoint.restarts
         # Always a guard: its clock of the last chunk shows requests that stall.
         guard = guard_factory() or StreamGuard()
         guard.last_progress = time.monotonic()
@@ -310,8 +333,14 @@ class ModelPool:
             self._on_error(endpoint, err, cuts)
             raise err from None
         except BackendError as e:
+            if e.transient and (endpoint.held or endpoint.restarts != restarts):
+                raise _Restarted(e) from e  # not the request's fault: its server was restarted
             crowded = endpoint.in_flight > 1  # others in flight too: a lower cap is the answer
             self._on_error(endpoint, e, cuts)
+            if endpoint.supervised and isinstance(e, ServerUnavailable):
+                # set aside, and the supervisor restarts it (or stops the run): not the
+                # request's fault either
+                raise _Restarted(e) from e
             if crowded and is_overload(e):
                 raise _Congestion(e) from e
             raise
@@ -343,11 +372,17 @@ class ModelPool:
         does not use up an attempt, up to `MAX_CONGESTION_RETRIES` times.
         """
         stats = stats if stats is not None else CallStats()
-        failures = congested = 0
+        failures = congested = restarted = 0
         while True:
             stats.attempts += 1
             try:
                 return await self._once(request, guard_factory)
+            except _Restarted as r:
+                stats.errors.append(str(r.error))
+                restarted += 1
+                if restarted <= MAX_RESTART_RETRIES:
+                    continue  # it waits in _acquire until the server is back
+                raise r.error from None
             except _Congestion as c:
                 stats.errors.append(str(c.error))
                 congested += 1
@@ -363,6 +398,34 @@ class ModelPool:
                     raise
             if wait := backoff(self.retry, failures):
                 await asyncio.sleep(wait)
+
+    # --- servers crawdad restarts (crawdad/run/served.py) ---------------------------------------
+
+    def hold(self, url: str) -> None:
+        """The server at `url` is being restarted: send it nothing until `release`."""
+        for e in self.endpoints:
+            if e.url == url.rstrip("/"):
+                e.held = True
+                e.restarts += 1
+                e.unreachable_since = None  # down on purpose: not a server the run lost
+
+    def release(self, url: str) -> None:
+        """The server at `url` is back: the requests waiting for it go."""
+        for e in self.endpoints:
+            if e.url == url.rstrip("/"):
+                e.held = False
+                e.down_until = 0.0
+                e.probing = False
+                e._down_streak = 0
+                e.unreachable_since = None
+        if self._turns:
+            self._dispatch()
+
+    def supervise(self, url: str) -> None:
+        """crawdad runs the server at `url`: one it cannot reach costs a request no attempt."""
+        for e in self.endpoints:
+            if e.url == url.rstrip("/"):
+                e.supervised = True
 
     async def aclose(self) -> None:
         if self._timer is not None:

@@ -291,12 +291,35 @@ def build_ollama_app(engine: Engine, settings: OllamaSettings) -> web.Applicatio
     async def root(request: web.Request) -> web.Response:
         return web.Response(text="Ollama is running")
 
+    async def pull(request: web.Request) -> web.StreamResponse:
+        """Ollama's pull, streamed as it does (NDJSON progress); a tag with "missing" in its
+        name does not exist. The pulled tag is not served: the fake knows its models only."""
+        body = await engine.read_json(request)
+        name = str(body.get("model") or body.get("name"))
+        if "missing" in name:
+            return web.json_response(
+                {"error": "pull model manifest: file does not exist"}, status=500
+            )
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        steps: list[dict[str, object]] = [{"status": "pulling manifest"}]
+        steps += [
+            {"status": "pulling 1a2b3c", "digest": "sha256:1a2b3c", "total": 1000, "completed": n}
+            for n in (0, 500, 1000)
+        ]
+        steps += [{"status": "verifying sha256 digest"}, {"status": "success"}]
+        for step in steps:
+            await response.write(json.dumps(step).encode() + b"\n")
+        await response.write_eof()
+        return response
+
     app.router.add_post("/api/chat", chat)
     app.router.add_get("/api/tags", tags)
     app.router.add_get("/api/version", version)
     app.router.add_post("/api/show", show)
     app.router.add_get("/api/ps", ps)
     app.router.add_get("/", root)
+    app.router.add_post("/api/pull", pull)
     return app
 
 

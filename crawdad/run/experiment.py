@@ -263,8 +263,39 @@ async def run_experiment(
     through pools shared per server, identical requests answered once from DIR/responses.jsonl.
     Each variant is an ordinary run folder DIR/<variant>; the same command resumes them all.
     `dataset`: one for every variant, or variant name -> its own (variants of two tasks, such
-    as MAC's pairs and whole graphs, select the same graphs as two kinds of items)."""
+    as MAC's pairs and whole graphs, select the same graphs as two kinds of items). Served
+    models (`serve` tables) get their servers started first, and stopped at the end."""
+    from crawdad.run.served import served_experiment
+
     out = Path(out)
+    async with served_experiment(configs, out, progress=progress) as (configs, supervisor):
+        return await _run_experiment(
+            configs,
+            manifest,
+            dataset,
+            out,
+            force=force,
+            progress=progress,
+            simulated=simulated,
+            check_servers=check_servers,
+            on_summary=on_summary,
+            supervisor=supervisor,
+        )
+
+
+async def _run_experiment(
+    configs: dict[str, RunConfig],
+    manifest: ExperimentManifest,
+    dataset: Dataset | Mapping[str, Any],
+    out: Path,
+    *,
+    force: bool,
+    progress: bool,
+    simulated: bool,
+    check_servers: bool,
+    on_summary: Callable[[list[RunSummary]], None] | None,
+    supervisor: Any | None,
+) -> list[RunSummary]:
     earlier = _earlier_manifest(out, manifest, force)
     lock = _lock(out)
     grouped = any(c.schedule == "grouped" for c in configs.values())
@@ -283,8 +314,17 @@ async def run_experiment(
                 setup.simulated = True
             store = RunStore(out / name, root=out)
             try:
+                started = (
+                    [
+                        r
+                        for r in supervisor.records()
+                        if any(m.startswith(f"{name}:") for m in r.models)
+                    ]
+                    if supervisor is not None
+                    else None
+                )
                 scan = store.open(
-                    manifest_for(config, data, setup, servers, simulated), force=force
+                    manifest_for(config, data, setup, servers, simulated, started), force=force
                 )
             except StoreError as e:
                 raise StoreError(f"variant {name!r}: {e}") from None
@@ -308,6 +348,7 @@ async def run_experiment(
             responses,
             metrics=(out, every),
             scheduler=scheduler,
+            supervisor=supervisor,
         )
     finally:
         for store in stores:

@@ -27,7 +27,7 @@ from crawdad.doctor import DoctorReport, diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
-from crawdad.records import DebateRecord, RunManifest
+from crawdad.records import DebateRecord, RunManifest, StartedServer
 from crawdad.run.progress_line import (
     BAR_MAX,
     LineState,
@@ -314,8 +314,10 @@ def manifest_for(
     setup: DebateSetup,
     servers: DoctorReport | None,
     simulated: bool,
+    started: list[StartedServer] | None = None,
 ) -> RunManifest:
-    """`servers`: the readiness check's report (None when the servers were not checked)."""
+    """`servers`: the readiness check's report (None when the servers were not checked);
+    `started`: the servers crawdad started for the run (their supervisor's records)."""
     return RunManifest(
         crawdad_version=__version__,
         created_at=datetime.now(UTC),
@@ -330,6 +332,7 @@ def manifest_for(
         servers=servers.versions() if servers else {},
         served=servers.served(config) if servers else {},
         simulated=simulated or (servers is not None and servers.simulated),
+        started=started or [],
     )
 
 
@@ -444,6 +447,7 @@ class Progress:
         self._start = self._last = self._beat = now
         self._legend = False
         self.sampler: ServerSampler | None = None  # the servers' own running/waiting, if read
+        self.supervisor: Any | None = None  # the servers crawdad started: "restarting: KEY"
         self.stopped: Callable[[str], bool] = lambda name: False  # by a stopping rule
 
     def _tokens(self) -> int:
@@ -476,7 +480,9 @@ class Progress:
             for e in pool.endpoints:
                 host = host_of(e.url)
                 flights[host] = flights.get(host, 0) + e.in_flight
-                if not e.healthy(now):
+                if e.held:
+                    notes[host] = "restarting"
+                elif not e.healthy(now):
                     notes[host] = "down"
                 elif e.limited and host not in notes:
                     notes[host] = "full"
@@ -505,9 +511,14 @@ class Progress:
             errors=s.errored,
             tokens_per_s=self.tokens_per_second(now) if servers else None,
             servers=self.servers(now) if servers else [],
-            stalled=stall_note(stalls(pools, now)) if servers else "",
+            stalled=self._server_notes(pools, now) if servers else "",
             stopped=self.stopped(job.name),
         )
+
+    def _server_notes(self, pools: list[ModelPool], now: float) -> str:
+        """Requests that stall, and servers crawdad is restarting ("restarting: KEY (12 s)")."""
+        restarting = self.supervisor.note() if self.supervisor is not None else ""
+        return "; ".join(x for x in (stall_note(stalls(pools, now)), restarting) if x)
 
     def lines(self, now: float, width: int, bar: bool = True) -> list[str]:
         """Each job's line at `now`, in `width` columns."""
@@ -636,13 +647,50 @@ async def run_debates(
     check_servers: bool = True,
     on_summary: Callable[[RunSummary], None] | None = None,
     stop: Any | None = None,
+    plan: Any | None = None,
+    keep_servers: bool = False,
 ) -> RunSummary:
     """Run (or resume) every selected question's debate, appending records to `out`. `stop`: a
     stopping rule (`crawdad.stopping.decide.Rule`, its `half_width` how closely): the run stops
-    starting debates once its accuracy's confidence sequence is that narrow.
+    starting debates once its accuracy's confidence sequence is that narrow. Models with a
+    `serve` table are served by servers crawdad starts (`plan`: a `crawdad.serving.base.Plan`
+    made already) and stops at the end (`keep_servers`: left running).
 
     Exported as `crawdad.run_debates` (before 0.x it was `crawdad.run`, a name that the
     subpackage `crawdad.run` takes over once any of its modules is imported)."""
+    from crawdad.run.served import served_run
+
+    async with served_run(config, out, plan=plan, progress=progress, keep=keep_servers) as (
+        config,
+        supervisor,
+    ):
+        return await _run_debates(
+            config,
+            dataset,
+            out,
+            force=force,
+            progress=progress,
+            simulated=simulated,
+            check_servers=check_servers,
+            on_summary=on_summary,
+            stop=stop,
+            supervisor=supervisor,
+        )
+
+
+async def _run_debates(
+    config: RunConfig,
+    dataset: Dataset,
+    out: Path,
+    *,
+    force: bool,
+    progress: bool,
+    simulated: bool,
+    check_servers: bool,
+    on_summary: Callable[[RunSummary], None] | None,
+    stop: Any | None,
+    supervisor: Any | None,
+) -> RunSummary:
     setup, gate = build_setup(config, simulated)
     servers: DoctorReport | None = None
     try:
@@ -650,7 +698,8 @@ async def run_debates(
             servers = await check_servers_of(config)
             setup.simulated = setup.simulated or servers.simulated  # every record says so too
         store = RunStore(out)
-        manifest = manifest_for(config, dataset, setup, servers, simulated)
+        started = supervisor.records() if supervisor is not None else None
+        manifest = manifest_for(config, dataset, setup, servers, simulated, started)
         if stop is not None:
             manifest = manifest.model_copy(update={"stop": stop.model_dump(mode="json")})
         scan = store.open(manifest, force=force)
@@ -685,6 +734,7 @@ async def run_debates(
                 report,
                 metrics=(out, config.server_metrics),
                 scheduler=scheduler,
+                supervisor=supervisor,
             )
             return summaries[0]
         finally:
@@ -714,11 +764,14 @@ async def run_jobs(
     responses: ResponseStore | None = None,
     metrics: tuple[Path, float] | None = None,
     scheduler: Scheduler | None = None,
+    supervisor: Any | None = None,
 ) -> list[RunSummary]:
     """`metrics`: the folder of servers.jsonl and the seconds between samples (0: none).
     `scheduler`: which debates may start (an experiment's stopping rule); without one each job
-    runs every debate of its `todo`, `concurrency` at a time."""
+    runs every debate of its `todo`, `concurrency` at a time. `supervisor`: the servers crawdad
+    started (crawdad/serving/supervisor.py): kept alive while the run goes."""
     bar = Progress(jobs, progress)
+    bar.supervisor = supervisor
     names = [j.name for j in jobs]
     sched = scheduler or Scheduler(names, concurrency)
     bar.stopped = lambda name: sched.verdict(name) is not None
@@ -774,6 +827,14 @@ async def run_jobs(
     )
     ticker = asyncio.create_task(bar.tick())
     watcher = asyncio.create_task(_watch(Watchdog.of(*(j.setup for j in jobs)), halt, not progress))
+    keeper = None
+    if supervisor is not None:  # restarts hold the pools' requests; a server given up stops us
+        supervisor.listener.attach(
+            pools_of(*(j.setup for j in jobs)),
+            lambda m: halt(RunStopped(m)),
+            [s.base_url for s in supervisor.plan.servers],
+        )
+        keeper = asyncio.create_task(supervisor.watch())
     sampling = None
     if sampler is not None:
         bar.sampler = sampler
@@ -826,7 +887,7 @@ async def run_jobs(
             await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        for helper in (ticker, watcher, sampling):
+        for helper in (ticker, watcher, sampling, keeper):
             if helper is not None:
                 helper.cancel()
         queue.put_nowait(None)

@@ -343,7 +343,9 @@ class RunStore:
         """A resume answered by another build of a model (a re-pulled tag, another server
         version) is noted, and its servers added: the analysis then says the run mixes builds."""
         served = merge_served(old.served, new.served, key=ServedBy.build)
-        if served == old.served:
+        known = {s.identity() for s in old.started}
+        started = [*old.started, *(s for s in new.started if s.identity() not in known)]
+        if served == old.served and len(started) == len(old.started):
             return old
         changed = [
             f"{role}: now {e.describe()}"
@@ -351,12 +353,18 @@ class RunStore:
             if role in old.served
             for e in entries[len(old.served[role]) :]
         ]
+        changed += [
+            f"server {s.key}: now {s.engine} {s.engine_version or '?'} on {s.weights} "
+            f"({s.weights_hash or 'no hash'})"
+            for s in started[len(old.started) :]
+            if old.started
+        ]
         notes = list(old.notes)
         if changed:
             note = "resumed on another build: " + "; ".join(changed)
             log.warning("%s: %s", self.path, note)
             notes.append(f"{datetime.now(UTC).isoformat(timespec='seconds')}: {note}")
-        manifest = old.model_copy(update={"served": served, "notes": notes})
+        manifest = old.model_copy(update={"served": served, "started": started, "notes": notes})
         assert self._dir is not None
         self._dir.write_text(MANIFEST, manifest.model_dump_json(indent=2))
         return manifest

@@ -36,7 +36,7 @@ from crawdad.run.scheduler import (
 from crawdad.run.series_file import SERIES, check_line, iter_raw
 from crawdad.run.server_series import KIND_LABEL
 from crawdad.run.store import read_selected_order
-from crawdad.safe_files import Folder
+from crawdad.safe_files import Folder, read_inside
 from crawdad.view.index import Entry, RunIndex, Source
 
 WINDOW_S = 300.0  # debates/min and tokens/s: over the last 5 minutes
@@ -267,6 +267,27 @@ class ServersTail:
         return out
 
 
+def server_states(folder: Path, now: float) -> dict[str, str]:
+    """Base URL -> what crawdad says of a server it started and is restarting (or gave up),
+    from the run folder's servers/status.json (crawdad/serving/supervisor.py)."""
+    try:
+        data = read_inside(folder / "servers", "status.json", root=folder, limit=1 << 20)
+        status = json.loads(data) if data else {}
+    except (OSError, ValueError, CrawdadError):
+        return {}
+    out = {}
+    for key, s in status.items() if isinstance(status, dict) else []:
+        if not isinstance(s, dict) or s.get("state") not in ("restarting", "failed"):
+            continue
+        since = _num(s.get("since"))
+        took = f" for {now - since:.0f} s" if since is not None else ""
+        word = "restarting" if s["state"] == "restarting" else "down, not restarted (see its log)"
+        out[str(s.get("url", "")).rstrip("/")] = (
+            f"crawdad's server {key}: {word}{took}; restarts so far: {s.get('restarts', 0)}"
+        )
+    return out
+
+
 def _outcomes(run: RunIndex) -> dict[str, Outcome]:
     """The run's outcome per finished question (its latest line; an errored one is not
     finished), as the scheduler counts them."""
@@ -467,8 +488,22 @@ class Live:
         newest.sort(key=lambda e: (e.finished_at or 0.0, e.line_no), reverse=True)
         servers = []
         for src in self.sources:
+            states = server_states(src.path, now)
             for server in self._servers_of(src).payload():
+                said = states.pop(str(server["url"]).rstrip("/"), None)
+                if said:
+                    server["note"] = "; ".join(x for x in (said, server.get("note")) if x)
                 servers.append({"folder": src.path.name, **server})
+            for url, said in states.items():  # not sampled yet: its state alone
+                servers.append(
+                    {
+                        "folder": src.path.name,
+                        "url": url,
+                        "kind": "server",
+                        "source": "",
+                        "note": said,
+                    }
+                )
         return {  # strict JSON (`strict_json`): NaN and infinity never reach the browser
             "now": now,
             "runs": out_runs,

@@ -1,0 +1,231 @@
+"""A run whose models crawdad serves itself: the plan, its servers started before the run's
+readiness check and stopped after it (also on Ctrl-C and SIGTERM), the run's `base_urls` taken
+from the supervisor, and the request pools told when a server is being restarted.
+
+The runner stays a runner: it calls `served_run` around its work and hands the pools to
+`PoolListener`; planning lives in `crawdad.serving.plan`, processes in the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crawdad.config import RunConfig, ServingConfig
+
+if TYPE_CHECKING:
+    from crawdad.backends.pool import ModelPool
+    from crawdad.serving.base import Plan, ServerPlan
+    from crawdad.serving.supervisor import Supervisor
+
+SERVERS = "servers"  # the run folder's folder of server logs, restarts and states
+
+
+def places(config: RunConfig) -> dict[str, Any]:
+    """Each model of the config by its place: "agents.0", "extractor", "judge", "grader"."""
+    out: dict[str, Any] = {f"agents.{i}": a for i, a in enumerate(config.agents)}
+    out["extractor"] = config.extractor
+    for name in ("judge", "grader"):
+        if (spec := getattr(config, name)) is not None:
+            out[name] = spec
+    return out
+
+
+def serves_any(config: RunConfig) -> bool:
+    """A model of the config has a `serve` table: crawdad starts its server."""
+    return any(spec.serve is not None for spec in places(config).values())
+
+
+def make_plan(config: RunConfig) -> Plan:
+    """The plan of the config's served models (crawdad.serving.plan)."""
+    from crawdad.serving.plan import plan_config
+
+    return plan_config(config)
+
+
+def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
+    """`config` with each served place's `base_urls` (and backend) set to its servers'."""
+    from crawdad.serving.plan import apply_plan
+
+    return apply_plan(config, plan)
+
+
+def overrides(plan: Plan) -> list[str]:
+    """The `--set` options that point a run at the plan's servers (kept running)."""
+    out = ["--set serving.start=false"]
+    engines = {place: s.engine for s in plan.servers for place in s.models}
+    for place, urls in plan.urls().items():
+        listed = ", ".join(f'"{u}"' for u in urls)
+        out.append(f"--set '{place}.base_urls=[{listed}]'")
+        out.append(f"--set {place}.backend={'ollama' if engines[place] == 'ollama' else 'openai'}")
+    return out
+
+
+def variant_plan(plan: Plan, name: str) -> Plan:
+    """The servers of one experiment variant, its places without the "VARIANT:" prefix that
+    `plan_configs` gives them."""
+    servers = []
+    for server in plan.servers:
+        mine = [p.split(":", 1)[1] for p in server.models if p.startswith(f"{name}:")]
+        if mine:
+            servers.append(server.model_copy(update={"models": mine}))
+    return plan.model_copy(update={"servers": servers})
+
+
+@contextlib.asynccontextmanager
+async def served_experiment(
+    configs: dict[str, RunConfig], out: Path, *, progress: bool = True
+) -> AsyncIterator[tuple[dict[str, RunConfig], Supervisor | None]]:
+    """`served_run` for an experiment: one plan for every variant (a model several variants
+    serve is served once), each variant pointed at its servers; the logs in DIR/servers."""
+    if not any(serves_any(c) and c.serving.start for c in configs.values()):
+        yield configs, None
+        return
+    from crawdad.serving.plan import plan_configs
+    from crawdad.serving.supervisor import Supervisor
+
+    plan = plan_configs(configs)
+    first = next(iter(configs.values()))
+    supervisor = Supervisor(
+        plan, first.serving, out, sub=SERVERS, listener=PoolListener(), progress=progress
+    )
+    with _sigterm_as_ctrl_c():
+        await supervisor.start()
+        try:
+            yield (
+                {n: apply_urls(c, variant_plan(plan, n)) for n, c in configs.items()},
+                supervisor,
+            )
+        finally:
+            await supervisor.stop()
+
+
+def kept_text(plan: Plan, how: str) -> str:
+    """The servers left running, and the options that point a run at them."""
+    lines = [f"servers {how}:"]
+    lines += [f"  {s.key}: {s.base_url} ({s.engine}, {s.weights})" for s in plan.servers]
+    lines.append("point a run at them with:")
+    lines += [f"  {line}" for line in overrides(plan)]
+    return "\n".join(lines)
+
+
+async def keep_serving(
+    plan: Plan, serving: ServingConfig, logs: Path, progress: bool = True
+) -> None:
+    """`crawdad serve CONFIG`: start the plan's servers and keep them (restarted when they
+    die) until Ctrl-C or SIGTERM, then stop them."""
+    from crawdad.serving.supervisor import Supervisor
+
+    supervisor = Supervisor(plan, serving, logs, progress=progress)
+    with _sigterm_as_ctrl_c():
+        await supervisor.start()
+        try:
+            print(kept_text(plan, f"running (logs in {logs}); Ctrl-C stops them"), flush=True)
+            await supervisor.watch()
+        finally:
+            await supervisor.stop()
+
+
+class PoolListener:
+    """Tells the request pools that a server is being restarted and when it is back, and stops
+    the run once a server is given up."""
+
+    def __init__(self) -> None:
+        self.pools: list[ModelPool] = []
+        self.halt: Callable[[str], None] | None = None
+        self.given_up: str | None = None
+
+    def attach(self, pools: list[ModelPool], halt: Callable[[str], None], urls: list[str]) -> None:
+        self.pools, self.halt = pools, halt
+        for pool in pools:
+            for url in urls:
+                pool.supervise(url)
+        if self.given_up is not None:
+            halt(self.given_up)
+
+    def server_down(self, server: ServerPlan, reason: str) -> None:
+        for pool in self.pools:
+            pool.hold(server.base_url)
+
+    def server_up(self, server: ServerPlan) -> None:
+        for pool in self.pools:
+            pool.release(server.base_url)
+
+    def answering(self, server: ServerPlan, within: float) -> bool:
+        """Requests of the run in flight there got a chunk or an answer in the last `within`
+        seconds: the server works, whatever its health check says."""
+        now = time.monotonic()
+        return any(
+            e.active and e.silent_for(now) < within
+            for pool in self.pools
+            for e in pool.endpoints
+            if e.url == server.base_url.rstrip("/")
+        )
+
+    def gave_up(self, message: str) -> None:
+        self.given_up = message
+        if self.halt is not None:
+            self.halt(message)
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Any:
+    """SIGTERM stops the run as Ctrl-C does (asyncio.run cancels it, the servers are stopped)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, os.kill, os.getpid(), signal.SIGINT)
+    except (RuntimeError, ValueError):  # not the main thread (a notebook's loop)
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+@contextlib.asynccontextmanager
+async def served_run(
+    config: RunConfig,
+    out: Path,
+    *,
+    plan: Plan | None = None,
+    progress: bool = True,
+    keep: bool = False,
+) -> AsyncIterator[tuple[RunConfig, Supervisor | None]]:
+    """(the config pointed at the servers, their supervisor); (config, None) when no model of
+    the config is served by crawdad. `keep`: the servers outlive the run (`--keep-servers`)."""
+    if plan is None:
+        if not serves_any(config) or not config.serving.start:
+            yield config, None
+            return
+        plan = make_plan(config)
+    from crawdad.serving.supervisor import Supervisor
+
+    supervisor = Supervisor(
+        plan,
+        config.serving,
+        out,
+        sub=SERVERS,
+        listener=PoolListener(),
+        progress=progress,
+        outlive=keep,
+    )
+    with _sigterm_as_ctrl_c():
+        await supervisor.start()
+        try:
+            yield apply_urls(config, plan), supervisor
+        finally:
+            if keep:
+                supervisor.detach()
+                from tqdm.auto import tqdm
+
+                groups = " ".join(f"-{pid}" for pid in supervisor.pids().values())
+                tqdm.write(kept_text(plan, f"kept running (stop them with `kill -- {groups}`)"))
+            else:
+                await supervisor.stop()
