@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 from crawdad.analysis.figures.servers import servers_figure
+from crawdad.analysis.formatting import md_cell
 from crawdad.analysis.metrics.servers import (
     series_folder,
     server_series,
@@ -74,7 +75,7 @@ def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> 
             continue
         slots = g["slots"].dropna()
         said = verdict(
-            str(server),
+            md_cell(server),
             kind,
             _list(g["running"]) or [],
             _list(g["waiting"]),
@@ -84,16 +85,31 @@ def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> 
         )
         source = str(g["source"].iloc[-1])
         if said:
-            verdicts.append(f"- {said[0].upper()}{said[1:]} (source: {source}).")
+            said = " ".join(said.splitlines())  # crawdad's words, the URL escaped above
+            verdicts.append(f"- {said[0].upper()}{said[1:]} (source: {md_cell(source)}).")
         elif kind == "ollama":
             verdicts.append(
-                f"- The {KIND_LABEL[kind]} server at {server} tells which models it has loaded "
-                f"({source}), not its queue: no verdict on its load."
+                f"- The {KIND_LABEL[kind]} server at {md_cell(server)} tells which models it has "
+                f"loaded ({md_cell(source)}), not its queue: no verdict on its load."
             )
     if verdicts:
         blocks.append("**Verdict.**\n\n" + "\n".join(verdicts))
-    for _, n in notes.drop_duplicates("server").iterrows():
-        blocks.append(f"The server at {n['server']} served no metrics ({n['note']}): {NOT_SHOWN}.")
+    if not notes.empty:
+        said_notes = [f"- {md_cell(n)}" for n in dict.fromkeys(notes["note"])]
+        blocks.append("**What could not be read.**\n\n" + "\n".join(said_notes))
+    with_figures = set(series.loc[series["kind"] != "", "server"]) if not series.empty else set()
+    for server in dict.fromkeys(notes["server"]):
+        if server not in with_figures:
+            blocks.append(
+                f"The server at {md_cell(server)} served no metrics crawdad could read: {NOT_SHOWN}."
+            )
+    lost = series.groupby("server")["lost"].max().dropna() if not series.empty else None
+    if lost is not None and (lost > 0).any():
+        counted = ", ".join(f"{md_cell(u)}: {int(n)}" for u, n in lost.items() if n > 0)
+        blocks.append(
+            f"Samples lost (an answer too large, too slow or unreadable; counted this session, "
+            f"left out, never guessed): {counted}."
+        )
     if not series.empty:
         blocks.append(
             Plot(

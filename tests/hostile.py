@@ -21,6 +21,7 @@ from typing import Any
 
 DEBATES = "debates.jsonl"
 MANIFEST = "manifest.json"
+SERIES = "servers.jsonl"
 OUTSIDE = "outside"  # beside the run folder: what links in it lead to; never read nor written
 # Only in the files outside the run folder: it must never reach a table, a page or a report.
 MARKER = "OUTSIDE-MARKER-7f3a9c"
@@ -245,6 +246,31 @@ def report_md_link_out(folder: Path) -> Expect:
     target.write_text(f"# {MARKER}\n")
     (folder / "report" / "report.md").symlink_to(target)
     return Expect(r"report\.md is a link", writes_refused=True)
+
+
+@hostile
+def servers_link_out(folder: Path) -> Expect:
+    """servers.jsonl a link to a series elsewhere (issue 47): never read into a report, a page
+    or a frame; a resume refuses to append to it."""
+    sample = {"at": 1.0, "servers": {f"http://{MARKER}/v1": {"kind": "vllm", "running": 1}}}
+    _link_out(folder, SERIES, (json.dumps(sample) + "\n").encode())
+    says = r"servers\.jsonl is a link"
+    return Expect(says, resume_refused=True, resume_says=says)
+
+
+@hostile
+def servers_wrong_types(folder: Path) -> Expect:
+    """servers.jsonl with wrong-typed and impossible lines (issue 47): each named and left out,
+    the debates untouched."""
+    bad = [
+        '{"at": 1.0, "servers": [1, 2, 3]}',
+        '{"at": 2.0, "servers": {"http://s/v1": {"generation_tokens": "12"}}}',
+        '{"at": null, "servers": {}}',
+        '{"at": 3.0, "servers": {"http://s/v1": {"running": NaN, "kv_cache": 1.5}}}',
+    ]
+    with (folder / SERIES).open("a") as f:
+        f.write("\n".join(bad) + "\n")
+    return Expect(r"servers\.jsonl line \d+")
 
 
 @hostile

@@ -162,7 +162,7 @@ def test_verdict_in_plain_words() -> None:
 
 
 def test_series_file_stays_bounded_and_keeps_notes(tmp_path: Path) -> None:
-    f = SeriesFile(tmp_path / SERIES, cap=10)
+    f = SeriesFile(tmp_path, cap=10)
     f.append({"session": 1.0, "every": 5})
     f.append({"note": "no metrics", "server": "u"})
     for i in range(100):
@@ -172,7 +172,7 @@ def test_series_file_stays_bounded_and_keeps_notes(tmp_path: Path) -> None:
     assert len(samples) < 10 and f.stride > 1
     assert samples[0] == 0.0 and samples[-1] >= 60  # spread over the whole run
     assert sum("note" in x for x in lines) == 1 and "session" in lines[0]
-    again = SeriesFile(tmp_path / SERIES, cap=4)  # a later session: the bound holds at once
+    again = SeriesFile(tmp_path, cap=4)  # a later session: the bound holds at once
     assert again.samples < 4
 
 
@@ -271,7 +271,8 @@ async def test_timid_run_leaves_a_series_and_is_told_to_raise_concurrency(tmp_pa
     summary, server = await _run(tmp_path, capacity=64, concurrency=2)
     assert summary.finished == 16
     samples = [x for x in read_series(tmp_path / "run") if "servers" in x]
-    assert len(samples) >= 3 and server.stats.metrics_requests >= len(samples)
+    read = [x for x in samples if "kind" in x["servers"][server.url]]
+    assert len(read) >= 3 and server.stats.metrics_requests >= len(read)
     one = samples[-1]
     assert (
         one["servers"][server.url]["kind"] == "vllm" and "in_flight" in one["servers"][server.url]
@@ -301,8 +302,9 @@ async def test_server_without_metrics_is_noted_once_and_the_run_goes_on(
         summary, server = await _run(tmp_path, capacity=64, concurrency=4, n=8, metrics="none")
     assert summary.finished == 8 and summary.errored == 0
     lines = read_series(tmp_path / "run")
-    notes = [x for x in lines if "note" in x]
-    assert len(notes) == 1 and "serves no metrics" in notes[0]["note"]
+    # (a sample late on a loaded machine is noted too: a note of its own)
+    notes = [x for x in lines if "serves no metrics" in x.get("note", "")]
+    assert len(notes) == 1
     assert sum("serves no metrics" in r.message for r in caplog.records) == 1
     # Asked until it answered (/metrics, then /slots: a read later than its timeout is asked
     # again at the next sample), then never again: no retry storm.

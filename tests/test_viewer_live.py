@@ -165,7 +165,7 @@ def test_the_servers_series_keeps_the_last_hour_and_rereads_a_rewritten_file(
     path = tmp_path / "servers.jsonl"
     t0 = 1_800_000_000.0
     path.write_text("".join(sample(t0 + 60 * i, i, 0, 0.1, i, i) for i in range(120)))
-    tail = ServersTail(path)
+    tail = ServersTail(tmp_path)
     tail.refresh()
     (track,) = tail.tracks.values()
     ats = [float(p["at"] or 0) for p in track.points]

@@ -14,14 +14,17 @@ session), `debates` (finished this session). A figure the server does not give i
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crawdad.run.server_series import read_series
+from crawdad.errors import UnsafePathError
+from crawdad.run.series_file import SERIES, load_series
 from crawdad.run.store import is_experiment
+from crawdad.safe_files import Folder
 
 SERIES_COLUMNS = [
     "run",
@@ -47,22 +50,46 @@ SERIES_COLUMNS = [
     "prefix_queries",
     "prefix_hits",
     "tokens",
+    "lost",  # samples of the server lost so far this session (a bound broken, late, unreadable)
 ]
 NOTE_COLUMNS = ["run", "server", "note"]
+
+
+def _has_series(folder: Path) -> bool:
+    """The folder has a servers.jsonl entry of any kind (a link too: refused when read)."""
+    try:
+        with Folder(folder, create=False) as f:
+            return f.lstat(SERIES) is not None
+    except OSError:
+        return False
 
 
 def series_folder(folder: Path) -> Path:
     """Where a run's series lies: its folder, or the experiment's around it (the variants of an
     experiment share their servers, and one series)."""
     folder = Path(folder)
-    if not (folder / "servers.jsonl").is_file() and is_experiment(folder.parent):
+    if not _has_series(folder) and is_experiment(folder.parent):
         return folder.parent
     return folder
 
 
+def read_lines(folder: Path) -> list[dict[str, Any]]:
+    """The valid lines of the run's series; each line left out, and a file refused (a link, a
+    FIFO), is said as a warning naming it."""
+    where = series_folder(folder)
+    try:
+        found = load_series(where)
+    except (UnsafePathError, OSError) as e:
+        warnings.warn(f"{e}; the servers' series is left out", stacklevel=3)
+        return []
+    for problem in found.problems:
+        warnings.warn(problem, stacklevel=3)
+    return found.lines
+
+
 def server_series(folder: Path, run: str = "") -> tuple[pd.DataFrame, pd.DataFrame, float]:
     """(the samples, the notes, the seconds between samples) of a run folder."""
-    lines = read_series(series_folder(folder))
+    lines = read_lines(folder)
     rows: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     session, every, first = 0.0, 0.0, None

@@ -24,6 +24,7 @@ from crawdad.backends.base import (
     text_or_none,
 )
 from crawdad.backends.guard import StreamGuard
+from crawdad.backends.server_metrics import ANSWER_LIMITS, json_within, read_body
 from crawdad.backends.streaming import StreamConnections, ollama_result, read_ndjson
 from crawdad.backends.transport import (
     TRANSPORT_ERRORS,
@@ -172,13 +173,17 @@ class OllamaBackend:
     async def _get(self, path: str, seconds: float) -> tuple[Any, bool]:
         """The JSON body of GET `path`, and whether crawdad's fake server sent it."""
         url = f"{self.url.rstrip('/')}{path}"
+        # Read within bounds (server_metrics.ANSWER_LIMITS): bytes as sent and decompressed,
+        # JSON's depth; past one, a `Lost` (a ValueError: a garbled answer).
+        headers = {**self._headers, "Accept-Encoding": "gzip, deflate"}
         async with (
             asyncio.timeout(seconds),
-            await self._http.get(url, headers=self._headers) as resp,
+            await self._http.get(url, headers=headers, auto_decompress=False) as resp,
         ):
+            body = await read_body(resp, ANSWER_LIMITS)
             if resp.status >= 400:
-                raise OllamaError(_error_text(await resp.text(errors="replace")), resp.status)
-            return await resp.json(content_type=None), FAKE_HEADER in resp.headers
+                raise OllamaError(_error_text(body.decode("utf-8", "replace")), resp.status)
+            return json_within(body, ANSWER_LIMITS), FAKE_HEADER in resp.headers
 
     async def _listing(self) -> tuple[list[dict[str, Any]], bool]:
         try:

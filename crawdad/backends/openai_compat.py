@@ -36,6 +36,7 @@ from crawdad.backends.base import (
 )
 from crawdad.backends.guard import StreamGuard
 from crawdad.backends.serve_hints import vllm_serve
+from crawdad.backends.server_metrics import ANSWER_LIMITS, json_within
 from crawdad.backends.streaming import StreamConnections, StreamError, read_sse
 from crawdad.backends.transport import (
     diagnose,
@@ -381,10 +382,24 @@ class OpenAIBackend:
         """GET a path beside /v1 (the JSON object, or {} on any failure) and whether crawdad's
         fake server answered: nice to have, never worth failing on."""
         root = self.url.rstrip("/").removesuffix("/v1")
-        try:
-            resp = await self._client._client.get(f"{root}{path}")
-            fake = FAKE_HEADER in resp.headers
-            body = resp.json() if resp.status_code == 200 else {}
+        limits = ANSWER_LIMITS
+        try:  # within bounds: uncompressed (asked so; anything else refused), bytes, time, depth
+            async with (
+                asyncio.timeout(limits.seconds),
+                self._client._client.stream(
+                    "GET", f"{root}{path}", headers={"Accept-Encoding": "identity"}
+                ) as resp,
+            ):
+                fake = FAKE_HEADER in resp.headers
+                coding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+                if resp.status_code != 200 or coding not in ("", "identity"):
+                    return {}, fake
+                data = bytearray()
+                async for chunk in resp.aiter_raw():
+                    data += chunk
+                    if len(data) > limits.max_bytes:
+                        return {}, fake
+            body = json_within(bytes(data), limits)
             return (body if isinstance(body, dict) else {}), fake
         except Exception:
             return {}, False

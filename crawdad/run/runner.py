@@ -811,6 +811,16 @@ async def run_jobs(
             for task in list(tasks):
                 task.cancel()
 
+    sampler = None
+    if metrics is not None and metrics[1] > 0:
+        sampler = ServerSampler(
+            pools_of(*(j.setup for j in jobs)),
+            metrics[1],
+            metrics[0],
+            lambda: sum(s.finished for s in summaries),
+            concurrency,
+        )
+        sampler.open()  # a servers.jsonl that is a link: refused here, before any debate
     queue: asyncio.Queue[Written | None] = asyncio.Queue()
     writer = asyncio.create_task(
         _writer(queue, on_written, lambda e: halt(RunStopped(str(e))), responses)
@@ -825,15 +835,8 @@ async def run_jobs(
             [s.base_url for s in supervisor.plan.servers],
         )
         keeper = asyncio.create_task(supervisor.watch())
-    sampler = sampling = None
-    if metrics is not None and metrics[1] > 0:
-        sampler = ServerSampler(
-            pools_of(*(j.setup for j in jobs)),
-            metrics[1],
-            metrics[0],
-            lambda: sum(s.finished for s in summaries),
-            concurrency,
-        )
+    sampling = None
+    if sampler is not None:
         bar.sampler = sampler
         sampling = asyncio.create_task(_sample(sampler))
     start = time.monotonic()

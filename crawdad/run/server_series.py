@@ -15,17 +15,20 @@ a `note` line) and not asked again.
   "models": {MODEL: {"in_flight", "waiting" (in crawdad, for room), "responses", "tokens"}},
   "debates": finished this session}`. Counters (the server's and crawdad's) are cumulative.
 
-The file is bounded: at `MAX_SAMPLES` samples it is rewritten keeping every other one, and from
-then on every other sample is written (the stride doubles each time). A run of days keeps
-4,000 samples at most, spread over the whole run (at 5 s, two days are kept at 80 s).
+The file is bounded in samples and bytes, and written and read under the run folder's rules
+(`crawdad.run.series_file`).
+
+Each read of a server is bounded in bytes, time and what is parsed (`server_metrics.Limits`);
+what breaks a bound loses that sample, counted in the server's `lost` and noted once per server
+and cause. Figures are checked by meaning: an impossible one (NaN, infinity, a negative count, a
+fraction above 1) is left out and noted, never kept; a counter that goes down tells a restart
+of the server, noted. One server's failure is its own: the others are sampled as ever.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -33,74 +36,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crawdad.backends.server_metrics import MetricsReader, NoMetrics, Reading
+from crawdad.backends.server_metrics import (
+    COUNTERS,
+    LIMITS,
+    Limits,
+    Lost,
+    MetricsReader,
+    NoMetrics,
+    Reading,
+)
+from crawdad.run.series_file import MAX_SAMPLES, SERIES, SeriesFile, load_series, read_series
 
 log = logging.getLogger("crawdad")
 
-SERIES = "servers.jsonl"
-MAX_SAMPLES = 4000
+__all__ = ["SERIES", "SeriesFile", "ServerSampler", "load_series", "read_series", "verdict"]
 KIND_LABEL = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp", "ollama": "Ollama"}
-
-
-class SeriesFile:
-    """Appends samples, keeping at most `cap` of them (see the module's docstring)."""
-
-    def __init__(self, path: Path, cap: int = MAX_SAMPLES) -> None:
-        self.path = path
-        self.cap = cap
-        self.stride = 1
-        self._seen = 0
-        self.samples = 0
-        if path.exists():
-            lines = _lines(path)
-            self.samples = sum(1 for x in lines if "servers" in x)
-            while self.samples >= cap:  # a file of an earlier session already at the bound
-                self._compact()
-
-    def append(self, line: dict[str, Any]) -> None:
-        sample = "servers" in line
-        if sample:
-            self._seen += 1
-            if (self._seen - 1) % self.stride:
-                return
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(line, separators=(",", ":")) + "\n")
-        if sample:
-            self.samples += 1
-            if self.samples >= self.cap:
-                self._compact()
-
-    def _compact(self) -> None:
-        kept, n = [], 0
-        for line in _lines(self.path):
-            if "servers" in line:
-                n += 1
-                if n % 2 == 0:
-                    continue
-            kept.append(line)
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in kept))
-        os.replace(tmp, self.path)
-        self.samples = sum(1 for x in kept if "servers" in x)
-        self.stride *= 2
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue  # a line cut by a crash
-        if isinstance(line, dict):
-            out.append(line)
-    return out
-
-
-def read_series(folder: Path) -> list[dict[str, Any]]:
-    """Every line of a folder's servers.jsonl ([] when it has none)."""
-    path = Path(folder) / SERIES
-    return _lines(path) if path.is_file() else []
 
 
 @dataclass
@@ -125,8 +75,10 @@ class ServerSampler:
         folder: Path,
         debates: Callable[[], int] = lambda: 0,
         concurrency: int | None = None,
+        limits: Limits = LIMITS,
     ) -> None:
         self.pools = list(pools)
+        self.limits = limits
         self.every = every
         self.folder = Path(folder)
         self.debates = debates
@@ -134,6 +86,10 @@ class ServerSampler:
         self.tracks: dict[str, _Track] = {}
         self.notes: dict[str, str] = {}  # server URL -> why it has no metrics
         self.samples = 0
+        self.lost: dict[str, int] = {}  # server URL -> samples lost this session
+        self.restarts: dict[str, int] = {}  # server URL -> restarts seen (counters went down)
+        self._noted: set[tuple[str, str]] = set()  # (server URL, cause) noted this session
+        self._counters: dict[str, dict[str, float]] = {}
         self._file: SeriesFile | None = None
         self._readers: dict[str, MetricsReader] = {}
         self._start = time.time()
@@ -146,21 +102,23 @@ class ServerSampler:
                 found.setdefault(e.url, pool.spec.backend)
         return found
 
+    def open(self) -> None:
+        """Open the folder's series (a servers.jsonl that is a link is refused here, with a
+        message naming it, before the run starts) and mark the session's start."""
+        self._file = SeriesFile(self.folder)
+        self._file.append({"session": round(self._start, 3), "every": self.every})
+
     async def run(self) -> None:
         """Sample until cancelled. The first sample comes `every` seconds in."""
         import aiohttp
 
         from crawdad.backends.transport import connector
 
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._file = SeriesFile(self.folder / SERIES)
-        self._file.append({"session": round(self._start, 3), "every": self.every})
-        timeout = min(2.0, max(0.05, self.every / 2))
-        async with aiohttp.ClientSession(connector=connector()) as session:
-            self._readers = {
-                url: MetricsReader(url, backend, session, timeout)
-                for url, backend in self.servers().items()
-            }
+        if self._file is None:
+            self.open()
+        # Bodies are decompressed by server_metrics.read_body, within its bound.
+        async with aiohttp.ClientSession(connector=connector(), auto_decompress=False) as session:
+            self.start(session)
             loop = asyncio.get_running_loop()
             due = loop.time()
             while True:
@@ -169,9 +127,61 @@ class ServerSampler:
                 await self.sample()
                 due = max(due, loop.time() - self.every)  # fell behind: do not catch up in a burst
 
+    def start(self, session: Any) -> None:
+        """A reader of each server over `session` (an aiohttp session made with
+        `auto_decompress=False`), each read within `limits` and a timeout of at most 2 s."""
+        timeout = min(self.limits.seconds, max(0.05, self.every / 2))
+        self._readers = {
+            url: MetricsReader(url, backend, session, timeout, self.limits)
+            for url, backend in self.servers().items()
+        }
+
+    def _note(self, url: str, cause: str, text: str, now: float) -> None:
+        """Write `text` once per server and cause this session."""
+        if (url, cause) in self._noted:
+            return
+        self._noted.add((url, cause))
+        log.warning("%s", text)
+        assert self._file is not None
+        self._file.append({"note": text, "server": url, "at": round(now, 3)})
+
+    async def _read(self, url: str) -> Reading | NoMetrics | Lost | None:
+        """One server's reading; whatever goes wrong is that server's alone (a `Lost`)."""
+        try:
+            return await self._readers[url].read()
+        except Lost as e:
+            return e
+        except Exception as e:  # an answer no rule foresaw: this sample of this server is lost
+            log.debug("reading %s failed", url, exc_info=True)
+            return Lost("error", f"reading its answer failed ({type(e).__name__})")
+
+    def _checked(self, url: str, reading: Reading, now: float) -> None:
+        """Note what the reading left out as impossible, and a counter that went down."""
+        if reading.rejected:
+            said = ", ".join(f"{k} = {v}" for k, v in sorted(reading.rejected.items()))
+            self._note(
+                url,
+                "impossible",
+                f"the server at {url} gave figures that cannot be ({said}): left out of its "
+                "samples, never averaged",
+                now,
+            )
+        last = self._counters.get(url, {})
+        now_counters = {k: getattr(reading, k) for k in COUNTERS if getattr(reading, k) is not None}
+        if any(k in last and v < last[k] for k, v in now_counters.items()):
+            self.restarts[url] = self.restarts.get(url, 0) + 1
+            self._note(
+                url,
+                "restart",
+                f"the server at {url} restarted (its counters went down): rates start again "
+                "from its next sample",
+                now,
+            )
+        self._counters[url] = now_counters
+
     async def sample(self) -> None:
         urls = list(self._readers)
-        readings = await asyncio.gather(*(self._readers[u].read() for u in urls))
+        readings = await asyncio.gather(*(self._read(u) for u in urls))
         now = time.time()
         assert self._file is not None
         servers: dict[str, dict[str, Any]] = {url: {} for url in urls}
@@ -180,11 +190,22 @@ class ServerSampler:
                 if url not in self.notes:
                     self.notes[url] = reading.reason
                     text = f"the server at {url} serves no metrics crawdad reads: {reading.reason}"
-                    log.warning("%s; the run goes on without its figures", text)
-                    self._file.append({"note": text, "server": url, "at": round(now, 3)})
+                    self._note(url, "none", f"{text}; the run goes on without its figures", now)
+            elif isinstance(reading, Lost):
+                self.lost[url] = self.lost.get(url, 0) + 1
+                self._note(
+                    url,
+                    reading.cause,
+                    f"a sample of the server at {url} was lost: {reading.reason}; its samples "
+                    "are tried again, and those lost are counted",
+                    now,
+                )
             elif reading is not None:
+                self._checked(url, reading, now)
                 servers[url] = reading.as_dict()
                 self._track(url, reading)
+            if self.lost.get(url):
+                servers[url]["lost"] = self.lost[url]
         models: dict[str, dict[str, int]] = {}
         for pool in self.pools:
             mine = models.setdefault(

@@ -618,9 +618,10 @@ def recorded_order(out: Path) -> Literal["seeded", "file"] | None:
     out = Path(out)
     manifests = [out / MANIFEST, *sorted(out.glob(f"*/{MANIFEST}"))]
     for path in manifests:
-        try:
-            version = json.loads(path.read_bytes()).get("schema_version", 1)
-        except (OSError, ValueError, AttributeError):
+        try:  # never through a link (a variant folder that is one is refused when opened)
+            data = read_inside(path.parent, MANIFEST, root=out, limit=EXPERIMENT_LIMIT)
+            version = json.loads(data or b"null").get("schema_version", 1)
+        except (OSError, ValueError, AttributeError, StoreError):
             continue
         return "file" if isinstance(version, int) and version < SEEDED_ORDER_SCHEMA else "seeded"
     return None
@@ -716,19 +717,33 @@ def read_jsonl_ids(path: Path) -> list[str]:
 
 
 def is_experiment(folder: Path | str) -> bool:
-    """True when the folder holds an experiment.json (an experiment, not a run)."""
-    return (Path(folder) / EXPERIMENT).is_file()
+    """True when the folder holds an entry named experiment.json (an experiment, not a run; one
+    that is a link or no regular file is refused when read, by `read_experiment`)."""
+    try:
+        return os.lstat(Path(folder) / EXPERIMENT) is not None
+    except OSError:
+        return False
+
+
+EXPERIMENT_LIMIT = 16_000_000  # bytes: an experiment's manifest is a few KB
 
 
 def read_experiment(folder: Path | str) -> ExperimentManifest | None:
-    """An experiment folder's manifest; None when the folder has none."""
+    """An experiment folder's manifest; None when the folder has none. Read without following a
+    link: an experiment.json that is a link, a FIFO or a device is refused, naming it."""
     path = Path(folder) / EXPERIMENT
-    if not path.is_file():
-        return None
     try:
-        return ExperimentManifest.model_validate_json(path.read_bytes())
+        data = read_inside(folder, EXPERIMENT, limit=EXPERIMENT_LIMIT)
+    except FileNotFoundError:
+        return None
+    except UnsafePathError:
+        raise
     except OSError as e:
         raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+    if data is None:
+        return None
+    try:
+        return ExperimentManifest.model_validate_json(data)
     except ValidationError as e:
         first: dict[str, Any] = dict(e.errors()[0]) if e.errors() else {}
         raise StoreError(

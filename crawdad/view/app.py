@@ -29,7 +29,7 @@ from crawdad.view.index import (
     new_variants,
     open_sources,
 )
-from crawdad.view.live import Live
+from crawdad.view.live import Live, strict_json
 from crawdad.view.query import ALONE, SORTS, consensus_value, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
@@ -267,8 +267,8 @@ class Viewer:
         """The live view's figures (`crawdad.view.live`), read from what was appended since the
         last request."""
         self.refresh()
-        data = self.live.payload(self.runs)
-        return web.json_response(data, headers={"Cache-Control": "no-store"})
+        text = strict_json(self.live.payload(self.runs))
+        return web.json_response(text=text, headers={"Cache-Control": "no-store"})
 
     async def report(self, request: web.Request) -> web.Response:
         from crawdad.analysis.html import body_html

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,9 +33,10 @@ from crawdad.run.scheduler import (
     settled_prefix,
     undecided_reason,
 )
-from crawdad.run.server_series import KIND_LABEL, SERIES
-from crawdad.run.store import MANIFEST, read_selected_order
-from crawdad.safe_files import read_inside
+from crawdad.run.series_file import SERIES, check_line, iter_raw
+from crawdad.run.server_series import KIND_LABEL
+from crawdad.run.store import read_selected_order
+from crawdad.safe_files import Folder, read_inside
 from crawdad.view.index import Entry, RunIndex, Source
 
 WINDOW_S = 300.0  # debates/min and tokens/s: over the last 5 minutes
@@ -43,6 +45,7 @@ MAX_POINTS = 1000  # per server, whatever the sampling interval (an hour at 3.6 
 SENT_POINTS = 240  # points per series in one answer (every n-th kept beyond that)
 NEWEST = 12  # newest debates listed
 SEQUENCE_POINTS = 200  # points of a variant's confidence sequence in one answer
+READ_AT_ONCE = 64_000_000  # bytes of servers.jsonl read in one poll (the file keeps ~32 MB)
 SERIES_KEYS = (
     "at",
     "running",
@@ -64,11 +67,13 @@ def _selected(run: RunIndex, cache: dict[Path, int | None]) -> int | None:
     if run.path in cache:
         return cache[run.path]
     try:
-        data = json.loads((run.path / MANIFEST).read_text(encoding="utf-8"))
-        n: int | None = int(data["dataset"]["n_selected"])
-    except FileNotFoundError:
-        return None  # not written yet: ask again next time
-    except (OSError, ValueError, KeyError, TypeError):
+        text = run.manifest_text()  # never through a link
+        if text is None:
+            return None  # not written yet: ask again next time
+        n: int | None = int(json.loads(text)["dataset"]["n_selected"])
+        if n is not None and n < 0:
+            n = None
+    except (OSError, ValueError, KeyError, TypeError, CrawdadError):
         n = None
     cache[run.path] = n
     return n
@@ -153,46 +158,65 @@ class ServerTrack:
 
 
 def _num(x: Any) -> float | None:
+    """A finite number, else None."""
     try:
-        return None if x is None else float(x)
+        value = None if x is None else float(x)
     except (TypeError, ValueError):
         return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass
 class ServersTail:
-    """A folder's servers.jsonl, read from where the last call stopped."""
+    """A folder's servers.jsonl, read from where the last call stopped: never through a link
+    (a link is noted, never read), each line checked as `crawdad.analysis` checks it (a line
+    that fails is counted in `invalid` and left out)."""
 
-    path: Path
+    folder: Path
     offset: int = 0
     inode: int = 0
     tracks: dict[str, ServerTrack] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # server -> why it has no figures
     newest: float | None = None
+    invalid: int = 0  # lines left out (not JSON, wrong types, impossible figures)
+    problem: str | None = None  # why the file itself is not read (a link, a FIFO)
 
     def refresh(self) -> None:
         try:
-            st = self.path.stat()
+            with Folder(self.folder, create=False) as f:
+                if not f.is_file(SERIES):
+                    return
+                with f.open_read(SERIES) as handle:
+                    self.problem = None
+                    self._read(handle)
+        except CrawdadError as e:  # a link or a FIFO: named, never read
+            self.problem = str(e)
+            self.offset, self.inode, self.newest = 0, 0, None
+            self.tracks.clear()
+            self.notes.clear()
         except OSError:
             return
+
+    def _read(self, handle: Any) -> None:
+        st = os.fstat(handle.fileno())
         if st.st_ino != self.inode or st.st_size < self.offset:  # rewritten: read it again
-            self.offset, self.inode, self.newest = 0, st.st_ino, None
+            self.offset, self.inode, self.newest, self.invalid = 0, st.st_ino, None, 0
             self.tracks.clear()
             self.notes.clear()
         if st.st_size == self.offset:
             return
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break  # being written: next time
-                self.offset += len(raw)
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(line, dict):
-                    self._line(line)
+        handle.seek(self.offset)
+        problems: list[str] = []
+        for _, raw in iter_raw(handle, READ_AT_ONCE, problems, SERIES):
+            if not raw.endswith(b"\n"):
+                break  # being written: next time
+            self.offset += len(raw)
+            line = check_line(raw)
+            if isinstance(line, str):
+                self.invalid += 1
+            else:
+                self._line(line)
+        self.invalid += sum("longer than" in p and "line" in p for p in problems)
         if self.newest is not None:
             for track in self.tracks.values():
                 track.trim(self.newest)
@@ -235,6 +259,11 @@ class ServersTail:
         for url, note in self.notes.items():
             if url not in self.tracks:
                 out.append({"url": url, "kind": "server", "source": "", "note": note})
+        if self.problem is not None:
+            out.append({"url": "", "kind": "server", "source": "", "note": self.problem})
+        elif self.invalid:
+            note = f"{self.invalid} line(s) of {SERIES} fail its checks and are left out"
+            out.append({"url": "", "kind": "server", "source": "", "note": note})
         return out
 
 
@@ -326,7 +355,10 @@ class Decisions:
         from crawdad.run.experiment import recorded_rule
         from crawdad.stopping.decide import CONTRADICTED, interval_words, target_words
 
-        rule = recorded_rule(exp.stop)
+        try:
+            rule = recorded_rule(exp.stop)
+        except (CrawdadError, TypeError, ValueError):  # an invalid [stop]: no decisions to show
+            return []
         comparisons = max(1, len(exp.variants) - 1)  # as the run's scheduler shares alpha
         theirs = _outcomes(base)
         out = []
@@ -416,7 +448,7 @@ class Live:
     def _servers_of(self, src: Source) -> ServersTail:
         tail = self.servers.get(src.path)
         if tail is None:
-            tail = self.servers[src.path] = ServersTail(src.path / SERIES)
+            tail = self.servers[src.path] = ServersTail(src.path)
         tail.refresh()
         return tail
 
@@ -472,7 +504,7 @@ class Live:
                         "note": said,
                     }
                 )
-        return {
+        return {  # strict JSON (`strict_json`): NaN and infinity never reach the browser
             "now": now,
             "runs": out_runs,
             "servers": servers,
@@ -494,3 +526,11 @@ class Live:
                 for e in newest[:NEWEST]
             ],
         }
+
+
+def strict_json(payload: Any) -> str:
+    """`payload` as strict JSON for the browser: a float that is not finite becomes null (the
+    browser's JSON.parse refuses NaN and Infinity, and the page would draw nothing)."""
+    from crawdad.run.series_file import finite
+
+    return json.dumps(finite(payload), allow_nan=False, separators=(",", ":"))
