@@ -144,7 +144,8 @@ LimitOpt = Annotated[
     ),
 ]
 SampleOpt = Annotated[
-    int | None, typer.Option(min=1, metavar="N", help="Seeded sample of N, stratified by rung and alignment.")
+    int | None,
+    typer.Option(min=1, metavar="N", help="Seeded sample of N, stratified by rung and alignment."),
 ]
 StopOpt = Annotated[
     list[str],
@@ -157,9 +158,8 @@ StopOpt = Annotated[
 ]
 RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]
 RungsOpt = Annotated[
-    list[int], typer.Option(
-        "--rung", min=1, max=3, metavar="RUNG", help="Only these rungs (repeatable)."
-    )
+    list[int],
+    typer.Option("--rung", min=1, max=3, metavar="RUNG", help="Only these rungs (repeatable)."),
 ]
 QueryTypesOpt = Annotated[list[str], typer.Option("--query-type", help="Only these query types.")]
 AlignmentsOpt = Annotated[
@@ -167,9 +167,7 @@ AlignmentsOpt = Annotated[
 ]
 SetsOpt = Annotated[
     list[str],
-    typer.Option(
-        "--set", metavar="KEY=VALUE", help="Override a config key (an example is above)."
-    ),
+    typer.Option("--set", metavar="KEY=VALUE", help="Override a config key (an example is above)."),
 ]
 QuestionsFileOpt = Annotated[
     str | None, typer.Option(help="Which questions file in a folder or zip.")
@@ -371,7 +369,7 @@ def run(
         typer.Option(
             "--keep-servers",
             help="Leave the servers crawdad starts (models with a serve table) running after "
-            "the run, and print the --set options that point the next run at them."
+            "the run, and print the --set options that point the next run at them.",
         ),
     ] = False,
 ) -> None:
@@ -573,7 +571,9 @@ def bench(
     ] = 30.0,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="A new bench folder (default: one in runs/ named by the time)."),
+        typer.Option(
+            "--out", "-o", help="A new bench folder (default: one in runs/ named by the time)."
+        ),
     ] = None,
     questions_file: QuestionsFileOpt = None,
     sets: SetsOpt = [],  # noqa: B006
@@ -1056,7 +1056,7 @@ def fake_server(
         typer.Option(
             "--close-after-stream",
             help="Close each connection after its streamed reply, as llama-server does (the "
-            "client's next request on it gets no answer)."
+            "client's next request on it gets no answer).",
         ),
     ] = False,
     accuracy: Annotated[
@@ -1226,7 +1226,7 @@ def data_tables(
         typer.Option(
             "--draw-params",
             help="Models without probability tables (crawdad's examples) get seeded random ones;"
-            " their questions' labels become the engine's answers on them."
+            " their questions' labels become the engine's answers on them.",
         ),
     ] = False,
 ) -> None:
@@ -1304,7 +1304,7 @@ def data_own(
         typer.Option(
             "--name",
             metavar="COL=NAME",
-            help="COL=NAME: the column's name in the story (default: its header)."
+            help="COL=NAME: the column's name in the story (default: its header).",
         ),
     ] = [],  # noqa: B006
     context: Annotated[
@@ -1316,7 +1316,9 @@ def data_own(
     ] = None,
     query_type: Annotated[
         Literal["ate", "ett", "correlation"],
-        typer.Option(metavar="TYPE", help="What it asks: ate (rung 2), ett (rung 3) or correlation (rung 1)."),
+        typer.Option(
+            metavar="TYPE", help="What it asks: ate (rung 2), ett (rung 3) or correlation (rung 1)."
+        ),
     ] = "ate",
     counts_in_text: Annotated[
         bool,
