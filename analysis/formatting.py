@@ -149,6 +149,7 @@ _HEADER_NAMES = {
     "c_to_i": "right to wrong",
     "share_ge_0_9": "share ≥ 0.9",
     "p_value": "p-value",
+    "p_change": "changed",
     "question_id": "question id",
     "ece": "ECE",
     "brier": "Brier",
