@@ -13,6 +13,7 @@ __all__ = [
     "fmt_p",
     "fmt_pct",
     "format_table",
+    "header_words",
     "md_cell",
     "no_html",
     "no_links",
@@ -141,14 +142,76 @@ def md_cell(value: object) -> str:
     return _CELL.sub(lambda m: "\\" + m[0], text)
 
 
+# Column names (the CSV files' data interface) shown in words: whole names first, then each
+# snake_case word.
+_HEADER_NAMES = {
+    "i_to_c": "wrong to right",
+    "c_to_i": "right to wrong",
+    "share_ge_0_9": "share ≥ 0.9",
+    "p_value": "p-value",
+    "p_change": "changed",
+    "question_id": "question id",
+    "ece": "ECE",
+    "brier": "Brier",
+}
+_HEADER_WORDS = {
+    "acc": "accuracy",
+    "ci": "CI",
+    "lo": "low",
+    "hi": "high",
+    "gpu": "GPU",
+    "sd": "SD",
+    "q": "question",
+    "excl": "excluding",
+    "s": "(s)",
+}
+_SNAKE = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")
+
+
+def header_words(name: object) -> str:
+    """A table's column name as a reader's words: `n_correct` -> "n correct", `acc %` ->
+    "accuracy (%)", `median_wall_s` -> "median wall (s)". Names already in words stay."""
+    text = str(name)
+    pct = text.endswith(" %")
+    base = text[:-2] if pct else text
+    if base in _HEADER_NAMES:
+        base = _HEADER_NAMES[base]
+    elif _SNAKE.match(base) and ("_" in base or base in _HEADER_WORDS):
+        base = " ".join(_HEADER_WORDS.get(w, w) for w in base.split("_"))
+    return f"{base} (%)" if pct else base
+
+
+# A cell that reads as a number: 12, -0.5, 1,234, 45.2 %, 61.0 [52.1, 70.0], <0.001, +3.1,
+# inf, or an interval (59.5 to 90.8, [52.1, 70.0]).
+_NUM = r"[<>≤≥]?[+\-−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+|inf)(?:e[+-]?\d+)?\s*%?"
+_NUMBER = re.compile(rf"^(?:{_NUM}(?:\s*[\[(][^\])]*[\])])?|{_NUM} to {_NUM}|\[{_NUM}, {_NUM}\])$")
+_NO_VALUE = {"", "-", "–", "—", "nan", "n/a"}
+# Columns of labels that happen to be numbers: kept left like the other labels.
+_LABEL_COLUMNS = {"rung", "round", "bin", "responses", "question_id", "seed"}
+
+
+def _numeric(name: object, cells: pd.Series) -> bool:
+    if name in _LABEL_COLUMNS:
+        return False
+    texts = [str(v).strip().strip("*") for v in cells]
+    values = [t for t in texts if t not in _NO_VALUE]
+    # Most, not all: a table of variants by row (a measure per row) holds a row of words too.
+    return 2 * sum(bool(_NUMBER.match(t)) for t in values) > len(values)
+
+
 def to_markdown(df: pd.DataFrame, formatted: bool = False) -> str:
-    """A GitHub Markdown table (cells formatted with `format_table` unless already); every cell
-    and column name escaped with `md_cell`, so a record's string cannot change the table."""
+    """A GitHub Markdown table (cells formatted with `format_table` unless already); column
+    names in words (`header_words`), numbers right-aligned (`---:`), text left-aligned; every
+    cell and column name escaped with `md_cell`, so a record's string cannot change the table."""
     if df.empty:
         return "_(empty)_"
     f = df if formatted else format_table(df)
-    f = f.rename(columns=md_cell).map(lambda v: md_cell(v) if isinstance(v, str) else v)
-    return str(f.to_markdown(index=False, disable_numparse=True))
+    align = [
+        "right" if _numeric(name, f.iloc[:, i]) else "left" for i, name in enumerate(f.columns)
+    ]
+    f = f.rename(columns=lambda c: md_cell(header_words(c)))
+    f = f.map(lambda v: md_cell(v) if isinstance(v, str) else v)
+    return str(f.to_markdown(index=False, disable_numparse=True, colalign=align))
 
 
 def _groups_present(t1: pd.DataFrame) -> list[str]:

@@ -147,8 +147,8 @@ and the number of responses in a debate is the paper's number of rounds. A model
 accuracy is over the questions it answered first (its round-0 answer); its *final* accuracy is
 the debate's final answer on those same questions. An answer the extractor could not read, and
 every debate that errored, **count as wrong** in all accuracies; their numbers are given in each
-table (`n_unanswered`, `n_errored`) and in the summary. Persuasion, rounds and answer-change tables
-leave errored debates out. CIs on shares are 95% Wilson score intervals (they keep their coverage
+table (columns "n unanswered" and "n errored") and in the summary. Persuasion, rounds and
+answer-change tables leave errored debates out. CIs on shares are 95% Wilson score intervals (they keep their coverage
 near 0% and 100% and for a handful of questions: 2 of 2 right is 34.2 to 100, never a point); a
 paired difference (debate's gain) uses Newcombe's score interval for paired proportions. McNemar tests are exact (binomial test on the discordant pairs). Calibration uses 10
 equal-width confidence bins. Sentiment is VADER's compound score of the response text with

@@ -138,28 +138,36 @@ LimitOpt = Annotated[
     int | None,
     typer.Option(
         min=1,
+        metavar="N",
         help="The first N selected questions of the run's order, drawn from its seed (a random "
         "sample; --range names positions in the file).",
     ),
 ]
 SampleOpt = Annotated[
-    int | None, typer.Option(min=1, help="Seeded sample of N, stratified by rung and alignment.")
+    int | None,
+    typer.Option(min=1, metavar="N", help="Seeded sample of N, stratified by rung and alignment."),
 ]
 StopOpt = Annotated[
     list[str],
     typer.Option(
         "--stop",
+        metavar="KEY=VALUE",
         help="A stopping rule's setting, KEY=VALUE, repeated (the keys are listed above). "
         "A resume keeps the rule it was run under (or pass --force).",
     ),
 ]
 RangesOpt = Annotated[list[str], typer.Option("--range", help="Index range(s) like 0-99 or 500-.")]
 RungsOpt = Annotated[
-    list[int], typer.Option("--rung", min=1, max=3, help="Only these rungs (repeatable).")
+    list[int],
+    typer.Option("--rung", min=1, max=3, metavar="RUNG", help="Only these rungs (repeatable)."),
 ]
 QueryTypesOpt = Annotated[list[str], typer.Option("--query-type", help="Only these query types.")]
 AlignmentsOpt = Annotated[
     list[str], typer.Option("--alignment", help="commonsense, anticommonsense, nonsense.")
+]
+SetsOpt = Annotated[
+    list[str],
+    typer.Option("--set", metavar="KEY=VALUE", help="Override a config key (an example is above)."),
 ]
 QuestionsFileOpt = Annotated[
     str | None, typer.Option(help="Which questions file in a folder or zip.")
@@ -338,7 +346,7 @@ def run(
         int | None, typer.Option(help="Run seed (first speakers, sampling seeds).")
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Debates in flight at once.")
+        int | None, typer.Option(min=1, metavar="N", help="Debates in flight at once.")
     ] = None,
     schedule: Annotated[
         str | None, typer.Option(help="fifo, or grouped (one-GPU workstations).")
@@ -349,10 +357,7 @@ def run(
     query_types: QueryTypesOpt = [],  # noqa: B006
     alignments: AlignmentsOpt = [],  # noqa: B006
     questions_file: QuestionsFileOpt = None,
-    sets: Annotated[
-        list[str],
-        typer.Option("--set", help="Override a config key, KEY=VALUE (an example is above)."),
-    ] = [],  # noqa: B006
+    sets: SetsOpt = [],  # noqa: B006
     force: Annotated[
         bool, typer.Option(help="Resume even if the settings differ from the run's.")
     ] = False,
@@ -362,8 +367,9 @@ def run(
     keep_servers: Annotated[
         bool,
         typer.Option(
+            "--keep-servers",
             help="Leave the servers crawdad starts (models with a serve table) running after "
-            "the run, and print the --set options that point the next run at them."
+            "the run, and print the --set options that point the next run at them.",
         ),
     ] = False,
 ) -> None:
@@ -565,16 +571,18 @@ def bench(
     ] = 30.0,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Bench folder (default: runs/bench-TIME); a new one."),
+        typer.Option(
+            "--out", "-o", help="A new bench folder (default: one in runs/ named by the time)."
+        ),
     ] = None,
     questions_file: QuestionsFileOpt = None,
-    sets: Annotated[
-        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
-    ] = [],  # noqa: B006
+    sets: SetsOpt = [],  # noqa: B006
     progress: Annotated[bool, typer.Option(help="Show the progress bars.")] = True,
 ) -> None:
     """Is the GPU server or crawdad the bottleneck? The servers' ceiling, crawdad's share of it,
-    and the settings to use."""
+    and the settings to use.
+
+    --set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b."""
     from crawdad.bench import report_lines, run_bench
     from crawdad.bench.measure import default_levels, default_out, parse_levels
     from crawdad.tasks import load_items, task_named
@@ -607,13 +615,13 @@ def bench(
 @app.command()
 def doctor(
     config: ConfigOpt = None,
-    sets: Annotated[
-        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
-    ] = [],  # noqa: B006
+    sets: SetsOpt = [],  # noqa: B006
 ) -> None:
     """Check that the servers answer and have the models; print what to run if not. Models
     crawdad serves itself (a `serve` table): their engine, weights and plan. Takes experiment
-    files too (every variant's servers)."""
+    files too (every variant's servers).
+
+    --set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b."""
     from crawdad.doctor import diagnose, diagnose_all
     from crawdad.serving.commands import check_served, experiment_configs, is_experiment
 
@@ -710,9 +718,7 @@ def serve(
     gpu_memory: Annotated[
         float, typer.Option(min=1, help="With --gpus: each GPU's memory in GiB.")
     ] = 80.0,
-    sets: Annotated[
-        list[str], typer.Option("--set", help="Override a config key: agents.0.model=qwen3:8b.")
-    ] = [],  # noqa: B006
+    sets: SetsOpt = [],  # noqa: B006
     logs: Annotated[
         Path, typer.Option(help="Without --plan/--slurm: the folder of the servers' logs.")
     ] = Path("crawdad-servers"),
@@ -721,7 +727,9 @@ def serve(
     """Serve a config's models: start them and keep them (restarted if they die) for several
     runs until Ctrl-C, printing the --set options that point a run at them; --plan prints
     where each server goes and starts nothing; --slurm writes a batch script that starts them
-    beside the driver."""
+    beside the driver.
+
+    --set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b."""
     from crawdad.serving import commands
     from crawdad.serving.gpus import simulated
 
@@ -1033,7 +1041,7 @@ def fake_server(
             "--config",
             "-c",
             help="Serve a config's models (or an experiment's: every variant's); those it gives"
-            " tools call them (ablations/tools).",
+            " tools call them (such as the tools ablation).",
         ),
     ] = None,
     data: Annotated[
@@ -1046,8 +1054,9 @@ def fake_server(
     close_after_stream: Annotated[
         bool,
         typer.Option(
+            "--close-after-stream",
             help="Close each connection after its streamed reply, as llama-server does (the "
-            "client's next request on it gets no answer)."
+            "client's next request on it gets no answer).",
         ),
     ] = False,
     accuracy: Annotated[
@@ -1203,16 +1212,21 @@ def data_tables(
     n: Annotated[
         int | None, typer.Option("--n", help="A sample of N questions (stratified by rung).")
     ] = None,
-    query_types: Annotated[list[str], typer.Option("--query-type", help="Only these.")] = [],  # noqa: B006
-    rungs: Annotated[list[int], typer.Option("--rung", help="Only these rungs.")] = [],  # noqa: B006
+    query_types: Annotated[
+        list[str], typer.Option("--query-type", metavar="TYPE", help="Only these.")
+    ] = [],  # noqa: B006
+    rungs: Annotated[
+        list[int], typer.Option("--rung", metavar="RUNG", help="Only these rungs.")
+    ] = [],  # noqa: B006
     counts_in_text: Annotated[
         bool, typer.Option(help="Show the counts per combination in the question's text.")
     ] = True,
     draw_params: Annotated[
         bool,
         typer.Option(
+            "--draw-params",
             help="Models without probability tables (crawdad's examples) get seeded random ones;"
-            " their questions' labels become the engine's answers on them."
+            " their questions' labels become the engine's answers on them.",
         ),
     ] = False,
 ) -> None:
@@ -1280,6 +1294,7 @@ def data_own(
         list[str],
         typer.Option(
             "--code",
+            metavar="COL=VALUE",
             help="COL=VALUE: the value of a column coded 1 (needed unless its values are 0/1,"
             " yes/no, true/false or y/n; repeatable).",
         ),
@@ -1287,7 +1302,9 @@ def data_own(
     names: Annotated[
         list[str],
         typer.Option(
-            "--name", help="COL=NAME: the column's name in the story (default: its header)."
+            "--name",
+            metavar="COL=NAME",
+            help="COL=NAME: the column's name in the story (default: its header).",
         ),
     ] = [],  # noqa: B006
     context: Annotated[
@@ -1299,10 +1316,15 @@ def data_own(
     ] = None,
     query_type: Annotated[
         Literal["ate", "ett", "correlation"],
-        typer.Option(help="What it asks: ate (rung 2), ett (rung 3) or correlation (rung 1)."),
+        typer.Option(
+            metavar="TYPE", help="What it asks: ate (rung 2), ett (rung 3) or correlation (rung 1)."
+        ),
     ] = "ate",
     counts_in_text: Annotated[
-        bool, typer.Option(help="Show the counts per combination in the question's text.")
+        bool,
+        typer.Option(
+            "--counts-in-text", help="Show the counts per combination in the question's text."
+        ),
     ] = False,
     graph_in_text: Annotated[
         bool, typer.Option(help="State --graph in the story, in CLadder's words.")

@@ -170,3 +170,64 @@ def test_figures_do_not_touch_pyplot(tmp_path):
         import matplotlib.pyplot as plt
 
         assert plt.get_fignums() == []
+
+
+def _markdown_tables(text: str) -> list[list[list[str]]]:
+    """Each Markdown table in `text`: its rows (header, separator, body) as lists of cells."""
+    tables: list[list[list[str]]] = []
+    rows: list[list[str]] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif rows:
+            tables.append(rows)
+            rows = []
+    return tables
+
+
+def test_every_tables_headers_are_words_and_its_numbers_right_aligned(report):
+    import re
+
+    path, out = report
+    snake = re.compile(r"^[a-z]+(_[a-z]+)+$")
+    number = re.compile(r"^-?\d+(\.\d+)?$")
+    labels = ("rung", "round", "responses", "bin", "question id")  # numbers naming a group
+    tables = _markdown_tables(path.read_text())
+    assert len(tables) > 20
+    numeric_columns = 0
+    for header, separator, *body in tables:
+        assert not [c for c in header if snake.match(c)], header
+        for i, (name, align) in enumerate(zip(header, separator, strict=True)):
+            cells = [row[i] for row in body if row[i] not in ("", "-")]
+            if cells and all(number.match(c) for c in cells) and name not in labels:
+                numeric_columns += 1
+                assert align.endswith(":") and not align.startswith(":"), (header, name)
+            elif cells and not any(re.search(r"\d", c) for c in cells):
+                assert align.startswith(":"), (header, name)  # words stay left
+    assert numeric_columns > 50
+    # the CSV files keep their column names: they are a data interface
+    assert (
+        "n_correct" in (out / "big" / "tables" / "accuracy_by_cap.csv").read_text().splitlines()[0]
+    )
+
+
+def test_header_words_and_the_alignment_of_mixed_and_label_columns() -> None:
+    import pandas as pd
+    from crawdad.analysis.formatting import header_words, to_markdown
+
+    assert header_words("n_correct") == "n correct"
+    assert header_words("acc %") == "accuracy (%)"
+    assert header_words("median_wall_s") == "median wall (s)"
+    assert header_words("questions run") == "questions run"  # already words
+    frame = pd.DataFrame(
+        {
+            "rung": ["1", "2"],
+            "95% CI": ["59.5 to 90.8", "13.7 to 69.4"],
+            "paper": ["0.45", "server-reported"],
+            "tokens_per_q": ["1,204", "-"],
+            "note": ["a", "b"],
+        }
+    )
+    separator = to_markdown(frame, formatted=True).splitlines()[1].strip("|").split("|")
+    assert [s.startswith(":") for s in separator] == [True, False, True, False, True]
+    assert "tokens per question" in to_markdown(frame, formatted=True)
