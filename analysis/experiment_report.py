@@ -744,9 +744,13 @@ def _changed_rule(history: list[Any]) -> str:
 
 def _servers(exp: Experiment) -> list[Section]:
     """The servers the variants shared, over the experiment (its one series)."""
-    configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
-    top = max((c.get("concurrency") or 0 for c in configs), default=0)
-    return [servers_section(exp.path, "experiment", {"concurrency": top or None})]
+    manifests = [v.run.manifest for v in exp.variants if v.run.manifest is not None]
+    top = max((m.config.get("concurrency") or 0 for m in manifests), default=0)
+    # the servers crawdad started are named in each variant's manifest (the same set, shared);
+    # their restarts are the experiment's (DIR/servers/restarts.jsonl)
+    started = [s for m in manifests for s in m.started]
+    config = {"concurrency": top or None}
+    return [servers_section(exp.path, "experiment", config, started)]
 
 
 def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:

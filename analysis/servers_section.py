@@ -5,8 +5,9 @@ and a verdict in plain words (crawdad.run.server_series.verdict, as the run's en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from crawdad.analysis.figures.servers import servers_figure
@@ -20,6 +21,9 @@ from crawdad.analysis.metrics.servers import (
 from crawdad.analysis.section import Block, Plot, Section, Table
 
 from crawdad.run.server_series import KIND_LABEL, SERIES, verdict
+
+if TYPE_CHECKING:
+    from crawdad.records import StartedServer
 
 HEADING = "Servers during the run"
 NOT_SHOWN = (
@@ -52,12 +56,18 @@ def no_samples(folder: Path, config: dict[str, Any] | None, every: float) -> str
     return f"_No server was sampled: {SERIES} holds no sample._"
 
 
-def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> Section:
+def servers_section(
+    folder: Path,
+    label: str,
+    config: dict[str, Any] | None,
+    started_by: Sequence[StartedServer] | None = None,
+) -> Section:
     """The section for one run folder; without a sample of any server (a run made before
     crawdad sampled servers, one with `server_metrics = 0`, or one shorter than the interval
-    between samples) a sentence that says which."""
+    between samples) a sentence that says which. `started_by`: the servers crawdad started, where
+    the folder has no run manifest to name them (an experiment's: see `started_servers`)."""
     series, notes, every = server_series(folder, label)
-    started = started_servers(folder)
+    started = started_servers(folder, started_by)
     concurrency = (config or {}).get("concurrency")
     blocks: list[Block] = []
     if series.empty and notes.empty:
