@@ -6,7 +6,6 @@ live view's accuracy so far, the notebook's tables and the stopping decisions al
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd
