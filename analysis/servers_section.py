@@ -13,6 +13,7 @@ import pandas as pd
 from crawdad.analysis.figures.servers import servers_figure
 from crawdad.analysis.formatting import md_cell
 from crawdad.analysis.metrics.servers import (
+    restarts_folder,
     series_folder,
     server_series,
     server_summary,
@@ -143,18 +144,23 @@ def servers_section(
         )
         blocks.append(Table("servers_series", series, show=False))
     if not started.empty:
-        blocks.append(_started_table(started))
+        blocks.append(_started_table(started, shared=restarts_folder(folder) != Path(folder)))
     return Section(HEADING, blocks)
 
 
-def _started_table(started: pd.DataFrame) -> Table:
-    """What served the run (crawdad started these servers) and how often each went down."""
+def _started_table(started: pd.DataFrame, shared: bool = False) -> Table:
+    """What served the run (crawdad started these servers) and how often each went down;
+    `shared`: the experiment's servers, seen from one of its variants."""
     n = int(started["restarts"].sum())
     line = (
         f"{n} restart{'s' * (n != 1)}, {started['downtime_s'].sum():.0f} s down in all."
         if n
         else "No server had to be restarted."
     )
+    if shared:
+        line += (
+            " The experiment's variants share these servers: restarts over the whole experiment."
+        )
     shown = started.drop(columns=["command"]).rename(
         columns={"weights_hash": "weights hash", "downtime_s": "down (s)"}
     )

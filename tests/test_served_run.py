@@ -246,6 +246,11 @@ def test_an_experiment_serves_its_variants_from_one_set_of_servers(
     rows = pd.read_csv(tmp_path / "report/tables/servers_started.csv").set_index("server")
     assert len(rows) == 3 and rows.loc[key, "restarts"] == 1
     assert rows["restarts"].sum() == 1 and rows.loc[key, "downtime_s"] == 4.0
+    # a variant's own report counts the same restarts, and says they are the experiment's
+    from crawdad.analysis.report import write_report
+
+    md = write_report([out / "b"], tmp_path / "report_b").read_text()
+    assert "1 restart, 4 s down in all. The experiment's variants share" in md
 
 
 def test_crawdad_serve_keeps_the_servers_until_ctrl_c_and_says_how_to_use_them(

@@ -221,6 +221,15 @@ STARTED_COLUMNS = [
 ]
 
 
+def restarts_folder(folder: Path) -> Path:
+    """Where a run's `servers/restarts.jsonl` lies: its folder, or, for a variant of an
+    experiment, the experiment's (its variants share the servers crawdad started)."""
+    folder = Path(folder)
+    if not (folder / "servers" / "restarts.jsonl").exists() and is_experiment(folder.parent):
+        return folder.parent
+    return folder
+
+
 def started_servers(folder: Path, started: Sequence[StartedServer] | None = None) -> pd.DataFrame:
     """The servers crawdad started for a run (the manifest's `started`, schema 9) with their
     restarts and seconds down (`servers/restarts.jsonl`): one row per server; empty for a run
@@ -237,8 +246,9 @@ def started_servers(folder: Path, started: Sequence[StartedServer] | None = None
         except (CrawdadError, OSError):
             return pd.DataFrame(columns=STARTED_COLUMNS)
     restarts: dict[str, list[float]] = {}
+    where = restarts_folder(folder)
     try:
-        data = read_inside(folder / "servers", "restarts.jsonl", root=folder)
+        data = read_inside(where / "servers", "restarts.jsonl", root=where)
     except (CrawdadError, OSError):
         data = None
     text = data.decode("utf-8", "replace") if data else ""
