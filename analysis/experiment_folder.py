@@ -285,8 +285,8 @@ def load_variant(
                 f"experiment compares scores: `crawdad analyze {folder}` shows the answers"
             )
         warnings.warn(
-            f"{left} debates over questions without an exact answer are left out (an experiment "
-            f"compares scores; `crawdad analyze {folder}` shows their answers)",
+            f"{left} debates over questions without an exact answer are left out of every score "
+            f"(their cost counts; `crawdad analyze {folder}` shows their answers)",
             stacklevel=2,
         )
     # the questions frame keeps them (gold None): every accuracy leaves them out and says how
