@@ -33,6 +33,7 @@ from crawdad.run.store import (
     read_selected_order,
 )
 from crawdad.safe_files import Folder
+from crawdad.scoring.scored import outcome
 
 __all__ = [
     "EXPERIMENT_FILE",
@@ -167,7 +168,7 @@ def question_row(rec: DebateRecord, variant: str) -> dict[str, Any]:
         "query_type": rec.query_type,
         "gold": rec.gold,
         "final_answer": rec.final_answer,
-        "correct": rec.error is None and rec.final_answer == rec.gold,
+        "correct": rec.error is None and outcome(rec.gold, rec.final_answer) == 1,
         "errored": rec.error is not None,
         "requests": len(rec.turns) + calls,
         "tokens_debaters": debaters,
@@ -284,11 +285,13 @@ def load_variant(
                 f"experiment compares scores: `crawdad analyze {folder}` shows the answers"
             )
         warnings.warn(
-            f"{left} debates over questions without an exact answer are left out (an experiment "
-            f"compares scores; `crawdad analyze {folder}` shows their answers)",
+            f"{left} debates over questions without an exact answer are left out of every score "
+            f"(their cost counts; `crawdad analyze {folder}` shows their answers)",
             stacklevel=2,
         )
-    records = _kept_records(folder, set(run.debates["question_id"]), root)
+    # the questions frame keeps them (gold None): every accuracy leaves them out and says how
+    # many, and the stopping decisions read them as the run did (crawdad.scoring.scored)
+    records = _kept_records(folder, set(loaded.debates["question_id"]), root)
     q, s = frames(records, name)
     config = run.manifest.config if run.manifest else {}
     protocol = config.get("protocol", {}) if isinstance(config.get("protocol"), dict) else {}

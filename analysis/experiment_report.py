@@ -26,6 +26,8 @@ from crawdad.analysis.section import Block, Plot, Section, Table
 from crawdad.analysis.servers_section import servers_section
 from crawdad.analysis.tasks import experiment_task_sections
 
+from crawdad.scoring.scored import Accuracy, has_answer
+
 __all__ = ["cost_sentence", "paired_sentence", "write_experiment_report"]
 
 FIGURE = "accuracy_vs_tokens"
@@ -33,7 +35,8 @@ RULES = """\
 **How things are counted.** Every comparison uses only questions that each variant in it
 finished: the variants side by side, the figure and the self-consistency comparison use the
 questions *every* variant finished; a paired comparison with the baseline uses the questions
-both finished. Errored and unfinished questions are left out and counted. A final answer the
+both finished. Errored and unfinished questions are left out and counted, and so are questions
+without an exact answer (a table of one's own): no accuracy counts them. A final answer the
 extractor could not read, or a tied vote, **counts as wrong**. Accuracy CIs are 95% Wilson score
 intervals (never a point, even at 0% or 100% of a few questions); a paired difference with the
 baseline has Newcombe's score interval for paired proportions (method 10, 1998), which does not
@@ -191,6 +194,17 @@ def _variants_wide(acc: pd.DataFrame, cost: pd.DataFrame, names: list[str]) -> p
             row[v] = _acc(c["acc"], c["ci_lo"], c["ci_hi"]) if c is not None and c["n"] > 0 else "-"
         rows.append(row)
     return pd.concat([pd.DataFrame(rows), _cost_wide(cost, names)], ignore_index=True)
+
+
+def _scored_words(keep: set[str], unscored: set[str]) -> str:
+    """Where some of `keep` have no exact answer: what the accuracy rows are over."""
+    left = len(keep & unscored)
+    if not left:
+        return ""
+    return (
+        f" Accuracy {Accuracy(0, len(keep) - left, left).of()}; the cost per question over all "
+        f"{len(keep)}."
+    )
 
 
 def _clock_rows(cost: pd.DataFrame) -> pd.Series:
@@ -744,9 +758,13 @@ def _changed_rule(history: list[Any]) -> str:
 
 def _servers(exp: Experiment) -> list[Section]:
     """The servers the variants shared, over the experiment (its one series)."""
-    configs = [v.run.manifest.config for v in exp.variants if v.run.manifest is not None]
-    top = max((c.get("concurrency") or 0 for c in configs), default=0)
-    return [servers_section(exp.path, "experiment", {"concurrency": top or None})]
+    manifests = [v.run.manifest for v in exp.variants if v.run.manifest is not None]
+    top = max((m.config.get("concurrency") or 0 for m in manifests), default=0)
+    # the servers crawdad started are named in each variant's manifest (the same set, shared);
+    # their restarts are the experiment's (DIR/servers/restarts.jsonl)
+    started = [s for m in manifests for s in m.started]
+    config = {"concurrency": top or None}
+    return [servers_section(exp.path, "experiment", config, started)]
 
 
 def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:
@@ -759,16 +777,18 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
     for other in apart:  # each counted against its own items
         own = [v.name for v in other.variants]
         cov = pd.concat([cov, X.coverage(other.questions(), own, other.universe())])
+    # questions without an exact answer (a table of one's own) are left out of every accuracy
+    # and paired comparison, as the stopping decisions leave them out (crawdad.scoring.scored);
+    # the cost per question counts every finished question
+    unscored = set(q.loc[~q["gold"].map(has_answer), "question_id"])
+    scored = keep - unscored
     acc = X.accuracy_rows(q, names, keep)
     cost = X.cost_rows(q, names, keep)
     gold = q.drop_duplicates("question_id").set_index("question_id")["gold"]
-    curves = SC.sc_curves(exp.samples(), gold, keep)
+    curves = SC.sc_curves(exp.samples(), gold, scored)
     cframe = SC.curve_frame(curves)
-    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, keep)
+    match = SC.cost_match(q, {v.name: v.protocol for v in exp.variants}, curves, scored)
     base = exp.baseline if exp.baseline in names else None
-    # questions without an exact answer (a table of one's own) are left out of every paired
-    # comparison, as the stopping decisions leave them out
-    unscored = set(q.loc[q["gold"].isna(), "question_id"])
     paired = (
         X.paired_comparisons(q[~q["question_id"].isin(unscored)], base, names, universe - unscored)
         if base is not None
@@ -792,7 +812,7 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
                     acc,
                     "Accuracy of the final answer and cost per question",
                     f"Over the {len(keep)} questions every variant finished ({left} left out"
-                    f"{': ' + notes if notes else ''}).",
+                    f"{': ' + notes if notes else ''}).{_scored_words(keep, unscored)}",
                     shown=_variants_wide(acc, cost[~_clock_rows(cost)], names),
                     links=(("cost CSV", "cost.csv"),),
                     fold="never",
@@ -802,7 +822,7 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
         ),
         _paired_section(paired, base, decisions, len(unscored)),
         *([decisions_section(exp, decisions)] if decisions is not None else []),
-        _compute_section(_points(q, exp, acc, keep), cframe, match, paired, base, early),
+        _compute_section(_points(q, exp, acc, scored), cframe, match, paired, base, early),
         # each task's own sections over every variant (MAC's pair and graph variants together)
         *experiment_task_sections(whole.variants, base),
         Section(

@@ -5,13 +5,15 @@ and a verdict in plain words (crawdad.run.server_series.verdict, as the run's en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from crawdad.analysis.figures.servers import servers_figure
 from crawdad.analysis.formatting import md_cell
 from crawdad.analysis.metrics.servers import (
+    restarts_folder,
     series_folder,
     server_series,
     server_summary,
@@ -20,6 +22,9 @@ from crawdad.analysis.metrics.servers import (
 from crawdad.analysis.section import Block, Plot, Section, Table
 
 from crawdad.run.server_series import KIND_LABEL, SERIES, verdict
+
+if TYPE_CHECKING:
+    from crawdad.records import StartedServer
 
 HEADING = "Servers during the run"
 NOT_SHOWN = (
@@ -52,12 +57,18 @@ def no_samples(folder: Path, config: dict[str, Any] | None, every: float) -> str
     return f"_No server was sampled: {SERIES} holds no sample._"
 
 
-def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> Section:
+def servers_section(
+    folder: Path,
+    label: str,
+    config: dict[str, Any] | None,
+    started_by: Sequence[StartedServer] | None = None,
+) -> Section:
     """The section for one run folder; without a sample of any server (a run made before
     crawdad sampled servers, one with `server_metrics = 0`, or one shorter than the interval
-    between samples) a sentence that says which."""
+    between samples) a sentence that says which. `started_by`: the servers crawdad started, where
+    the folder has no run manifest to name them (an experiment's: see `started_servers`)."""
     series, notes, every = server_series(folder, label)
-    started = started_servers(folder)
+    started = started_servers(folder, started_by)
     concurrency = (config or {}).get("concurrency")
     blocks: list[Block] = []
     if series.empty and notes.empty:
@@ -133,18 +144,23 @@ def servers_section(folder: Path, label: str, config: dict[str, Any] | None) -> 
         )
         blocks.append(Table("servers_series", series, show=False))
     if not started.empty:
-        blocks.append(_started_table(started))
+        blocks.append(_started_table(started, shared=restarts_folder(folder) != Path(folder)))
     return Section(HEADING, blocks)
 
 
-def _started_table(started: pd.DataFrame) -> Table:
-    """What served the run (crawdad started these servers) and how often each went down."""
+def _started_table(started: pd.DataFrame, shared: bool = False) -> Table:
+    """What served the run (crawdad started these servers) and how often each went down;
+    `shared`: the experiment's servers, seen from one of its variants."""
     n = int(started["restarts"].sum())
     line = (
         f"{n} restart{'s' * (n != 1)}, {started['downtime_s'].sum():.0f} s down in all."
         if n
         else "No server had to be restarted."
     )
+    if shared:
+        line += (
+            " The experiment's variants share these servers: restarts over the whole experiment."
+        )
     shown = started.drop(columns=["command"]).rename(
         columns={"weights_hash": "weights hash", "downtime_s": "down (s)"}
     )

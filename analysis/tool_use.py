@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from crawdad.records import DebateRecord
+from crawdad.scoring.scored import outcome
 
 COLUMNS = [
     "model",
@@ -60,17 +61,18 @@ def tool_use(records: Iterable[DebateRecord]) -> pd.DataFrame:
 
 def accuracy_with_and_without(variants: Mapping[str, Iterable[DebateRecord]]) -> pd.DataFrame:
     """Final accuracy per variant and rung, with whether the variant's debaters had the tool
-    and the share of its debates in which the tool was called."""
+    and the share of its debates in which the tool was called; over the debates with an exact
+    answer (the one rule: `crawdad.scoring.scored`)."""
     rows = []
     for name, records in variants.items():
         for r in records:
-            if not r.ok:
+            if not r.ok or outcome(r.gold, r.final_answer) is None:
                 continue
             rows.append(
                 {
                     "variant": name,
                     "rung": r.rung,
-                    "correct": r.final_answer == r.gold,
+                    "correct": outcome(r.gold, r.final_answer) == 1,
                     "tool": any(t.tool_mode is not None for t in r.turns),
                     "called": any(t.tool_calls for t in r.turns),
                 }

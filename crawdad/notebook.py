@@ -392,7 +392,8 @@ def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
     if label not in labels:
         raise CrawdadError(f"no run {label!r}; the runs are {', '.join(labels)}")
     chosen = next(r for r in frames.runs if r.label == label)
-    return run_figures(chosen, report_tables(frames))
+    # over the debates with an exact answer, as the report draws them (crawdad.scoring.scored)
+    return run_figures(chosen.scored(), report_tables(frames))
 
 
 # --- stopping rules --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import psutil
 import pytest
 
@@ -231,6 +232,25 @@ def test_an_experiment_serves_its_variants_from_one_set_of_servers(
         ]
         assert all(f"{variant}:" in " ".join(s.models) for s in started)
     assert len(list((out / "servers").glob("*.log"))) == 3  # one server per model, shared
+
+    # the experiment report counts the shared servers' restarts (the supervisor writes them to
+    # the experiment's servers/restarts.jsonl; one is written here, a restart itself is above)
+    key = started[0].key
+    went = ServerRestart(key=key, at=started[0].started_at, reason="exited with code -9")
+    line = went.model_copy(update={"downtime": 4.0}).model_dump_json()
+    (out / "servers/restarts.jsonl").write_text(line + "\n")
+    from crawdad.analysis.experiment_report import write_experiment_report
+
+    md = write_experiment_report(out, tmp_path / "report").read_text()
+    assert "Servers crawdad started" in md and "1 restart, 4 s down in all." in md
+    rows = pd.read_csv(tmp_path / "report/tables/servers_started.csv").set_index("server")
+    assert len(rows) == 3 and rows.loc[key, "restarts"] == 1
+    assert rows["restarts"].sum() == 1 and rows.loc[key, "downtime_s"] == 4.0
+    # a variant's own report counts the same restarts, and says they are the experiment's
+    from crawdad.analysis.report import write_report
+
+    md = write_report([out / "b"], tmp_path / "report_b").read_text()
+    assert "1 restart, 4 s down in all. The experiment's variants share" in md
 
 
 def test_crawdad_serve_keeps_the_servers_until_ctrl_c_and_says_how_to_use_them(

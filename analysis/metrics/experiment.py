@@ -3,7 +3,8 @@ comparisons with the baseline. Pure functions of the frames `analysis.experiment
 (QUESTION_COLUMNS). Self-consistency curves are in `self_consistency`.
 
 Rules: a question counts for a comparison only if every variant in it finished it (no error);
-the rest are left out and counted. An unextracted or tied final answer counts as wrong. Accuracy
+the rest are left out and counted. A question without an exact answer (a table of one's own) is
+left out of every accuracy and comparison, and counted (`crawdad.scoring.scored`). An unextracted or tied final answer counts as wrong. Accuracy
 CIs are Wilson score intervals; paired differences have Newcombe's score interval for paired
 proportions (neither collapses to a point at 0%, 100% or no discordant pair); McNemar tests are
 exact.
@@ -21,6 +22,8 @@ from crawdad.analysis.metrics._stats import (
     wilson_proportion,
 )
 from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, RUNG_LABELS
+
+from crawdad.scoring.scored import accuracy, has_answer
 
 __all__ = [
     "COST_METRICS",
@@ -100,31 +103,38 @@ def _groups(q: pd.DataFrame) -> list[tuple[str, str, pd.Series]]:
     return out
 
 
+ACCURACY_COLUMNS = ["variant", "dimension", "group", "n", "n_correct", "acc", "ci_lo", "ci_hi"]
+ACCURACY_COLUMNS += ["unscored"]
+
+
 def accuracy_rows(q: pd.DataFrame, variants: Sequence[str], keep: set[str]) -> pd.DataFrame:
     """Accuracy of the final answer with its Wilson CI, per variant, overall and by rung,
-    alignment and query type, over the questions `keep`."""
+    alignment and query type, over the questions `keep`: `n` of them scored, `unscored` without
+    an exact answer left out (the one rule, `crawdad.scoring.scored`)."""
     rows = []
     for v in variants:
         mine = q[(q["variant"] == v) & q["question_id"].isin(keep)]
         for dim, group, mask in _groups(mine):
             sub = mine[mask]
-            n, k = len(sub), int(sub["correct"].sum())
-            lo, hi = wilson_proportion(k, n)
+            acc = accuracy(
+                int(c) if has_answer(g) else None
+                for c, g in zip(sub["correct"], sub["gold"], strict=True)
+            )
+            lo, hi = wilson_proportion(acc.correct, acc.scored)
             rows.append(
                 {
                     "variant": v,
                     "dimension": dim,
                     "group": group,
-                    "n": n,
-                    "n_correct": k,
-                    "acc": k / n if n else float("nan"),
+                    "n": acc.scored,
+                    "n_correct": acc.correct,
+                    "acc": acc.value if acc.value is not None else float("nan"),
                     "ci_lo": lo,
                     "ci_hi": hi,
+                    "unscored": acc.unscored,
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["variant", "dimension", "group", "n", "n_correct", "acc", "ci_lo", "ci_hi"]
-    )
+    return pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
 
 
 COST_METRICS = {

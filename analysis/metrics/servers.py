@@ -15,8 +15,9 @@ session), `debates` (finished this session). A figure the server does not give i
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ from crawdad.errors import UnsafePathError
 from crawdad.run.series_file import SERIES, load_series
 from crawdad.run.store import is_experiment
 from crawdad.safe_files import Folder
+
+if TYPE_CHECKING:
+    from crawdad.records import StartedServer
 
 SERIES_COLUMNS = [
     "run",
@@ -217,22 +221,34 @@ STARTED_COLUMNS = [
 ]
 
 
-def started_servers(folder: Path) -> pd.DataFrame:
+def restarts_folder(folder: Path) -> Path:
+    """Where a run's `servers/restarts.jsonl` lies: its folder, or, for a variant of an
+    experiment, the experiment's (its variants share the servers crawdad started)."""
+    folder = Path(folder)
+    if not (folder / "servers" / "restarts.jsonl").exists() and is_experiment(folder.parent):
+        return folder.parent
+    return folder
+
+
+def started_servers(folder: Path, started: Sequence[StartedServer] | None = None) -> pd.DataFrame:
     """The servers crawdad started for a run (the manifest's `started`, schema 9) with their
     restarts and seconds down (`servers/restarts.jsonl`): one row per server; empty for a run
-    whose servers someone else ran."""
+    whose servers someone else ran. `started`: the servers, where the folder has no run manifest
+    (an experiment's: its variants' manifests name the servers they shared)."""
     from crawdad.errors import CrawdadError
     from crawdad.records import ServerRestart
     from crawdad.run.store import RunStore
     from crawdad.safe_files import read_inside
 
-    try:
-        started = RunStore(folder).read_manifest().started
-    except (CrawdadError, OSError):
-        return pd.DataFrame(columns=STARTED_COLUMNS)
+    if started is None:
+        try:
+            started = RunStore(folder).read_manifest().started
+        except (CrawdadError, OSError):
+            return pd.DataFrame(columns=STARTED_COLUMNS)
     restarts: dict[str, list[float]] = {}
+    where = restarts_folder(folder)
     try:
-        data = read_inside(folder / "servers", "restarts.jsonl", root=folder)
+        data = read_inside(where / "servers", "restarts.jsonl", root=where)
     except (CrawdadError, OSError):
         data = None
     text = data.decode("utf-8", "replace") if data else ""

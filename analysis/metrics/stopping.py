@@ -19,6 +19,7 @@ from crawdad.run.scheduler import (
     settled_prefix,
     undecided_reason,
 )
+from crawdad.scoring.scored import outcome
 from crawdad.stopping.decide import CONTRADICTED, target_words
 
 __all__ = [
@@ -74,7 +75,7 @@ SPENDING_COLUMNS = [
 def outcomes_of(exp: Any) -> tuple[list[str], dict[str, dict[str, Outcome]]]:
     """The run's order (the baseline's selected ids, in order) and each variant's outcome per
     finished question (1 right, 0 wrong, None: no exact answer, left out as the run leaves it
-    out: `crawdad.run.scheduler.outcome_of`)."""
+    out: `crawdad.scoring.scored.outcome`)."""
     by_name = {v.name: v for v in exp.variants}
     first = by_name.get(exp.baseline) or exp.variants[0]
     order = list(first.order)
@@ -82,7 +83,7 @@ def outcomes_of(exp: Any) -> tuple[list[str], dict[str, dict[str, Outcome]]]:
     for v in exp.variants:
         q = v.questions[~v.questions["errored"]]
         outcomes[v.name] = {
-            str(i): (None if gold is None or pd.isna(gold) else int(answer == gold))
+            str(i): outcome(gold, answer)
             for i, gold, answer in zip(q["question_id"], q["gold"], q["final_answer"], strict=True)
         }
     return order, outcomes

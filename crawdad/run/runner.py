@@ -43,6 +43,7 @@ from crawdad.run.scheduler import Scheduler
 from crawdad.run.server_series import ServerSampler
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, host_of, stall_note, stalls
+from crawdad.scoring.scored import Accuracy, outcome
 from crawdad.tasks import task_named
 from crawdad.tools.registry import is_data
 
@@ -506,7 +507,7 @@ class Progress:
             selected=s.selected,
             label=self.labels[id(job)] if len(self.jobs) > 1 else "",
             rate=rate if now - self._start >= 1 else None,
-            accuracy=s.correct / scored if scored else None,
+            accuracy=Accuracy(s.correct, scored, s.unscored).value,
             consensus=s.consensus / done if s.agents > 1 and s.done_total else None,
             errors=s.errored,
             tokens_per_s=self.tokens_per_second(now) if servers else None,
@@ -785,8 +786,9 @@ async def run_jobs(
         if record.ok:
             summary.finished += 1
             summary.done_total += 1
-            summary.correct += record.gold is not None and record.final_answer == record.gold
-            summary.unscored += record.gold is None
+            got = outcome(record.gold, record.final_answer)  # the rule: crawdad.scoring.scored
+            summary.correct += got == 1
+            summary.unscored += got is None
             summary.consensus += record.consensus
             summary.tool_calls += sum(len(t.tool_calls) for t in record.turns)
         else:

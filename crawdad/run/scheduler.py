@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 from crawdad.errors import ConfigError
 from crawdad.records import DebateRecord, gpu_seconds
+from crawdad.scoring.scored import Outcome, outcome
 
-Outcome = int | None  # 1 right, 0 wrong, None: no exact answer to score (left out of the sums)
 # (the variant's settled outcomes, the baseline's over the same questions or None for a plain
 # run, the run's population when each came: `Prefix.populations`) -> a decision
 # (`crawdad.stopping.decide.Decision`: its `outcome`, `questions`, `lower`, `upper`), or None
@@ -75,10 +75,9 @@ class Scored(Protocol):
 
 
 def outcome_of(record: Scored) -> Outcome:
-    """A finished record's outcome, as the store's scan counts it."""
-    if record.gold is None:
-        return None
-    return int(record.final_answer == record.gold)
+    """A finished record's outcome, as the store's scan counts it (the one rule:
+    `crawdad.scoring.scored`)."""
+    return outcome(record.gold, record.final_answer)
 
 
 def settled(order: Sequence[str], *outcomes: Mapping[str, Outcome]) -> int:

@@ -39,6 +39,7 @@ from crawdad.records import (
     merge_served,
 )
 from crawdad.safe_files import Folder, plain_name_problem, read_inside
+from crawdad.scoring.scored import outcome
 
 log = logging.getLogger("crawdad")
 
@@ -468,10 +469,10 @@ class RunStore:
                 scan.gpu_seconds[str(record.question_id)] = gpu_seconds(record)
                 latest[str(record.question_id)] = (
                     record.ok,
-                    record.gold is not None and record.final_answer == record.gold,
+                    outcome(record.gold, record.final_answer) == 1,
                     record.consensus,
                     record.error,
-                    record.gold is None,
+                    outcome(record.gold, record.final_answer) is None,
                 )
         if scan.bad_lines and scan.bad_lines[-1] == number and offset > good_end:
             self._set_aside_tail(good_end)

@@ -29,6 +29,7 @@ from crawdad.run.store import (
     require_run_folder,
 )
 from crawdad.safe_files import Folder, read_inside
+from crawdad.scoring.scored import Accuracy, outcome
 
 # Persuasion outcomes, then the debates that have none: an error, or no exact answer to score.
 OUTCOMES = ("C->C", "I->C", "C->I", "I->I", "U->C", "U->I", "error", "unscored")
@@ -133,15 +134,23 @@ class Tally:
     loops: int = 0
     scored: int = 0  # not errored, with an exact answer to score against
     correct: int = 0
+    unscored: int = 0  # not errored, without an exact answer: left out of the accuracy
 
     def add(self, e: Entry, sign: int = 1) -> None:
         self.done += sign
         self.errors += sign * e.errored
         self.retries += sign * e.retries
         self.loops += sign * ("loop" in e.stop_reasons)
-        scored = not e.errored and e.gold is not None
-        self.scored += sign * scored
-        self.correct += sign * (scored and e.final_answer == e.gold)
+        if e.errored:
+            return
+        got = outcome(e.gold, e.final_answer)  # the one rule: crawdad.scoring.scored
+        self.unscored += sign * (got is None)
+        self.scored += sign * (got is not None)
+        self.correct += sign * (got == 1)
+
+    @property
+    def accuracy(self) -> Accuracy:
+        return Accuracy(self.correct, self.scored, self.unscored)
 
 
 @dataclass

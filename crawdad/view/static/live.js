@@ -109,7 +109,7 @@ function drawChips(runs) {
 function drawRuns(runs) {
   const rows = runs.map((run) => {
     const acc = run.accuracy === null ? "–"
-      : `${pct(run.accuracy)} (${pct(run.interval[0])}–${pct(run.interval[1])}) of ${fmt(run.scored, 0)}`;
+      : `${pct(run.accuracy)} (${pct(run.interval[0])}–${pct(run.interval[1])}) ${run.accuracy_of}`;
     const models = Object.entries(run.models || {}).map(([a, m]) => `${a}: ${m}`).join(", ");
     const errors = run.errors + (run.invalid_lines ? ` (+${run.invalid_lines} unreadable lines)` : "");
     const who = el("span");
