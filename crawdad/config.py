@@ -527,6 +527,7 @@ class RunConfig(Strict):
         for spec in [*self.agents, self.extractor, *self.readers()]:
             spec.backend = backend
             spec.base_urls = [url]
+            spec.serve = None  # served by that server, not by one crawdad starts
         return self
 
 
