@@ -72,6 +72,8 @@ def test_a_missing_extra_names_its_install_line(monkeypatch: pytest.MonkeyPatch)
     from crawdad.tools.algorithms import run_algorithm
 
     monkeypatch.setitem(sys.modules, "causallearn", None)  # as if not installed
+    for name in [m for m in sys.modules if m.startswith("causallearn.")]:
+        monkeypatch.delitem(sys.modules, name)  # another test of this worker imported them
     with pytest.raises(CrawdadError, match=r"pip install 'crawdad\[discovery\]'"):
         require("causallearn.search.ConstraintBased.PC")
     table = pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0], "b": [1.0, 0.0, 1.0, 0.0]})

@@ -73,7 +73,7 @@ def test_the_grader_records_verdicts_and_the_report_shows_them(tmp_path: Path) -
     assert row["n"] == row["n_verdict"] == 6 and row["agreement"] == 1.0
     assert row["exact_acc"] == row["grader_acc"]
     md = write_report([tmp_path / "run"], tmp_path / "report").read_text()
-    assert "## Grader model against exact scoring" in md and "agreement %" in md
+    assert "## Grader model against exact scoring" in md and "agreement (%)" in md
     assert (tmp_path / "report" / "grading" / "tables" / "grading.csv").exists()
     # A grader that disagrees on one debate, and one reply it could not read.
     wrong = records[0].grading.model_copy(update={"verdict": not records[0].grading.verdict})  # type: ignore[union-attr]
