@@ -65,7 +65,8 @@ def _ci_pts(lo: float, hi: float) -> str:
 
 
 def _acc(acc: float, lo: float, hi: float) -> str:
-    return f"{acc:.3f} [{lo:.3f}, {hi:.3f}]"
+    """An accuracy in percent with its interval, as Table 1 writes it: `87.5% [52.9, 97.8]`."""
+    return f"{100 * acc:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def _verdict(lo: float, hi: float, up: str, down: str, level: str) -> str:

@@ -368,7 +368,7 @@ def test_self_consistency_curve_and_the_judge_at_its_cost(handmade: Path) -> Non
     paired = X.paired_comparisons(q, "paper", names, exp.universe())
     said = cost_sentence(match[match["variant"] == "judge"].iloc[0], paired, "paper")
     assert said.startswith(
-        "`judge` (270 tokens/question, 0.875 [0.529, 0.978]) is not distinguishable from "
+        "`judge` (270 tokens/question, 87.5% [52.9, 97.8]) is not distinguishable from "
         "self-consistency of qwen3:32b (the model of its first answers; variant `sc3`) at the "
         "same cost (0.526 at k\u22482.2): difference +34.9 points [\u2212"
     )
@@ -403,7 +403,7 @@ def match_row(**kw: object) -> pd.Series:
 def test_cost_sentences_are_worded_by_the_ci() -> None:
     none = pd.DataFrame(columns=X.PAIRED_COLUMNS)
     assert cost_sentence(match_row(), none, None) == (
-        "`d` (2,840 tokens/question, 0.912 [0.890, 0.930]) beats the best self-consistency "
+        "`d` (2,840 tokens/question, 91.2% [89.0, 93.0]) beats the best self-consistency "
         "curve, qwen3:32b's (variant `sc5`), at the same cost (0.885 at k\u22482.8) by 2.7 "
         "points [0.4, 5.0]."
     )
@@ -413,7 +413,7 @@ def test_cost_sentences_are_worded_by_the_ci() -> None:
         match_row(where="beyond", k=6.2, sc_acc=0.9, diff=0.012, diff_lo=-0.01), none, "d"
     )
     assert beyond == (
-        "`d` (2,840 tokens/question, 0.912 [0.890, 0.930]) lies beyond the best self-consistency "
+        "`d` (2,840 tokens/question, 91.2% [89.0, 93.0]) lies beyond the best self-consistency "
         "curve, qwen3:32b's (variant `sc5`): it costs more than k = 5 samples (5,000 tokens); "
         "against k = 5 (0.900) it is not distinguishable: difference +1.2 points [\u22121.0, 5.0]; "
         "it is the baseline."
@@ -468,7 +468,7 @@ def test_experiment_report_written_and_dispatched(handmade: Path, tmp_path: Path
         "Over the 8 questions every variant finished (2 left out: 1 errored in judge; 1 unfinished in judge)"
         in text
     )
-    assert "| accuracy, all" in text and "0.875 [" in text
+    assert "| accuracy, all" in text and "87.5% [" in text
     assert (
         "`sc3` vs `paper` on the 10 questions both finished (0 left out): 0.600 vs 0.800, difference \u221220.0 points"
         in text
@@ -494,7 +494,7 @@ def test_no_baseline_no_solo_variant_and_a_missing_variant(handmade: Path, tmp_p
     text = path.read_text()
     assert "none named (no paired comparisons)" in text and "nothing to pair" in text
     assert (
-        "`judge` (270 tokens/question, 0.875 [0.529, 0.978]) has no self-consistency curve" in text
+        "`judge` (270 tokens/question, 87.5% [52.9, 97.8]) has no self-consistency curve" in text
     )
     assert "| later" in text  # listed, with no numbers
 
