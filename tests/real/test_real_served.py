@@ -56,10 +56,16 @@ def llamacpp_plan(key: str = "smol-gguf") -> ServerPlan:
     )
 
 
-def servers_left(names: tuple[str, ...] = ("llama_cpp.server", "vllm")) -> list[psutil.Process]:
+def servers_left(
+    names: tuple[str, ...] = ("llama_cpp.server", "vllm"), besides: frozenset[int] = frozenset()
+) -> list[psutil.Process]:
+    """The server processes under this one, but those in `besides` (the suite's own servers,
+    which other tests of the session started and keep)."""
     left = []
     for p in psutil.Process().children(recursive=True):
         try:
+            if p.pid in besides:
+                continue
             if any(n in " ".join(p.cmdline()) for n in names) and p.status() != "zombie":
                 left.append(p)
         except psutil.Error:
@@ -67,12 +73,12 @@ def servers_left(names: tuple[str, ...] = ("llama_cpp.server", "vllm")) -> list[
     return left
 
 
-async def kill_llamacpp_once_a_debate_is_written(out: Path) -> int:
+async def kill_llamacpp_once_a_debate_is_written(out: Path, besides: frozenset[int]) -> int:
     """SIGKILL the llama.cpp server once the first debate is on disk (mid-run): its pid."""
     while True:
         lines = out / "debates.jsonl"
         if lines.exists() and lines.read_bytes().count(b"\n") >= 1:
-            (victim,) = servers_left(("llama_cpp.server",))
+            (victim,) = servers_left(("llama_cpp.server",), besides)
             victim.kill()
             return victim.pid
         await asyncio.sleep(0.2)
@@ -116,11 +122,12 @@ async def test_crawdad_starts_both_engines_survives_a_sigkill_and_leaves_nothing
     config = load_config(served_config(tmp_path / "served.toml"))
     dataset = select(load_cladder(write_data(tmp_path / "data", N)), SelectionConfig(), 0)
     out = tmp_path / "run"
-    killer = asyncio.create_task(kill_llamacpp_once_a_debate_is_written(out))
+    suites = frozenset(p.pid for p in servers_left())  # the session's own, started by fixtures
+    killer = asyncio.create_task(kill_llamacpp_once_a_debate_is_written(out, suites))
     summary = await run_debates(config, dataset, out, progress=False)  # no server started by hand
     killed = await asyncio.wait_for(killer, 1)
     assert summary.done_total == summary.selected == N, summary.lines()
-    assert servers_left() == []
+    assert servers_left(besides=suites) == []
     assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == "zombie"
     started = {s.engine: s for s in manifest(out).started}
     assert set(started) == {"llamacpp", "vllm"}  # the two vLLM places share one server
