@@ -118,8 +118,8 @@ async def test_an_agent_answering_uncertain_finishes_and_is_scored_wrong(
     assert overall["n_uncertain"] == 1 and overall["uncertain_rate"] == pytest.approx(1 / 3)
     assert overall["n_unreadable"] == 1
     text = "\n".join(ReportWriter(tmp_path).markdown(data_section([("agent", ways["agent"])])))
-    header = next(line for line in text.splitlines() if "uncertain %" in line)
+    header = next(line for line in text.splitlines() if "uncertain (%)" in line)
     row = next(line for line in text.splitlines() if line.startswith("| agent") and "all" in line)
     cells = dict(zip(header.split("|"), row.split("|"), strict=True))
-    assert {k.strip(): v.strip() for k, v in cells.items()}["uncertain %"] == "33.3"
-    assert {k.strip(): v.strip() for k, v in cells.items()}["no answer %"] == "33.3"
+    assert {k.strip(): v.strip() for k, v in cells.items()}["uncertain (%)"] == "33.3"
+    assert {k.strip(): v.strip() for k, v in cells.items()}["no answer (%)"] == "33.3"
