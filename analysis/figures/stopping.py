@@ -91,28 +91,18 @@ def sequences_figure(seqs: pd.DataFrame, decisions: pd.DataFrame, margin: float)
     for y in (-pts, pts):
         ax.axhline(y, color="#555555", lw=0.7, ls="--", zorder=5)
     xmax = float(seqs["questions"].max())
-    ax.text(
-        xmax,
-        pts,
-        f"+margin ({pts:g} pts)",
-        ha="right",
-        va="bottom",
-        fontsize="x-small",
-        color="#555555",
-        bbox=_BOX,
-        zorder=6,
-    )
-    ax.text(
-        xmax,
-        -pts,
-        f"−margin (−{pts:g} pts)",
-        ha="right",
-        va="top",
-        fontsize="x-small",
-        color="#555555",
-        bbox=_BOX,
-        zorder=6,
-    )
+    for sign, where in (("+", "bottom"), ("−", "top")):
+        ax.text(
+            xmax,
+            pts if sign == "+" else -pts,
+            f"{sign}margin ({'' if sign == '+' else '−'}{pts:g} pts)",
+            ha="right",
+            va=where,
+            fontsize="x-small",
+            color="#555555",
+            bbox=_BOX,
+            zorder=6,
+        )
     ax.set_xscale("log")
     lim = min(100.0, max(2 * pts, top) * 1.08)
     ax.set_ylim(-lim, lim)
