@@ -13,7 +13,7 @@
 #                        halves (*.part0, *.part1)
 #   wheels/              crawdad's wheel and, for each Python version asked, the dependencies
 #                        `crawdad bench` needs (requirements.txt: crawdad's own but the
-#                        analysis's pandas, scipy, matplotlib...; --all-deps: every one; never
+#                        analysis's pandas, matplotlib...; --all-deps: every one; never
 #                        the `discovery` extra's causal-learn, scikit-learn, statsmodels)
 #                        (--wheels-only: this folder and requirements.txt alone, no source, no
 #                        model: benchmarks/gpu/check_kit.sh)
@@ -27,7 +27,7 @@ SMOLLM2_VERSION="0.1.2"
 GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_BYTES=$((64 * 1024 * 1024))
 # Dependencies of crawdad that only the analysis (report tables and figures) imports.
-ANALYSIS_ONLY="pandas matplotlib scipy tabulate jinja2 markdown-it-py vadersentiment"
+ANALYSIS_ONLY="pandas matplotlib tabulate jinja2 markdown-it-py vadersentiment"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"

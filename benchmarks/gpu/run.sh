@@ -4,7 +4,7 @@
 #
 #   bash run.sh [--kit DIR] [--work DIR] [--cpu] [--jobs N] [--slots N] [--parallel 16,64,128]
 #               [--concurrency 32,128] [--seconds S] [--max-tokens N] [--questions N]
-#               [--server-bin PATH] [--cuda-arch 90]
+#               [--server-bin PATH] [--cuda-arch 90] [--build-only]
 #
 #   --kit DIR        the kit (default: the folder of this script when it holds SHA256SUMS,
 #                    else benchmarks/gpu/kit)
@@ -13,6 +13,8 @@
 #   --cpu            build llama-server without CUDA and serve on the CPU (the check that the
 #                    kit works, on a machine with no GPU)
 #   --server-bin P   use this llama-server instead of building one (a second run)
+#   --build-only     build llama-server and stop: needs only the llama.cpp source of the kit,
+#                    so a kit sent in two uploads can build while the second one travels
 #   --slots N        llama-server's --parallel: requests it serves at once (default 64)
 #   --parallel LIST  the load generator's sweep (default 16,64,128)
 #   --concurrency L  crawdad's runs (default 32,128)
@@ -38,12 +40,13 @@ MAX_TOKENS=256
 QUESTIONS=""
 SERVER_BIN=""
 CUDA_ARCH=""
+BUILD_ONLY=0
 CTX_PER_SLOT=4096
 PORT="${CRAWDAD_BENCH_PORT:-8089}"
 PY="${CRAWDAD_PYTHON:-python3}"
 GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 
-usage() { sed -n '2,21p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,23p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --kit) KIT="$2"; shift 2 ;;
@@ -58,12 +61,21 @@ while [ $# -gt 0 ]; do
     --questions) QUESTIONS="$2"; shift 2 ;;
     --server-bin) SERVER_BIN="$2"; shift 2 ;;
     --cuda-arch) CUDA_ARCH="$2"; shift 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "run.sh: unknown option $1" >&2; usage 2 ;;
   esac
 done
 
 die() { echo "ERROR [run] $*" >&2; exit 1; }
+absolute() {  # a path with a folder in it made absolute; a bare name (found on PATH) kept
+  local d
+  case "$1" in */*) d="$(cd "$(dirname "$1")" 2>/dev/null && pwd)" && echo "$d/$(basename "$1")" || echo "$1" ;; *) echo "$1" ;; esac
+}
+# Python runs from WORK (below): a checkout of crawdad in the folder run.sh was started from
+# would otherwise be imported instead of the kit's wheel.
+PY="$(absolute "$PY")"
+[ -z "$SERVER_BIN" ] || SERVER_BIN="$(absolute "$SERVER_BIN")"
 [ -f "$KIT/SHA256SUMS" ] || die "no kit at $KIT (no SHA256SUMS): make one with prepare.sh, or give --kit DIR"
 KIT="$(cd "$KIT" && pwd)"
 mkdir -p "$WORK/results"
@@ -106,8 +118,19 @@ fi
 cat "$RES/machine.txt"
 mark check
 
+[ "$BUILD_ONLY" = 0 ] || [ -z "$SERVER_BIN" ] || die "--build-only and --server-bin: nothing to do"
+if [ "$BUILD_ONLY" = 1 ]; then
+  step "check the llama.cpp source against SHA256SUMS (--build-only: the rest may still be on its way)"
+  rm -rf "$WORK/kit"; mkdir -p "$WORK/kit"  # links of an earlier run may name files gone since
+  (cd "$KIT" && grep -E ' (\./)?llama[._]' SHA256SUMS | sha256sum --quiet -c -) \
+    || die "the llama.cpp source does not match its sum: copy it again"
+  for f in "$KIT"/llama.cpp-*.tar.xz "$KIT"/llama_cpp_python-*.tar.gz; do
+    [ -f "$f" ] && ln -sf "$f" "$WORK/kit/"
+  done
+  mark verify
+else
 step "join the halves and check every file against SHA256SUMS"
-mkdir -p "$WORK/kit"
+rm -rf "$WORK/kit"; mkdir -p "$WORK/kit"
 (cd "$KIT" && find . -type f ! -name '*.part[0-9]' -printf '%P\n') | while read -r f; do
   mkdir -p "$WORK/kit/$(dirname "$f")"
   ln -sf "$KIT/$f" "$WORK/kit/$f"
@@ -119,15 +142,18 @@ done
 (cd "$WORK/kit" && sha256sum --quiet -c SHA256SUMS) || die "a file of the kit does not match its sum: copy the kit again"
 mark verify
 
-step "install crawdad from the wheels (in the background) and build llama-server"
+step "install crawdad from the wheels (in the background)"
 SITE="$WORK/site"
 rm -rf "$SITE"
 PIP=("$PY" -m pip install --no-index --find-links "$WORK/kit/wheels" --target "$SITE"
      --no-warn-script-location --disable-pip-version-check)
-( { "${PIP[@]}" -r "$WORK/kit/requirements.txt" \
-    && "${PIP[@]}" --no-deps "$WORK"/kit/wheels/crawdad-*.whl; } > "$RES/pip.log" 2>&1
-  echo $? > "$WORK/pip.rc" ) &
+rm -f "$WORK/pip.rc"
+( rc=0  # (set -e would end this subshell at a failure, before its code is written)
+  { "${PIP[@]}" -r "$WORK/kit/requirements.txt" \
+    && "${PIP[@]}" --no-deps "$WORK"/kit/wheels/crawdad-*.whl; } > "$RES/pip.log" 2>&1 || rc=$?
+  echo "$rc" > "$WORK/pip.rc" ) &
 PIP_PID=$!
+fi
 
 if [ -n "$SERVER_BIN" ]; then
   [ -x "$SERVER_BIN" ] || die "--server-bin $SERVER_BIN is not an executable"
@@ -152,6 +178,7 @@ else
   else
     FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH")
   fi
+  step "build llama-server"
   echo "    cmake ${FLAGS[*]} (${GEN[*]:-make}, -j $JOBS)"
   cmake -S "$SRC/llama.cpp" -B "$SRC/build" "${GEN[@]}" "${FLAGS[@]}" > "$RES/cmake.log" 2>&1 \
     || { tail -20 "$RES/cmake.log"; die "cmake failed (log: $RES/cmake.log)"; }
@@ -160,10 +187,16 @@ else
   SERVER_BIN="$SRC/build/bin/llama-server"
 fi
 mark build
+if [ "$BUILD_ONLY" = 1 ]; then
+  echo "built: $SERVER_BIN"
+  echo "then, with the whole kit: bash run.sh --work $WORK --server-bin $SERVER_BIN ..."
+  exit 0
+fi
 wait "$PIP_PID" || true
 [ "$(cat "$WORK/pip.rc")" = 0 ] || { tail -20 "$RES/pip.log"; die "pip could not install crawdad from the wheels (log: $RES/pip.log)"; }
 tar xzf "$WORK/kit/prompts.tar.gz" -C "$SITE"  # crawdad reads its prompt sets from SITE/prompts
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+cd "$WORK"
 "$PY" -c 'import crawdad.bench; from crawdad.prompts import load_prompts; load_prompts()' \
   || die "crawdad or its prompt sets do not load from $SITE"
 mark install_wait
