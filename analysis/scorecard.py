@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 from crawdad.analysis.load import Run
+from crawdad.analysis.metrics._stats import wilson_interval
 from crawdad.analysis.metrics.accuracy import ALIGNMENT_LABELS, RUNG_LABELS
 
 PUBLISHED = Path(__file__).with_name("published.toml")
@@ -283,10 +284,8 @@ def _of_model(df: pd.DataFrame, model: str) -> pd.DataFrame:
 
 def _share(k: int, n: int) -> tuple[float, float, float]:
     """k/n and its Wilson 95% interval (a bootstrap of 0 of 22 would say exactly 0)."""
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
-    return k / n, float(ci.low), float(ci.high)
+    lo, hi = wilson_interval(k, n, level=0.95)
+    return k / n, float(lo), float(hi)
 
 
 def _text_value(row: dict[str, Any], t: dict[str, pd.DataFrame]) -> tuple[Any, ...] | None:

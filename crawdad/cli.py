@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from crawdad.config import RunConfig, deep_merge, load_config, url_hints
 from crawdad.errors import ConfigError, CrawdadError, DataError
+from crawdad.extras import missing_analysis_stack
 
 
 class UsageProblem(CrawdadError):
@@ -53,6 +54,12 @@ class CrawdadGroup(TyperGroup):
             if _debug(ctx) or e.errno == errno.EPIPE:
                 raise
             _echo_err(f"Error: {_os_message(e)}")
+            raise typer.Exit(1) from None
+        except ModuleNotFoundError as e:  # the analysis's stack, left out of a light install
+            message = missing_analysis_stack(e)
+            if message is None or _debug(ctx):
+                raise
+            _echo_err(f"Error: {message}")
             raise typer.Exit(1) from None
 
 

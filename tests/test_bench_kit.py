@@ -79,3 +79,33 @@ def test_a_missing_extra_names_its_install_line(monkeypatch: pytest.MonkeyPatch)
     table = pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0], "b": [1.0, 0.0, 1.0, 0.0]})
     with pytest.raises(CrawdadError, match=r"'pc' algorithm .*crawdad\[discovery\]"):
         run_algorithm(table, "pc")
+
+
+def test_runs_resume_without_the_stack_and_the_analysis_names_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """A light install runs debates and resumes them (the check of a resume's stopping rule
+    loads numpy only where a rule was recorded); the analysis, which needs the stack, says what
+    to install instead of a traceback."""
+    data = write_cladder(tmp_path / "data", 4)
+    models = paper_models(answer_key(load_cladder(data).questions))
+    with FakeServer("openai", models) as server:
+        cfg = paper_toml(server.url, tmp_path / "c.toml", backend="openai")
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-c", BLOCKED_CLI, ",".join(HEAVY), *args],
+                capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            )  # fmt: skip
+
+        run = ["run", "--config", str(cfg), "--data", str(data), "--out", "r", "--no-progress"]
+        first = cli(*run, "--limit", "2")
+        assert first.returncode == 0, first.stderr[-3000:]
+        again = cli(*run)  # a resume: two more
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "4/4 selected debates finished" in again.stdout + again.stderr
+        analyze = cli("analyze", "r", "--out", "report", "--no-progress")
+    assert analyze.returncode == 1
+    assert "Traceback" not in analyze.stderr
+    assert "is not installed here" in analyze.stderr and "pip install " in analyze.stderr
+    assert "vaderSentiment" in analyze.stderr and not (tmp_path / "report").exists()

@@ -150,10 +150,10 @@ def _rule_settings(stop: dict[str, Any] | None) -> dict[str, Any] | None:
     """A recorded rule with every setting spelled out (an older crawdad's rule lacks the keys
     added since, at their defaults; a rule recorded before targets was about the run, so its
     missing `target` is "run", not today's default), so that the same rule compares equal."""
-    from crawdad.stopping.decide import Rule
-
     if stop is None:
         return None
+    from crawdad.stopping.decide import Rule  # numpy: only where a rule is recorded
+
     try:
         return Rule.model_validate({"target": "run", **stop}).model_dump(mode="json")
     except ValidationError:
