@@ -45,7 +45,7 @@ from matplotlib.figure import Figure
 
 from crawdad import __version__
 from crawdad.errors import CrawdadError, StoreError
-from crawdad.records import ServedBy, StartedServer
+from crawdad.records import ALONE, ServedBy, StartedServer
 from crawdad.safe_files import read_inside
 
 __all__ = ["FIGURES", "TABLES", "compute_tables", "write_report"]
@@ -370,8 +370,6 @@ def _tool_section(run: Run, name: str = "tool_use") -> list[Section]:
     return [Section(f"Tool use ({_tools_named(run)})", [intro, table])]
 
 
-# Protocols whose agents answer alone: their answers agree or differ, no consensus is reached.
-ALONE = {"solo"}
 ALONE_SUMMARY = {"consensus": "answers agree", "no_consensus": "answers differ"}
 
 

@@ -86,6 +86,9 @@ Role = Literal[
 ]
 # algorithm: no model speaks; a causal discovery algorithm's graph (crawdad.run.baseline).
 Protocol = Literal["crawdad", "judge", "simultaneous", "solo", "coding", "algorithm", "pipeline"]
+# Protocols whose agents answer alone, never seeing another's answer: their answers can agree,
+# but no consensus was reached (the report and the viewer word "consensus" so).
+ALONE: frozenset[str] = frozenset({"solo"})
 # "stop": the model ended its answer; "length": the token budget ran out; "loop": crawdad stopped a
 # response that repeated itself; "timeout": the time budget ran out; "error": the request failed.
 StopReason = Literal["stop", "length", "loop", "timeout", "error"]

@@ -19,6 +19,7 @@ import jinja2
 from aiohttp import web
 
 from crawdad.errors import CrawdadError
+from crawdad.records import ALONE
 from crawdad.show import _answer, _title, format_debate
 from crawdad.view.access import NONCE, guard_every_response, middlewares, new_token
 from crawdad.view.index import (
@@ -30,7 +31,7 @@ from crawdad.view.index import (
     open_sources,
 )
 from crawdad.view.live import Live, strict_json
-from crawdad.view.query import ALONE, SORTS, consensus_value, facets_for, ordered_values, run_query
+from crawdad.view.query import SORTS, consensus_value, facets_for, ordered_values, run_query
 
 HERE = Path(__file__).parent
 OUTCOME_LABELS = {

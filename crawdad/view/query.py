@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from crawdad.records import ALONE
 from crawdad.view.index import OUTCOMES, Entry
 
 PAGE_SIZE = 50
@@ -13,11 +14,6 @@ PAGE_SIZE = 50
 
 def _yn(b: bool) -> str:
     return "yes" if b else "no"
-
-
-# Protocols whose agents answer alone, never seeing another's answer: their answers can agree,
-# but no consensus was reached.
-ALONE = frozenset({"solo"})
 
 
 def consensus_value(e: Entry) -> str:
