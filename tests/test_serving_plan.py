@@ -278,3 +278,45 @@ def test_a_tensor_parallelism_past_the_gpus_is_named() -> None:
     config.agents[0].serve.tensor_parallel = 4
     with pytest.raises(CrawdadError, match=r"agents\.0: tensor_parallel = 4, but there are 2 GPU"):
         plan_config(config, [h100(0), h100(1)], FOOTPRINTS)
+
+
+def test_ports_skip_a_listener_but_not_a_closed_connection_in_time_wait() -> None:
+    """A port something listens on is taken; one left in TIME_WAIT by a closed connection is
+    not (the servers bind with SO_REUSEADDR, as the supervisor's own check does)."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    accepted.close()  # the side that closes first keeps 127.0.0.1:port in TIME_WAIT
+    client.close()
+    listener.close()
+    busy = socket.create_server(("127.0.0.1", 0))
+    try:
+
+        def first_planned(first: int) -> int:
+            config = paper(serving={"first_port": first})
+            plan = plan_config(config, [h100(0), h100(1)], FOOTPRINTS, check_ports=True)
+            return plan.servers[0].port
+
+        assert first_planned(port) == port
+        taken = busy.getsockname()[1]
+        assert first_planned(taken) > taken
+    finally:
+        busy.close()
+
+
+def test_the_plan_says_how_many_contexts_a_kv_cache_holds_and_what_would_hold_more() -> None:
+    """Qwen3-32B in BF16 at 0.824 of an 80 GB card keeps about 4 GiB for its KV cache: about
+    1.3 whole contexts at once (vLLM's "maximum concurrency"), not the 16 crawdad may send."""
+    notes = plan_config(paper(), [h100(0), h100(1)], FOOTPRINTS).notes
+    (qwen,) = [n for n in notes if n.startswith("qwen3-32b: room for")]
+    assert "1.3 times a whole context (12,544 tokens)" in qwen and "send it 16" in qwen
+    assert "an FP8 KV cache, FP8 weights" in qwen
+    fp8 = plan_config(paper(QWEN_FP8, R1_FP8), [h100(0)], FOOTPRINTS).notes
+    (qwen,) = [n for n in fp8 if n.startswith("qwen3-32b: room for")]
+    assert "FP8" not in qwen.split("For more at once:")[1]  # both are there already
+    roomy = plan_config(paper(QWEN_FP8, R1_FP8), [h100(0), h100(1)], FOOTPRINTS).notes
+    # 9.8 and 13.3 whole contexts of the 16 requests: half or more fit, no note
+    assert not [n for n in roomy if n.startswith(("qwen3-32b: room", "deepseek-r1-32b: room"))]

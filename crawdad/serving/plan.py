@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import re
-import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from crawdad.config import ModelSpec, RunConfig, ServeConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import GPU, EngineName, Footprint, Plan, ServerPlan
+from crawdad.serving.processes import port_free
 from crawdad.serving.sizes import kv_estimate
 
 GIB = 1024**3
@@ -62,16 +62,17 @@ class _Need:
         """Takes a fraction of its GPUs and fills it with KV cache (vLLM, SGLang)."""
         return self.engine in ("vllm", "sglang")
 
-    def kv_gib(self) -> float:
+    def kv_bytes_per_token(self) -> int:
         found = self.footprint
         # A shape that could not be read: estimated from the size at 16 bits (sizes.py).
         per_token = found.kv_bytes_per_token or kv_estimate(
             found.parameters * 2 if found.parameters else found.weights_bytes
         )
-        if self.kv_cache_dtype == "fp8":
-            per_token //= 2
+        return per_token // 2 if self.kv_cache_dtype == "fp8" else per_token
+
+    def kv_gib(self) -> float:
         sequences = 1 if self.elastic else self.parallel
-        return per_token * self.context * sequences / GIB
+        return self.kv_bytes_per_token() * self.context * sequences / GIB
 
     def gib_per_gpu(self, tp: int | None = None) -> float:
         """What the plan holds for this server on each of its GPUs."""
@@ -138,6 +139,7 @@ def plan_configs(
     taken = _port_picker(first.serving.first_port, check_ports)
     servers = [_server(need, on, gpus, placed, limit, taken()) for need, on in placed]
     notes += _sharing_notes(servers, gpus)
+    notes += _kv_room_notes([need for need, _ in placed], servers)
     return Plan(gpus=gpus, servers=servers, notes=notes)
 
 
@@ -445,21 +447,12 @@ def _port_picker(first: int, check: bool) -> Callable[[], int]:
 
     def take() -> int:
         port = state["next"]
-        while check and not _port_free(port) and port < 65535:
+        while check and not port_free("127.0.0.1", port) and port < 65535:
             port += 1
         state["next"] = port + 1
         return port
 
     return take
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _server(
@@ -540,6 +533,34 @@ def _sharing_notes(servers: Iterable[ServerPlan], gpus: list[GPU]) -> list[str]:
                 f"{s.key} {s.memory_fraction:.3f}" if s.memory_fraction else f"{s.key}" for s in on
             )
             notes.append(f"GPU {gpu.index} is shared: {parts}")
+    return notes
+
+
+def _kv_room_notes(needs: list[_Need], servers: list[ServerPlan]) -> list[str]:
+    """Where an elastic server's KV cache holds, at their whole length, fewer than half the
+    requests crawdad may send it at once (vLLM logs the same figure as its "maximum
+    concurrency"): the rest wait at the server, which is safe, but that is the throughput to
+    expect. (Most answers are shorter than the whole context, hence half.)"""
+    notes = []
+    for need, server in zip(needs, servers, strict=True):
+        if not (need.elastic and server.gpus):
+            continue
+        tp = server.tensor_parallel
+        room = server.memory_gib * tp - need.footprint.weights_bytes / GIB - OVERHEAD_GIB * tp
+        tokens = max(0, int(room * GIB / need.kv_bytes_per_token()))
+        contexts = tokens / need.context
+        if contexts >= need.parallel / 2:
+            continue
+        more = [] if need.kv_cache_dtype == "fp8" else ["an FP8 KV cache"]
+        more += [] if need.footprint.quantization else ["FP8 weights"]
+        more += ["a shorter max_tokens", "another GPU"]
+        notes.append(
+            f"{server.key}: room for about {tokens:,} tokens of KV cache, {contexts:.1f} times "
+            f"a whole context ({need.context:,} tokens), where crawdad may send it "
+            f"{need.parallel} requests at once: those that do not fit wait at the server "
+            f"(most answers are shorter than the whole context). For more at once: "
+            f"{', '.join(more[:-1])} or {more[-1]}"
+        )
     return notes
 
 
