@@ -14,7 +14,14 @@ import pytest
 from crawdad.backends import ChatRequest
 from crawdad.bench import advise, run_bench
 from crawdad.bench.advice import ceiling_at
-from crawdad.bench.loadgen import Target, rounds
+from crawdad.bench.loadgen import (
+    Target,
+    generate_load,
+    load_pools,
+    load_targets,
+    replay_targets,
+    rounds,
+)
 from crawdad.bench.meter import CrawdadResult, LoadResult, RequestLog, Span, Window
 from crawdad.config import RunConfig
 from crawdad.data.demo_questions import write_cladder
@@ -178,8 +185,10 @@ def test_bad_input_is_a_message(tmp_path: Path, tiny_cladder: Path, cli) -> None
 def test_the_items_go_round_again_with_new_seeds() -> None:
     request = ChatRequest(model="m", prompt="p", temperature=0.6, top_p=0.95, max_tokens=8)
     targets = [Target(None, request.model_copy(update={"seed": i}), i) for i in (7, 8)]  # type: ignore[arg-type]
-    sent = list(itertools.islice(rounds(targets, seed=3), 6))
+    sent = list(itertools.islice(rounds(targets, seed=3, salt="s"), 6))
     assert [t.item_id for t in sent] == [7, 8, 7, 8, 7, 8]
+    # each round's prompts open with a tag of their own: a server's prompt cache holds none
+    assert [t.request.prompt for t in sent] == [f"[s.{n}]\np" for n in (0, 0, 1, 1, 2, 2)]
     assert [t.request.seed for t in sent[:2]] == [7, 8]  # the first round as crawdad sends it
     assert [t.request.seed for t in sent[2:]] == [
         request_seed(3, 7, 0, 1), request_seed(3, 8, 0, 1),
@@ -298,3 +307,44 @@ def test_advice_reads_the_servers_own_metrics() -> None:
     few = crawdad(64, 930, 40, 0.3)
     few.servers = [ServerFigures("http://h:8000/v1", "vllm", 2, 32.0, 0.0, 0.3, 0.0)]
     assert "own metrics" not in " ".join(advise(cfg, ceiling(*SWEEP), [few]).suggestions)
+
+
+async def test_a_replay_finds_none_of_its_prompts_in_the_servers_cache(tmp_path: Path) -> None:
+    """Servers keep the prompts they processed (vLLM's prefix caching, llama.cpp's prompt
+    cache), and so does the fake: a request sent again is mostly served from that cache. The
+    load generator tags each phase's prompts, so a replay of crawdad's requests is processed in
+    full, as crawdad's were; within one phase, shared prefixes are still found."""
+    ds = load_cladder(write_cladder(tmp_path / "data", 6))
+    models = paper_models(answer_key(ds.questions))
+    async with FakeServer("openai", models, latency=latency(), metrics="llamacpp") as server:
+        cfg = config(server.url, "openai")
+        pools = load_pools(cfg)
+        targets = load_targets(cfg, ds.questions, pools)
+        recorded = [(t.pool, t.request) for t in targets]
+        processed = server.stats.latency
+
+        async def send(salt: str | None) -> int:
+            before = processed.prefilled_tokens
+            again, replay_pools = replay_targets(recorded, cfg)
+            await generate_load(again, 4, 30.0, once=True, salt=salt)
+            for pool in replay_pools:
+                await pool.aclose()
+            return processed.prefilled_tokens - before
+
+        first = await send("a")  # as crawdad sent them: nothing cached
+        assert await send("a") < first / 4  # the same prompts again: served from the cache
+        assert await send(None) > 0.9 * first  # a phase of its own (a new tag): processed
+        for pool in pools:
+            await pool.aclose()
+
+
+def test_each_crawdad_phase_opens_on_questions_the_ones_before_did_not(tmp_path: Path) -> None:
+    """The first prompts of a phase would be in the server's prompt cache if an earlier phase
+    had begun with the same questions: each begins at its own share of the list."""
+    from crawdad.bench.measure import rotated
+
+    ds = load_cladder(write_cladder(tmp_path / "data", 6))
+    ids = [[q.question_id for q in rotated(ds, k, 3).questions] for k in range(3)]
+    first = [q.question_id for q in ds.questions]
+    assert ids[0] == first and ids[1] == first[2:] + first[:2] and ids[2] == first[4:] + first[:4]
+    assert rotated(ds, 1, 3).info.selected_ids == [str(i) for i in ids[1]]

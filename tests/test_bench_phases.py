@@ -82,8 +82,10 @@ async def test_the_same_work_ceiling_matches_crawdad_when_crawdad_is_not_the_lim
     (run,) = result.crawdad
     assert run.same_work is not None and run.same_work.work == "same-work"
     assert run.work_window is not None and run.same_work.parallel >= run.work_window.in_flight
-    # The same requests, once each: the same tokens.
-    assert run.same_work.tokens == run.work_window.tokens and run.same_work.sent > 10
+    # The same requests, once each; their prompts tagged (`loadgen.unseen`), so that the answers
+    # differ as another seed's would: the rates compare, not the token counts.
+    assert run.same_work.sent == run.work_window.requests > 10
+    assert run.same_work.tokens == pytest.approx(run.work_window.tokens, rel=0.25)
     # Near 1 (benchmarks/bench_same_work.py measures it within 0.1 on longer windows; here the
     # server shares crawdad's process and CPU, so the band is wider).
     share = same_work_share(run)

@@ -10,6 +10,13 @@ every item has been sent, the items go round again with other seeds. P workers e
 next request the moment their last one is answered, until the window closes; the requests then
 in flight are drained (so that their tokens are known) and counted for the share of their life
 inside the window (`meter.py`).
+
+Every prompt the load generator sends opens with a tag of its phase (and round): servers keep
+the prompts they have processed (vLLM's prefix caching, llama.cpp's prompt cache, SGLang's
+radix tree) and would otherwise serve a replayed request, or an item's second round, from what
+an earlier phase left, where crawdad's own requests found nothing. Requests of one tag still
+share their prefixes with each other, as a debate's turns do (`unseen`). The tag costs a few
+prompt tokens.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import contextlib
 import functools
 import itertools
 import resource
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -96,15 +104,28 @@ def replay_targets(
     return targets, list(pools.values())
 
 
-def rounds(targets: list[Target], seed: int) -> Iterator[Target]:
-    """The targets over and over; each round after the first with new seeds."""
+def unseen(request: ChatRequest, tag: str) -> ChatRequest:
+    """The request with its prompt opened by `tag`, which no server has seen before (module
+    docstring): nothing of it is served from an earlier phase's cached prompts."""
+    head = f"[{tag}]\n"
+    update: dict[str, Any] = {"prompt": head + request.prompt}
+    if request.messages:  # a conversation with tools: the prompt's user message first
+        first, *rest = request.messages
+        update["messages"] = [{**first, "content": head + str(first.get("content") or "")}, *rest]
+    return request.model_copy(update=update)
+
+
+def rounds(targets: list[Target], seed: int, salt: str = "") -> Iterator[Target]:
+    """The targets over and over, each round's prompts tagged anew (`unseen`: `salt`.round);
+    each round after the first with new seeds."""
     for n in itertools.count():
         for t in targets:
-            if n == 0:
-                yield t
-            else:
-                new_seed = request_seed(seed, t.item_id, 0, sample=n)
-                yield Target(t.pool, t.request.model_copy(update={"seed": new_seed}), t.item_id)
+            request = t.request
+            if n:
+                request = request.model_copy(
+                    update={"seed": request_seed(seed, t.item_id, 0, sample=n)}
+                )
+            yield Target(t.pool, unseen(request, f"{salt}.{n}"), t.item_id)
 
 
 Tick = Callable[[float, RequestLog], None]
@@ -119,14 +140,22 @@ async def generate_load(
     drain: float = 60.0,
     tick: Tick | None = None,
     once: bool = False,
+    salt: str | None = None,
 ) -> LoadResult:
     """Keep `parallel` requests in flight for `seconds`, then drain them (at most `drain`
     seconds). `tick(elapsed, log)` is called about twice a second (the progress bar). Once
     every target is sent, they go round again with new seeds; with `once`, each is sent once
-    (within `seconds`) and the window is the first request's start to the last one's end."""
+    (within `seconds`) and the window is the first request's start to the last one's end.
+    Each prompt opens with this phase's tag (`salt`, else a random one; `unseen`)."""
     log = RequestLog()
     meter_pools({id(t.pool): t.pool for t in targets}.values(), log)
-    source: Iterator[Target] = iter(targets) if once else rounds(targets, seed)
+    salt = salt or secrets.token_hex(4)
+    if once:
+        source: Iterator[Target] = (
+            Target(t.pool, unseen(t.request, salt), t.item_id) for t in targets
+        )
+    else:
+        source = rounds(targets, seed, salt)
     cpu0 = cpu_seconds()
     start = time.monotonic()
     close = start + seconds

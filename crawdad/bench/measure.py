@@ -129,6 +129,19 @@ def split_items(dataset: Dataset) -> tuple[Dataset, Dataset]:
     return part(qs[:half]), part(qs[half:])
 
 
+def rotated(dataset: Dataset, k: int, n: int) -> Dataset:
+    """The questions of the k-th of n crawdad phases: the list begun at its k-th n-th, so that
+    each phase opens on questions the phases before it did not start with (their first prompts
+    would be in the server's prompt cache, and their first turns cheap)."""
+    qs = dataset.questions
+    cut = k * len(qs) // n if n else 0
+    if not cut:
+        return dataset
+    items = qs[cut:] + qs[:cut]
+    info = dataset.info.model_copy(update={"selected_ids": [str(q.question_id) for q in items]})
+    return Dataset(questions=items, info=info)
+
+
 def default_levels(concurrency: int) -> list[int]:
     """The sweep when none is given: a quarter of the config's concurrency up to twice it."""
     return sorted(
@@ -348,7 +361,9 @@ async def run_bench(
     starts on idle servers (`wait_idle`; off only to show what it prevents). The crawdad runs
     take the first half of the questions and the load generator the second (all of them when
     there is one), so that no crawdad request finds its prompt in the server's cache because
-    the load generator sent it."""
+    the load generator sent it; each crawdad run begins at another point of its half
+    (`rotated`), and the load generator tags its prompts (`loadgen.unseen`) for the same
+    reason."""
     check_out(out)
     servers = await check_servers_of(config)
     make_writable_folder(out)
@@ -377,12 +392,13 @@ async def run_bench(
         for pool in pools:
             await pool.aclose()
     runs: list[CrawdadResult] = []
-    for c in concurrencies:
+    for k, c in enumerate(concurrencies):
         idle = await settle(f"crawdad at C={c}")
         bar = PhaseBar(f"crawdad C={c}", seconds, progress)
+        mine = rotated(own, k, len(concurrencies))
         try:
             run, sent = await crawdad_phase(
-                config, own, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
+                config, mine, out / f"run-c{c}", c, seconds, servers, drain=drain, tick=bar
             )
         finally:
             bar.close()

@@ -234,7 +234,9 @@ class Engine:
         except QueueFull:
             raise api.busy() from None
         model = job.request.model
-        held = self.load.admit(model, _prompt_text(job.request), job.prompt_tokens, job.plan.count)
+        held, job.cached_tokens = self.load.admit(
+            model, _prompt_text(job.request), job.prompt_tokens, job.plan.count
+        )
 
         async def serve() -> web.StreamResponse:
             try:
@@ -273,8 +275,11 @@ class Engine:
         self, request: web.Request, job: Job, render: Renderer, slot: Slot
     ) -> web.StreamResponse:
         admitted = time.monotonic()
+        # as vLLM's prefix caching and llama.cpp's prompt cache: what is cached is not redone
+        fresh = job.prompt_tokens - job.cached_tokens
+        self.stats.latency.prefilled_tokens += fresh
         if job.reply.delay is None:
-            await self.scheduler.prefill(slot, job.prompt_tokens)
+            await self.scheduler.prefill(slot, fresh)
         prefilled = time.monotonic()
         call, plan = job.call, job.plan
         fault = call.fault

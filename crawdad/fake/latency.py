@@ -69,6 +69,8 @@ class LatencyStats(BaseModel):
     rejected: int = 0  # refused because the queue was full
     busy_seconds: float = 0.0  # slot time held by requests (served x time in a slot)
     generated_tokens: int = 0  # tokens of the replies served (what the model generated)
+    # prompt tokens processed: those of each prompt its prefix cache did not hold (server_load)
+    prefilled_tokens: int = 0
 
 
 class QueueFull(Exception):

@@ -157,3 +157,4 @@ class Job:
     stream: bool
     prompt_tokens: int
     arrived: float
+    cached_tokens: int = 0  # of the prompt, found in the prefix cache: not processed again

@@ -58,18 +58,22 @@ class ServerLoad:
     def of(self, model: str) -> _ModelLoad:
         return self.models.setdefault(model, _ModelLoad())
 
-    def admit(self, model: str, prompt: str, prompt_tokens: int, reply_tokens: int) -> int:
-        """A request took a slot: count it, look its prompt up in the prefix cache; the tokens
-        it holds in the KV cache (give them back with `release`)."""
+    def admit(
+        self, model: str, prompt: str, prompt_tokens: int, reply_tokens: int
+    ) -> tuple[int, int]:
+        """A request took a slot: count it, look its prompt up in the prefix cache; (the tokens
+        it holds in the KV cache (give them back with `release`), the tokens of its prompt the
+        prefix cache holds: a real server does not process those again)."""
         load = self.of(model)
         load.tasks += 1
         load.prompt_tokens += prompt_tokens
         load.generation_tokens += reply_tokens
         load.prefix_queries += prompt_tokens
-        load.prefix_hits += self._lookup(model, prompt, prompt_tokens)
+        cached = self._lookup(model, prompt, prompt_tokens)
+        load.prefix_hits += cached
         held = prompt_tokens + reply_tokens
         load.kv_tokens += held
-        return held
+        return held, cached
 
     def release(self, model: str, held: int) -> None:
         self.of(model).kv_tokens -= held
