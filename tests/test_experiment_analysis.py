@@ -493,9 +493,7 @@ def test_no_baseline_no_solo_variant_and_a_missing_variant(handmade: Path, tmp_p
         path = write_experiment_report(handmade, tmp_path / "r")
     text = path.read_text()
     assert "none named (no paired comparisons)" in text and "nothing to pair" in text
-    assert (
-        "`judge` (270 tokens/question, 87.5% [52.9, 97.8]) has no self-consistency curve" in text
-    )
+    assert "`judge` (270 tokens/question, 87.5% [52.9, 97.8]) has no self-consistency curve" in text
     assert "| later" in text  # listed, with no numbers
 
 
