@@ -311,12 +311,12 @@ def test_the_plan_says_how_many_contexts_a_kv_cache_holds_and_what_would_hold_mo
     """Qwen3-32B in BF16 at 0.824 of an 80 GB card keeps about 4 GiB for its KV cache: about
     1.3 whole contexts at once (vLLM's "maximum concurrency"), not the 16 crawdad may send."""
     notes = plan_config(paper(), [h100(0), h100(1)], FOOTPRINTS).notes
-    (qwen,) = [n for n in notes if n.startswith("qwen3-32b: room for")]
-    assert "1.3 times a whole context (12,544 tokens)" in qwen and "send it 16" in qwen
+    (qwen,) = [n for n in notes if n.startswith("qwen3-32b: KV cache for")]
+    assert "1.3 whole contexts of 12,544" in qwen and "send 16 requests" in qwen
     assert "an FP8 KV cache, FP8 weights" in qwen
     fp8 = plan_config(paper(QWEN_FP8, R1_FP8), [h100(0)], FOOTPRINTS).notes
-    (qwen,) = [n for n in fp8 if n.startswith("qwen3-32b: room for")]
+    (qwen,) = [n for n in fp8 if n.startswith("qwen3-32b: KV cache for")]
     assert "FP8" not in qwen.split("For more at once:")[1]  # both are there already
     roomy = plan_config(paper(QWEN_FP8, R1_FP8), [h100(0), h100(1)], FOOTPRINTS).notes
     # 9.8 and 13.3 whole contexts of the 16 requests: half or more fit, no note
-    assert not [n for n in roomy if n.startswith(("qwen3-32b: room", "deepseek-r1-32b: room"))]
+    assert not [n for n in roomy if n.startswith(("qwen3-32b: KV", "deepseek-r1-32b: KV"))]

@@ -555,10 +555,9 @@ def _kv_room_notes(needs: list[_Need], servers: list[ServerPlan]) -> list[str]:
         more += [] if need.footprint.quantization else ["FP8 weights"]
         more += ["a shorter max_tokens", "another GPU"]
         notes.append(
-            f"{server.key}: room for about {tokens:,} tokens of KV cache, {contexts:.1f} times "
-            f"a whole context ({need.context:,} tokens), where crawdad may send it "
-            f"{need.parallel} requests at once: those that do not fit wait at the server "
-            f"(most answers are shorter than the whole context). For more at once: "
+            f"{server.key}: KV cache for about {tokens:,} tokens, {contexts:.1f} whole contexts "
+            f"of {need.context:,}, where crawdad may send {need.parallel} requests at once: the "
+            f"rest wait at the server (most answers are shorter). For more at once: "
             f"{', '.join(more[:-1])} or {more[-1]}"
         )
     return notes
