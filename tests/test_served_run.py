@@ -92,10 +92,20 @@ def served_toml(tmp_path: Path, env: dict[str, str]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def _in_the_background() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts `crawdad run ... &`
+
+
+@pytest.mark.parametrize(
+    ("sig", "background"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["ctrl-c", "sigterm", "sigterm-in-the-background"],
+)
 def test_ctrl_c_or_sigterm_of_crawdad_run_leaves_no_server(
-    tmp_path: Path, sig: signal.Signals
+    tmp_path: Path, sig: signal.Signals, background: bool
 ) -> None:
+    """Also where crawdad was started in the background by a script (`crawdad run ... &`, as
+    a batch job may): the shell has it ignore SIGINT, and SIGTERM must still stop it."""
     # Each server freezes at its 2nd request: the run is mid-way, waiting, when signalled.
     env = {
         "CRAWDAD_STANDIN_FAULT": "freeze-after:2",
@@ -108,6 +118,7 @@ def test_ctrl_c_or_sigterm_of_crawdad_run_leaves_no_server(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "CRAWDAD_GPUS": "none"},
+        preexec_fn=_in_the_background if background else None,
     )
     try:
         once = tmp_path / "once"

@@ -174,12 +174,21 @@ class PoolListener:
             self.halt(message)
 
 
+def _interrupt() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started in the background by a shell (`crawdad run ... &`), which has SIGINT ignored:
+        # asyncio.run installed no Ctrl-C handler to send it to. Raised from the loop, this
+        # stops the run the same way (its tasks are cancelled, the servers stopped).
+        raise KeyboardInterrupt
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 @contextlib.contextmanager
 def _sigterm_as_ctrl_c() -> Any:
     """SIGTERM stops the run as Ctrl-C does (asyncio.run cancels it, the servers are stopped)."""
     loop = asyncio.get_running_loop()
     try:
-        loop.add_signal_handler(signal.SIGTERM, os.kill, os.getpid(), signal.SIGINT)
+        loop.add_signal_handler(signal.SIGTERM, _interrupt)
     except (RuntimeError, ValueError):  # not the main thread (a notebook's loop)
         yield
         return
