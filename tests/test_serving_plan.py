@@ -3,6 +3,7 @@ how much memory, and what a refusal says. Footprints are given, as `sizes` would
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -320,3 +321,31 @@ def test_the_plan_says_how_many_contexts_a_kv_cache_holds_and_what_would_hold_mo
     roomy = plan_config(paper(QWEN_FP8, R1_FP8), [h100(0), h100(1)], FOOTPRINTS).notes
     # 9.8 and 13.3 whole contexts of the 16 requests: half or more fit, no note
     assert not [n for n in roomy if n.startswith(("qwen3-32b: KV", "deepseek-r1-32b: KV"))]
+
+
+def test_contexts_are_sized_for_the_longest_question_of_the_data() -> None:
+    """A run sizes its servers' contexts from its questions (a long one, a table in the
+    question, needs more than the 512 tokens assumed where the data is not read), and the
+    plan says which it did."""
+    from crawdad.data.questions import load_cladder
+    from crawdad.serving.plan import CHARS_PER_TOKEN, QUESTION_TOKENS, question_tokens_of
+
+    examples = Path(__file__).resolve().parents[1] / "crawdad" / "examples"
+
+    def contexts(**kwargs: Any) -> tuple[list[int], list[str]]:
+        plan = plan_config(paper(), [h100(0), h100(1)], FOOTPRINTS, **kwargs)
+        return [s.context_length for s in plan.servers], plan.notes
+
+    assumed, notes = contexts()
+    assert any(
+        f"questions of up to {QUESTION_TOKENS} tokens (the data is not read" in n for n in notes
+    )
+    longer, notes = contexts(question_tokens=QUESTION_TOKENS + 2048)
+    debaters = [a - b for a, b in zip(longer, assumed, strict=True)][:2]
+    assert debaters == [2048, 2048]  # the extractor reads an answer, not the question
+    assert any("questions of up to 2,560 tokens (the longest of the data)" in n for n in notes)
+    questions = load_cladder(examples).questions
+    tokens = question_tokens_of(paper(), questions)
+    assert tokens is not None and 0 < tokens < QUESTION_TOKENS  # CLadder's are short
+    longest = max(len(q.question) for q in questions)
+    assert tokens >= longest / CHARS_PER_TOKEN

@@ -268,7 +268,14 @@ async def run_experiment(
     from crawdad.run.served import served_experiment
 
     out = Path(out)
-    async with served_experiment(configs, out, progress=progress) as (configs, supervisor):
+    if isinstance(dataset, Dataset):
+        questions = {name: dataset.questions for name in configs}
+    else:
+        questions = {name: d.questions for name, d in dataset.items()}
+    async with served_experiment(configs, out, progress=progress, questions=questions) as (
+        configs,
+        supervisor,
+    ):
         return await _run_experiment(
             configs,
             manifest,

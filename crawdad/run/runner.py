@@ -661,7 +661,9 @@ async def run_debates(
     subpackage `crawdad.run` takes over once any of its modules is imported)."""
     from crawdad.run.served import served_run
 
-    async with served_run(config, out, plan=plan, progress=progress, keep=keep_servers) as (
+    async with served_run(
+        config, out, plan=plan, progress=progress, keep=keep_servers, questions=dataset.questions
+    ) as (
         config,
         supervisor,
     ):

@@ -42,11 +42,13 @@ def serves_any(config: RunConfig) -> bool:
     return any(spec.serve is not None for spec in places(config).values())
 
 
-def make_plan(config: RunConfig) -> Plan:
-    """The plan of the config's served models (crawdad.serving.plan)."""
-    from crawdad.serving.plan import plan_config
+def make_plan(config: RunConfig, questions: list[Any] | None = None) -> Plan:
+    """The plan of the config's served models (crawdad.serving.plan); its contexts sized for
+    the longest of `questions` where they are given."""
+    from crawdad.serving.plan import plan_config, question_tokens_of
 
-    return plan_config(config)
+    tokens = question_tokens_of(config, questions) if questions else None
+    return plan_config(config, question_tokens=tokens)
 
 
 def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
@@ -80,17 +82,28 @@ def variant_plan(plan: Plan, name: str) -> Plan:
 
 @contextlib.asynccontextmanager
 async def served_experiment(
-    configs: dict[str, RunConfig], out: Path, *, progress: bool = True
+    configs: dict[str, RunConfig],
+    out: Path,
+    *,
+    progress: bool = True,
+    questions: dict[str, list[Any]] | None = None,
 ) -> AsyncIterator[tuple[dict[str, RunConfig], Supervisor | None]]:
     """`served_run` for an experiment: one plan for every variant (a model several variants
-    serve is served once), each variant pointed at its servers; the logs in DIR/servers."""
+    serve is served once), each variant pointed at its servers; the logs in DIR/servers. Its
+    contexts are sized for the longest of each variant's `questions` where they are given."""
     if not any(serves_any(c) and c.serving.start for c in configs.values()):
         yield configs, None
         return
-    from crawdad.serving.plan import plan_configs
+    from crawdad.serving.plan import plan_configs, question_tokens_of
     from crawdad.serving.supervisor import Supervisor
 
-    plan = plan_configs(configs)
+    sizes = [
+        question_tokens_of(c, questions[name])
+        for name, c in configs.items()
+        if questions and questions.get(name)
+    ]
+    longest = max((t for t in sizes if t is not None), default=None)
+    plan = plan_configs(configs, question_tokens=longest)
     first = next(iter(configs.values()))
     supervisor = Supervisor(
         plan, first.serving, out, sub=SERVERS, listener=PoolListener(), progress=progress
@@ -206,14 +219,16 @@ async def served_run(
     plan: Plan | None = None,
     progress: bool = True,
     keep: bool = False,
+    questions: list[Any] | None = None,
 ) -> AsyncIterator[tuple[RunConfig, Supervisor | None]]:
     """(the config pointed at the servers, their supervisor); (config, None) when no model of
-    the config is served by crawdad. `keep`: the servers outlive the run (`--keep-servers`)."""
+    the config is served by crawdad. `keep`: the servers outlive the run (`--keep-servers`).
+    A plan made here sizes its contexts for the longest of `questions`."""
     if plan is None:
         if not serves_any(config) or not config.serving.start:
             yield config, None
             return
-        plan = make_plan(config)
+        plan = make_plan(config, questions)
     from crawdad.serving.supervisor import Supervisor
 
     supervisor = Supervisor(

@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from crawdad.config import ModelSpec, RunConfig, ServeConfig
 from crawdad.errors import CrawdadError
@@ -87,13 +88,15 @@ def plan_config(
     *,
     check_ports: bool | None = None,
     prompt_tokens: int | None = None,
+    question_tokens: int | None = None,
 ) -> Plan:
     """Place every model of `config` that has a `serve` table. `gpus`: the inventory (None:
     read this machine's); `footprints`: by `serve.weights` (None or missing: read from the
     weights). Ports are taken from `serving.first_port` upwards, skipping ports in use on this
     machine unless `check_ports` is False (default: checked when the inventory is read here).
-    A plan that cannot fit raises a CrawdadError saying what would."""
-    return plan_configs({"": config}, gpus, footprints, check_ports, prompt_tokens)
+    `question_tokens`: the longest question of the data (`question_tokens_of`); None:
+    QUESTION_TOKENS. A plan that cannot fit raises a CrawdadError saying what would."""
+    return plan_configs({"": config}, gpus, footprints, check_ports, prompt_tokens, question_tokens)
 
 
 def plan_configs(
@@ -102,6 +105,7 @@ def plan_configs(
     footprints: dict[str, Footprint] | None = None,
     check_ports: bool | None = None,
     prompt_tokens: int | None = None,
+    question_tokens: int | None = None,
 ) -> Plan:
     """One plan for several configs (an experiment's variants, by name): a served model that
     several variants share is served once. Places are "VARIANT:agents.0" ("agents.0" for the
@@ -112,8 +116,16 @@ def plan_configs(
         gpus = inventory()
     if check_ports is None:
         check_ports = footprints is None
-    needs = _needs(configs, dict(footprints or {}), prompt_tokens)
+    needs = _needs(configs, dict(footprints or {}), prompt_tokens, question_tokens)
     notes = _context_notes(needs)
+    if prompt_tokens is None:
+        notes.append(
+            f"contexts sized for questions of up to {question_tokens:,} tokens (the longest of "
+            "the data)"
+            if question_tokens is not None
+            else f"contexts sized for questions of up to {QUESTION_TOKENS} tokens (the data is "
+            "not read here; a run sizes them from its questions)"
+        )
     if not needs:
         return Plan(gpus=gpus, notes=["no model of this config has a `serve` table"])
     first = next(iter(configs.values()))
@@ -179,8 +191,21 @@ def _spec_at(config: RunConfig, place: str) -> ModelSpec:
     return spec
 
 
+def question_tokens_of(config: RunConfig, questions: list[Any]) -> int | None:
+    """The longest of `questions` as the config's task shows them in a prompt, in tokens
+    (counted conservatively, as the templates are); None for no question."""
+    from crawdad.tasks import task_named
+
+    task = task_named(config.task)
+    longest = max((len(task.show(q)) for q in questions), default=None)
+    return None if longest is None else math.ceil(longest / CHARS_PER_TOKEN)
+
+
 def _needs(
-    configs: dict[str, RunConfig], footprints: dict[str, Footprint], prompt_tokens: int | None
+    configs: dict[str, RunConfig],
+    footprints: dict[str, Footprint],
+    prompt_tokens: int | None,
+    question_tokens: int | None = None,
 ) -> list[_Need]:
     groups: dict[str, list[tuple[RunConfig, str, ModelSpec]]] = {}
     for name, config in configs.items():
@@ -206,7 +231,9 @@ def _needs(
         context = max(
             s.serve.context_length
             if s.serve is not None and s.serve.context_length
-            else _context(c, place.rpartition(":")[2], s, templates[id(c)], prompt_tokens)
+            else _context(
+                c, place.rpartition(":")[2], s, templates[id(c)], prompt_tokens, question_tokens
+            )
             for c, place, s in members
         )
         key = "ollama" if serve.engine == "ollama" else _slug(first.model)
@@ -286,9 +313,15 @@ def _template_tokens(config: RunConfig) -> int:
 
 
 def _context(
-    config: RunConfig, place: str, spec: ModelSpec, template: int, prompt_tokens: int | None
+    config: RunConfig,
+    place: str,
+    spec: ModelSpec,
+    template: int,
+    prompt_tokens: int | None,
+    question_tokens: int | None = None,
 ) -> int:
     """The longest prompt `place` gets plus its max_tokens, rounded up."""
+    question = QUESTION_TOKENS if question_tokens is None else question_tokens
     protocol = config.protocol
     agents = len(config.agents)
     answer = min(ANSWER_TOKENS, max(a.max_tokens for a in config.agents))
@@ -297,7 +330,7 @@ def _context(
     elif place == "extractor":  # reads one response, thinking split off or not
         prompt = template + max(a.max_tokens for a in config.agents)
     elif place == "grader":
-        prompt = template + QUESTION_TOKENS + max(a.max_tokens for a in config.agents)
+        prompt = template + question + max(a.max_tokens for a in config.agents)
     else:
         if protocol.kind in ("crawdad", "coding"):
             history = protocol.max_turns - 1
@@ -308,7 +341,7 @@ def _context(
         else:
             history = 0
         tools = TOOL_RESULT_TOKENS * spec.max_tool_calls if spec.tools else 0
-        prompt = template + QUESTION_TOKENS + history * answer + tools
+        prompt = template + question + history * answer + tools
     return math.ceil((prompt + spec.max_tokens) / CONTEXT_STEP) * CONTEXT_STEP
 
 
