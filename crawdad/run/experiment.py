@@ -268,10 +268,11 @@ async def run_experiment(
     from crawdad.run.served import served_experiment
 
     out = Path(out)
-    if isinstance(dataset, Dataset):
-        questions = {name: dataset.questions for name in configs}
-    else:
+    # (a dataset of any task has its items as `questions`)
+    if isinstance(dataset, Mapping):
         questions = {name: d.questions for name, d in dataset.items()}
+    else:
+        questions = {name: dataset.questions for name in configs}
     async with served_experiment(configs, out, progress=progress, questions=questions) as (
         configs,
         supervisor,
