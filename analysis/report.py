@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pandas as pd
 from crawdad.analysis import figures as F
@@ -626,8 +626,7 @@ def _served_lines(runs: list[Run]) -> list[str]:
     """What answered each run (asked at the start of every session), and a warning when one
     model name was served as more than one build: their numbers are not one model's."""
     lines: list[str] = []
-    # model -> build -> (an entry of that build, the runs it served)
-    builds: dict[str, dict[tuple[str | None, ...], tuple[ServedBy, list[str]]]] = {}
+    builds: _Ways[ServedBy] = {}  # model -> build -> (an entry of that build, the runs it served)
     for r in runs:
         served = r.served()
         if not served:
@@ -637,19 +636,13 @@ def _served_lines(runs: list[Run]) -> list[str]:
             lines += [f"- {role}: {e.describe()}" for e in entries]
             for e in entries:
                 if e.software is not None:
-                    _, where = builds.setdefault(e.model, {}).setdefault(e.build(), (e, []))
-                    if r.label not in where:
-                        where.append(r.label)
+                    _note_way(builds, e.model, e.build(), e, r.label)
         lines.append("")
-    for model, found in builds.items():
-        if len(found) > 1:
-            told = "; ".join(
-                f"{', '.join([e.server_text(), *e.build_details()])} in "
-                + ", ".join(f"`{x}`" for x in labels)
-                for e, labels in found.values()
-            )
-            lines += [f"> **Different builds of `{model}`:** {told}.", ""]
-    return lines
+    return lines + _differing(
+        builds,
+        lambda e: ", ".join([e.server_text(), *e.build_details()]),
+        "Different builds of `{model}`",
+    )
 
 
 def _started_lines(runs: list[Run]) -> list[str]:
@@ -657,7 +650,7 @@ def _started_lines(runs: list[Run]) -> list[str]:
     warning where runs served one model differently: their numbers may differ for that."""
     lines: list[str] = []
     # model -> how it was served (StartedServer.identity less the key) -> (an entry, its runs)
-    ways: dict[str, dict[tuple[object, ...], tuple[StartedServer, list[str]]]] = {}
+    ways: _Ways[StartedServer] = {}
     for r in runs:
         started = [s for m in r.manifests() for s in m.started]
         if not started:
@@ -665,17 +658,32 @@ def _started_lines(runs: list[Run]) -> list[str]:
         lines += [f"**Servers crawdad started** (run `{r.label}`):", ""]
         for s in started:
             lines.append(f"- {s.key}: {_serving_text(s)}")
-            _, where = ways.setdefault(s.served_name, {}).setdefault(s.identity()[1:], (s, []))
-            if r.label not in where:
-                where.append(r.label)
+            _note_way(ways, s.served_name, s.identity()[1:], s, r.label)
         lines.append("")
+    return lines + _differing(ways, _serving_text, "`{model}` was served differently")
+
+
+T = TypeVar("T")
+# model -> one way it was served -> (an entry served that way, the runs it served)
+_Ways = dict[str, dict[tuple[object, ...], tuple[T, list[str]]]]
+
+
+def _note_way(ways: _Ways[T], model: str, way: tuple[object, ...], entry: T, run: str) -> None:
+    _, where = ways.setdefault(model, {}).setdefault(way, (entry, []))
+    if run not in where:
+        where.append(run)
+
+
+def _differing(ways: _Ways[T], describe: Callable[[T], str], title: str) -> list[str]:
+    """A warning for each model served more than one way, each way with the runs it served."""
+    lines: list[str] = []
     for model, found in ways.items():
         if len(found) > 1:
             told = "; ".join(
-                f"{_serving_text(s)} in " + ", ".join(f"`{x}`" for x in labels)
-                for s, labels in found.values()
+                f"{describe(e)} in " + ", ".join(f"`{x}`" for x in labels)
+                for e, labels in found.values()
             )
-            lines += [f"> **`{model}` was served differently:** {told}.", ""]
+            lines += [f"> **{title.format(model=model)}:** {told}.", ""]
     return lines
 
 
