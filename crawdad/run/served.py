@@ -97,11 +97,13 @@ async def served_experiment(
     from crawdad.serving.plan import plan_configs, question_tokens_of
     from crawdad.serving.supervisor import Supervisor
 
-    sizes = [
-        question_tokens_of(c, questions[name])
+    # variants that share a task and a dataset are measured once
+    shown = {
+        (c.task, id(questions[name])): (c, questions[name])
         for name, c in configs.items()
         if questions and questions.get(name)
-    ]
+    }
+    sizes = [question_tokens_of(c, items) for c, items in shown.values()]
     longest = max((t for t in sizes if t is not None), default=None)
     plan = plan_configs(configs, question_tokens=longest)
     first = next(iter(configs.values()))
