@@ -134,7 +134,7 @@ def rotated(dataset: Dataset, k: int, n: int) -> Dataset:
     each phase opens on questions the phases before it did not start with (their first prompts
     would be in the server's prompt cache, and their first turns cheap)."""
     qs = dataset.questions
-    cut = k * len(qs) // n if n else 0
+    cut = k * len(qs) // n
     if not cut:
         return dataset
     items = qs[cut:] + qs[:cut]
