@@ -178,6 +178,8 @@ def safetensors_header(path: Path, tensors: dict[str, tuple[str, list[int]]]) ->
         offset += size
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    with path.open("r+b") as f:  # sparse: the tensors' bytes take no room
+        f.truncate(8 + len(raw) + offset)
 
 
 def test_a_32b_bf16_folder_is_read_from_its_index_and_config(tmp_path: Path) -> None:
@@ -287,12 +289,12 @@ def test_an_ollama_tag_from_its_manifest_the_server_or_its_name(
     found = sizes.ollama_footprint("x:8b", "http://x", show=lambda url, tag: shown)
     assert found.quantization == "Q8_0" and found.weights_bytes == int(8e9 * 8.5 / 8)
     # Pulled here: the blob's GGUF header.
-    blob = models / "blobs" / "sha256-abc"
+    blob = models / "blobs" / f"sha256-{'ab' * 32}"
     blob.parent.mkdir(parents=True)
     gguf_file(blob, size=1000)
     manifest = models / "manifests" / "registry.ollama.ai" / "library" / "smol" / "latest"
     manifest.parent.mkdir(parents=True)
-    layers = [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:abc"}]
+    layers = [{"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{'ab' * 32}"}]
     manifest.write_text(json.dumps({"layers": layers}))
     pulled = sizes.ollama_footprint("smol")
     assert pulled.weights_bytes == 1000 and pulled.quantization == "Q4_1"

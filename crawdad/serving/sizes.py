@@ -2,14 +2,16 @@
 config.json and safetensors headers (or index), a GGUF file's header, an Ollama tag's manifest
 (or the server's /api/show, or an estimate from the tag, said so). Nothing here reads weights.
 
-GGUF headers are read by the small reader below, not the `gguf` package: the plan needs a few
-metadata keys, while `gguf` brings numpy and maps the whole file; the reader stops at the end
-of the metadata and skips the tokenizer's arrays without keeping them.
+GGUF headers are read by the small reader of `gguf.py`. Every file and answer is read within
+the bounds of `bounded.py`: regular files only, bytes, depth and counts capped, each number
+checked by its meaning; a hostile one is a CrawdadError naming it.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import math
 import os
 import re
 import struct
@@ -17,16 +19,30 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from crawdad.config import ServeConfig
 from crawdad.errors import CrawdadError
+from crawdad.safe_files import open_input, plain_name_problem, read_input
 from crawdad.serving.base import Footprint
+from crawdad.serving.bounded import (
+    MAX_BYTES,
+    MAX_CONTEXT,
+    loads,
+    number,
+    product,
+    read_json,
+    read_stream,
+    take,
+    text,
+)
+from crawdad.serving.gguf import gguf_metadata
 
 GB = 1000**3
-_DTYPE_BYTES = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
-    "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
+_DTYPE_BITS = {
+    "F64": 64, "I64": 64, "U64": 64, "F32": 32, "I32": 32, "U32": 32, "F16": 16, "BF16": 16,
+    "I16": 16, "U16": 16, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "I8": 8, "U8": 8, "BOOL": 8,
+    "F6_E2M3": 6, "F6_E3M2": 6, "F4": 4,
 }  # fmt: skip
 _TORCH_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1}
 # Bits per parameter of common GGUF file types (general.file_type), for Ollama estimates.
@@ -49,7 +65,16 @@ def kv_estimate(bf16_bytes: float) -> int:
     return int(65536 + 3e-6 * bf16_bytes)
 
 
-_MAX_HEADER = 100 * 1024 * 1024  # bytes of a safetensors JSON header read at most
+# Bytes of a safetensors JSON header read at most (the format allows 100 MB; the largest real
+# ones are a few MB, and 32 MB parses into ~250 MB of Python objects).
+_MAX_HEADER = 32_000_000
+_MAX_DIMS = 16  # dimensions of a tensor's shape (real: 1 to 5)
+_MAX_FILES = 10_000  # weight files of one folder (real: up to ~200 shards)
+_MAX_WIDTH = 10_000_000  # layers, heads, a head's or the model's width
+_MAX_LAYERS = 1024  # layers of an Ollama manifest (real: 2 to 10)
+_MAX_MANIFEST = 1_000_000  # bytes of an Ollama manifest (real: ~1 KB)
+_MODEL_LAYER = "application/vnd.ollama.image.model"
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 def footprint(model: str, serve: ServeConfig, ollama_url: str | None = None) -> Footprint:
@@ -102,34 +127,48 @@ def hf_cache() -> Path:
 
 
 def hf_folder(weights: str) -> Path | None:
-    """A local folder with config.json: the path itself, or the cached snapshot of a hub id."""
+    """A local folder with config.json: the path itself, or the cached snapshot of a hub id.
+    (A config.json that is a FIFO or a device is found here and refused when read.)"""
     path = Path(weights).expanduser()
-    if (path / "config.json").is_file():
+    if (path / "config.json").exists():
         return path
     if path.exists() or weights.count("/") != 1:
         return None
     repo = hf_cache() / ("models--" + weights.replace("/", "--"))
     ref = repo / "refs" / "main"
     snapshots = repo / "snapshots"
-    if ref.is_file():
-        snapshot = snapshots / ref.read_text(encoding="utf-8").strip()
-        if (snapshot / "config.json").is_file():
+    if ref.exists():
+        snapshot = snapshots / _ref_commit(ref)
+        if (snapshot / "config.json").exists():
             return snapshot
-    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    found = [p for p in snapshots.glob("*/config.json") if p.exists()]
+    found.sort(key=lambda p: p.stat().st_mtime)
     return found[-1].parent if found else None
+
+
+def _ref_commit(ref: Path) -> str:
+    """The commit a hub cache's ref names: a plain name, never a path out of `snapshots/`."""
+    commit = read_input(ref, "file", 4096).decode("utf-8", "replace").strip()
+    if not re.fullmatch(r"[0-9A-Za-z_-][0-9A-Za-z._-]{0,127}", commit):
+        raise CrawdadError(
+            f"{ref}: {text(commit) or 'nothing'!r} names no snapshot: a damaged "
+            "Hugging Face cache; download the model again"
+        )
+    return commit
 
 
 def hf_footprint(folder: Path) -> Footprint:
     """From config.json and the safetensors index or headers (never the tensors' bytes)."""
-    config = _read_json(folder / "config.json")
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
-    shape = {**config, **(text or {})}
-    quant = config.get("quantization_config") or {}
-    method = quant.get("quant_method") if isinstance(quant, dict) else None
-    torch_dtype = str(shape.get("torch_dtype") or shape.get("dtype") or "bfloat16")
+    where = str(folder / "config.json")
+    config = read_json(folder / "config.json")
+    inner = config.get("text_config")
+    shape = {**config, **inner} if isinstance(inner, dict) else config
+    quant = config.get("quantization_config")
+    method = text(quant.get("quant_method"), 40) if isinstance(quant, dict) else None
+    torch_dtype = text(shape.get("torch_dtype") or shape.get("dtype"), 40) or "bfloat16"
     weights, parameters = _safetensors_size(folder)
     if weights is None:
-        bins = list(folder.glob("*.bin")) + list(folder.glob("*.pt"))
+        bins = _listed(folder, "*.bin") + _listed(folder, "*.pt")
         if not bins:
             raise CrawdadError(
                 f"{folder}: no safetensors or .bin weights: is the download complete?"
@@ -141,35 +180,49 @@ def hf_footprint(folder: Path) -> Footprint:
         weights_bytes=weights,
         parameters=parameters,
         dtype="fp8" if method == "fp8" else torch_dtype,
-        quantization=str(method) if method else None,
-        kv_bytes_per_token=_hf_kv_bytes(shape),
-        max_context=_int(shape.get("max_position_embeddings")),
+        quantization=method,
+        kv_bytes_per_token=_hf_kv_bytes(shape, where),
+        max_context=number(
+            shape.get("max_position_embeddings"), where, "max_position_embeddings", 1, MAX_CONTEXT
+        ),
         source=str(folder),
     )
 
 
-def _hf_kv_bytes(shape: dict[str, Any]) -> int | None:
-    layers = _int(shape.get("num_hidden_layers"))
-    heads = _int(shape.get("num_attention_heads"))
+def _listed(folder: Path, pattern: str) -> list[Path]:
+    found = sorted(folder.glob(pattern))
+    if len(found) > _MAX_FILES:
+        raise CrawdadError(f"{folder}: more than {_MAX_FILES:,} {pattern} files: not a model")
+    return found
+
+
+def _hf_kv_bytes(shape: dict[str, Any], where: str) -> int | None:
+    def count(key: str, low: int = 1) -> int | None:
+        return number(shape.get(key), where, key, low, _MAX_WIDTH)
+
+    layers = count("num_hidden_layers")
+    heads = count("num_attention_heads")
     if not layers or not heads:
         return None
-    if shape.get("kv_lora_rank"):  # multi-head latent attention (DeepSeek V2/V3): one latent
-        latent = int(shape["kv_lora_rank"]) + int(shape.get("qk_rope_head_dim") or 0)
-        return layers * latent * 2
-    kv_heads = _int(shape.get("num_key_value_heads")) or heads
-    head_dim = _int(shape.get("head_dim")) or (_int(shape.get("hidden_size")) or 0) // heads
+    if latent := count("kv_lora_rank"):  # multi-head latent attention (DeepSeek V2/V3)
+        return layers * (latent + (count("qk_rope_head_dim", 0) or 0)) * 2
+    kv_heads = count("num_key_value_heads") or heads
+    head_dim = count("head_dim") or (count("hidden_size") or 0) // heads
     return 2 * layers * kv_heads * head_dim * 2 if head_dim else None  # K and V, 16-bit
 
 
 def _safetensors_size(folder: Path) -> tuple[int | None, int | None]:
     """(bytes, parameters) of the weights: the index's total_size, or the headers' tensors."""
     index = folder / "model.safetensors.index.json"
-    files = sorted(folder.glob("*.safetensors"))
-    if index.is_file():
-        meta = _read_json(index).get("metadata") or {}
-        total = _int(meta.get("total_size"))
-        if total:
-            return total, _int(meta.get("total_parameters"))
+    files = _listed(folder, "*.safetensors")
+    if index.exists():
+        meta = read_json(index).get("metadata")
+        if isinstance(meta, dict):
+            where = str(index)
+            total = number(meta.get("total_size"), where, "metadata.total_size", 0, MAX_BYTES)
+            if total:
+                params = number(meta.get("total_parameters"), where, "metadata.total_parameters")
+                return total, params
     if not files:
         return None, None
     weights = parameters = 0
@@ -180,124 +233,84 @@ def _safetensors_size(folder: Path) -> tuple[int | None, int | None]:
 
 
 def _safetensors_header(path: Path) -> tuple[int, int]:
-    with path.open("rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise CrawdadError(f"{path}: not a safetensors file (too short)")
-        (length,) = struct.unpack("<Q", head)
-        if length > _MAX_HEADER:
-            raise CrawdadError(f"{path}: a safetensors header of {length} bytes: not one")
-        try:
-            header = json.loads(f.read(length))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise CrawdadError(f"{path}: its safetensors header is not JSON") from None
+    """(bytes, parameters) of one file's tensors, each entry checked: a dtype safetensors has,
+    a shape of at most _MAX_DIMS dimensions, data_offsets inside the file that hold exactly the
+    shape's bytes."""
+    with open_input(path, "safetensors file") as f:
+        on_disk = os.fstat(f.fileno()).st_size
+        (length,) = struct.unpack("<Q", take(f, 8, path, "safetensors header"))
+        if length > min(_MAX_HEADER, on_disk - 8):
+            raise CrawdadError(
+                f"{path}: a safetensors header of {length:,} bytes in a file of {on_disk:,} "
+                f"(crawdad reads at most {_MAX_HEADER:,}): a damaged or partial file"
+            )
+        header = loads(take(f, length, path, "safetensors header"), str(path))
+    if not isinstance(header, dict):
+        raise CrawdadError(f"{path}: its safetensors header is not a JSON object")
+    room = on_disk - 8 - length
     size = parameters = 0
     for name, tensor in header.items():
-        if name == "__metadata__" or not isinstance(tensor, dict):
-            continue
-        count = 1
-        for dim in tensor.get("shape", []):
-            count *= int(dim)
-        parameters += count
-        start, end = tensor.get("data_offsets", (0, count * _DTYPE_BYTES.get(tensor["dtype"], 2)))
-        size += int(end) - int(start)
+        if name != "__metadata__":
+            count, held = _tensor(tensor, f"{path}: tensor {name[:80]!r}", room)
+            size, parameters = size + held, parameters + count
     return size, parameters
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CrawdadError(f"{path}: cannot be read as JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise CrawdadError(f"{path}: not a JSON object")
-    return data
-
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _tensor(tensor: Any, where: str, room: int) -> tuple[int, int]:
+    if not isinstance(tensor, dict):
+        raise CrawdadError(f"{where} is not a tensor's entry")
+    dtype, shape, offsets = tensor.get("dtype"), tensor.get("shape"), tensor.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in _DTYPE_BITS:
+        raise CrawdadError(f"{where}: dtype {text(dtype, 40)!r} is not one safetensors has")
+    if not isinstance(shape, list) or len(shape) > _MAX_DIMS:
+        raise CrawdadError(f"{where}: its shape is not a list of at most {_MAX_DIMS} sizes")
+    count = product(shape, where)
+    if not isinstance(offsets, list) or len(offsets) != 2:
+        raise CrawdadError(f"{where}: its data_offsets are not [start, end]")
+    start = number(offsets[0], where, "data_offsets[0]", 0, room)
+    end = number(offsets[1], where, "data_offsets[1]", 0, room)
+    assert start is not None and end is not None
+    needed = -(-count * _DTYPE_BITS[dtype] // 8)
+    if end - start != needed:
+        raise CrawdadError(
+            f"{where}: data_offsets hold {end - start:,} bytes where its shape and dtype need "
+            f"{needed:,}: a damaged file"
+        )
+    return count, needed
 
 
 # -- GGUF --------------------------------------------------------------------------------------
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
-            11: "<q", 12: "<d"}  # fmt: skip
-
-
-def gguf_metadata(path: Path) -> dict[str, Any]:
-    """A GGUF file's metadata (arrays are skipped: their length alone is kept)."""
-    with path.open("rb") as f:
-        if f.read(4) != b"GGUF":
-            raise CrawdadError(f"{path}: not a GGUF file (no GGUF magic at its start)")
-        (version,) = struct.unpack("<I", _take(f, 4, path))
-        if version not in (2, 3):
-            raise CrawdadError(f"{path}: GGUF version {version}, crawdad reads 2 and 3")
-        _tensors, count = struct.unpack("<QQ", _take(f, 16, path))
-        if count > 100_000:
-            raise CrawdadError(f"{path}: {count} metadata keys: a damaged GGUF header")
-        meta: dict[str, Any] = {}
-        for _ in range(count):
-            key = _gguf_string(f, path)
-            (kind,) = struct.unpack("<I", _take(f, 4, path))
-            meta[key] = _gguf_value(f, kind, path)
-    return meta
-
-
-def _take(f: IO[bytes], n: int, path: Path) -> bytes:
-    data = f.read(n)
-    if len(data) < n:
-        raise CrawdadError(f"{path}: its GGUF header ends early (a partial download?)")
-    return data
-
-
-def _gguf_string(f: IO[bytes], path: Path) -> str:
-    (length,) = struct.unpack("<Q", _take(f, 8, path))
-    if length > _MAX_HEADER:
-        raise CrawdadError(f"{path}: a GGUF string of {length} bytes: a damaged header")
-    return _take(f, length, path).decode("utf-8", errors="replace")
-
-
-def _gguf_value(f: IO[bytes], kind: int, path: Path) -> Any:
-    if kind in _SCALARS:
-        fmt = _SCALARS[kind]
-        return struct.unpack(fmt, _take(f, struct.calcsize(fmt), path))[0]
-    if kind == 8:
-        return _gguf_string(f, path)
-    if kind == 9:
-        item, length = struct.unpack("<IQ", _take(f, 12, path))
-        if item in _SCALARS:  # skipped whole: the tokenizer's scores and types
-            f.seek(length * struct.calcsize(_SCALARS[item]), os.SEEK_CUR)
-        else:
-            for _ in range(length):
-                _gguf_value(f, item, path)
-        return length
-    raise CrawdadError(f"{path}: GGUF value type {kind} is unknown: a damaged header")
 
 
 def gguf_footprint(path: Path, weights_gb: float | None = None) -> Footprint:
     """From the GGUF header; the weights are the file (its size, or `weights_gb`)."""
     meta = gguf_metadata(path)
-    arch = str(meta.get("general.architecture", ""))
-    layers = _int(meta.get(f"{arch}.block_count"))
-    heads = _int(meta.get(f"{arch}.attention.head_count"))
-    kv_heads = _int(meta.get(f"{arch}.attention.head_count_kv")) or heads
-    key_len = _int(meta.get(f"{arch}.attention.key_length"))
-    value_len = _int(meta.get(f"{arch}.attention.value_length"))
-    width = _int(meta.get(f"{arch}.embedding_length"))
+    where = f"{path} (GGUF header)"
+    arch = text(meta.get("general.architecture"), 100) or ""
+
+    def count(key: str, high: int = _MAX_WIDTH) -> int | None:
+        return number(meta.get(key), where, key, 1, high)
+
+    layers = count(f"{arch}.block_count")
+    heads = count(f"{arch}.attention.head_count")
+    kv_heads = count(f"{arch}.attention.head_count_kv") or heads
+    key_len = count(f"{arch}.attention.key_length")
+    value_len = count(f"{arch}.attention.value_length")
+    width = count(f"{arch}.embedding_length")
     head_dim = key_len or (width // heads if width and heads else None)
     kv = None
     if layers and kv_heads and head_dim:  # llama.cpp's KV cache is F16 by default
         kv = layers * kv_heads * (head_dim + (value_len or head_dim)) * 2
-    file_type = _int(meta.get("general.file_type"))
+    file_type = number(meta.get("general.file_type"), where, "general.file_type", 0, 10_000)
     quant = _GGUF_FILE_TYPES.get(file_type, f"type {file_type}") if file_type is not None else None
     weights = int(weights_gb * GB) if weights_gb else path.stat().st_size
     return Footprint(
         weights_bytes=weights,
-        parameters=_int(meta.get("general.parameter_count")),
+        parameters=count("general.parameter_count", MAX_BYTES),
         dtype=quant,
         quantization=quant if quant not in (None, "F32", "F16", "BF16") else None,
         kv_bytes_per_token=kv,
-        max_context=_int(meta.get(f"{arch}.context_length")),
+        max_context=count(f"{arch}.context_length", MAX_CONTEXT),
         source=f"GGUF header of {path}",
     )
 
@@ -315,23 +328,37 @@ def _tag_parts(tag: str) -> tuple[str, str]:
 
 
 def ollama_blob(tag: str) -> Path | None:
-    """The GGUF blob of a pulled tag, from Ollama's manifest on this machine."""
+    """The GGUF blob of a pulled tag, from Ollama's manifest on this machine (None: not
+    pulled here). The manifest is read within bounds, and its digest must name a blob:
+    `sha256:` and 64 hex digits, never a path."""
     name, version = _tag_parts(tag)
     if "/" not in name:
         name = f"library/{name}"
     if name.count("/") == 1:
         name = f"registry.ollama.ai/{name}"
-    manifest = ollama_models_dir() / "manifests" / name / version
-    if not manifest.is_file():
+    parts = [*name.split("/"), version]
+    if any(plain_name_problem(p) for p in parts):
+        return None  # a tag that names no manifest file
+    manifest = ollama_models_dir().joinpath("manifests", *parts)
+    if not manifest.exists():
         return None
-    try:
-        layers = _read_json(manifest).get("layers", [])
-    except CrawdadError:
-        return None
+    layers = read_json(manifest, _MAX_MANIFEST).get("layers")
+    if not isinstance(layers, list) or len(layers) > _MAX_LAYERS:
+        raise CrawdadError(
+            f"{manifest}: its layers are not a list of at most {_MAX_LAYERS}: a damaged "
+            f"manifest; pull the tag again (`ollama pull {tag}`)"
+        )
     for layer in layers:
-        if layer.get("mediaType") == "application/vnd.ollama.image.model":
-            blob = ollama_models_dir() / "blobs" / str(layer.get("digest", "")).replace(":", "-")
-            return blob if blob.is_file() else None
+        if isinstance(layer, dict) and layer.get("mediaType") == _MODEL_LAYER:
+            digest = layer.get("digest")
+            found = _DIGEST.fullmatch(digest) if isinstance(digest, str) else None
+            if found is None:
+                raise CrawdadError(
+                    f"{manifest}: the model layer's digest {text(digest, 80)!r} is not "
+                    f"sha256:<64 hex digits>: a damaged manifest; pull the tag again"
+                )
+            blob = ollama_models_dir() / "blobs" / f"sha256-{found[1]}"
+            return blob if blob.exists() else None
     return None
 
 
@@ -348,27 +375,42 @@ def ollama_footprint(
         return gguf_footprint(blob, weights_gb).model_copy(update={"source": f"{tag} ({blob})"})
     shown = (show or _api_show)(url, tag) if url else None
     if shown:
-        info = shown.get("model_info") or {}
-        details = shown.get("details") or {}
-        params = _int(info.get("general.parameter_count"))
-        quant = str(details.get("quantization_level") or _OLLAMA_DEFAULT_QUANT)
-        if params:
-            arch = str(info.get("general.architecture", ""))
-            layers = _int(info.get(f"{arch}.block_count"))
-            kv_heads = _int(info.get(f"{arch}.attention.head_count_kv"))
-            key_len = _int(info.get(f"{arch}.attention.key_length"))
-            kv = 2 * layers * kv_heads * key_len * 2 if layers and kv_heads and key_len else None
-            weights = int(weights_gb * GB) if weights_gb else int(params * _BITS.get(quant, 5) / 8)
-            return Footprint(
-                weights_bytes=weights,
-                parameters=params,
-                dtype=quant,
-                quantization=quant,
-                kv_bytes_per_token=kv or kv_estimate(params * 2),
-                max_context=_int(info.get(f"{arch}.context_length")),
-                source=f"{url}/api/show",
-            )
+        found = _shown_footprint(shown, f"{url}/api/show", weights_gb)
+        if found is not None:
+            return found
     return ollama_estimate(tag, weights_gb)
+
+
+def _shown_footprint(
+    shown: dict[str, Any], where: str, weights_gb: float | None
+) -> Footprint | None:
+    """From Ollama's /api/show answer, each figure checked (None: it gives no size)."""
+    info = shown.get("model_info")
+    info = info if isinstance(info, dict) else {}
+    details = shown.get("details")
+    details = details if isinstance(details, dict) else {}
+    params = number(info.get("general.parameter_count"), where, "general.parameter_count")
+    if not params:
+        return None
+    quant = text(details.get("quantization_level"), 40) or _OLLAMA_DEFAULT_QUANT
+    arch = text(info.get("general.architecture"), 100) or ""
+
+    def count(key: str, high: int = _MAX_WIDTH) -> int | None:
+        return number(info.get(f"{arch}.{key}"), where, f"{arch}.{key}", 1, high)
+
+    layers, kv_heads = count("block_count"), count("attention.head_count_kv")
+    key_len = count("attention.key_length")
+    kv = 2 * layers * kv_heads * key_len * 2 if layers and kv_heads and key_len else None
+    weights = int(weights_gb * GB) if weights_gb else int(params * _BITS.get(quant, 5) / 8)
+    return Footprint(
+        weights_bytes=weights,
+        parameters=params,
+        dtype=quant,
+        quantization=quant,
+        kv_bytes_per_token=kv or kv_estimate(params * 2),
+        max_context=count("context_length", MAX_CONTEXT),
+        source=where,
+    )
 
 
 def ollama_estimate(tag: str, weights_gb: float | None = None) -> Footprint:
@@ -383,7 +425,15 @@ def ollama_estimate(tag: str, weights_gb: float | None = None) -> Footprint:
             f"ollama tag {tag!r}: not pulled here and its size is not in its name: pull it "
             f"(`ollama pull {tag}`) or state its size with `weights_gb` in the serve table"
         )
-    params = int(float(size.group(1)) * (1e9 if size.group(2) == "b" else 1e6)) if size else None
+    params = None
+    if size:
+        said = float(size.group(1)) * (1e9 if size.group(2) == "b" else 1e6)
+        if not (math.isfinite(said) and 0 < said <= MAX_BYTES):
+            raise CrawdadError(
+                f"ollama tag {tag!r}: {size.group(0)[:40]} is not a model's size: pull it, or "
+                "state its size with `weights_gb` in the serve table"
+            )
+        params = int(said)
     weights = int(weights_gb * GB) if weights_gb else int((params or 0) * _BITS[quant] / 8)
     return Footprint(
         weights_bytes=weights,
@@ -395,15 +445,26 @@ def ollama_estimate(tag: str, weights_gb: float | None = None) -> Footprint:
     )
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Answers come from the server asked, never from where it points."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 def _api_show(url: str, tag: str) -> dict[str, Any] | None:
+    """Ollama's /api/show of `tag` (None: no answer), read within bounds (bytes, time, depth):
+    an answer past one is a CrawdadError naming it."""
+    where = f"{url.rstrip('/')}/api/show"
     request = urllib.request.Request(
-        f"{url.rstrip('/')}/api/show",
+        where,
         data=json.dumps({"model": tag}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Accept-Encoding": "identity"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=3.0) as response:
-            data = json.loads(response.read())
-    except (OSError, urllib.error.URLError, ValueError):
+        with urllib.request.build_opener(_NoRedirect).open(request, timeout=3.0) as response:
+            body = read_stream(iter(lambda: response.read(65536), b""), where)
+    except (OSError, ValueError, http.client.HTTPException):  # a 3xx too: HTTPError
         return None
+    data = loads(body, where)
     return data if isinstance(data, dict) else None
