@@ -22,9 +22,9 @@ class _Frozen(BaseModel):
 class GPU(_Frozen):
     """One GPU of the inventory (NVML, `nvidia-smi`, or a simulated one in tests)."""
 
-    index: int = Field(ge=0)
-    name: str
-    memory_mib: int = Field(gt=0)  # total memory
+    index: int = Field(ge=0, le=65535)
+    name: str = Field(max_length=200)
+    memory_mib: int = Field(gt=0, le=16384 * 1024)  # total memory (16 TiB at most)
     uuid: str | None = None
 
 
