@@ -12,15 +12,16 @@ bound is a `CrawdadError` naming the file (or the server's path) and what is wro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from crawdad.errors import CrawdadError
-from crawdad.safe_files import read_input
+from crawdad.safe_files import open_input, read_input
 
 MAX_JSON_FILE = 16_000_000  # config.json, a safetensors index, an Ollama manifest (real: < 1 MB)
 MAX_DEPTH = 64  # JSON nesting (real config.json: 3 or 4)
@@ -84,6 +85,18 @@ def read_json(path: Path, limit: int = MAX_JSON_FILE) -> dict[str, Any]:
     return found
 
 
+@contextlib.contextmanager
+def opened(path: Path, what: str) -> Iterator[IO[bytes]]:
+    """The regular file `path` open for reading a part of it (`safe_files.open_input`: a FIFO,
+    a device or a folder refused); a file that cannot be opened is a CrawdadError naming it."""
+    try:
+        f = open_input(path, what)
+    except OSError as e:
+        raise CrawdadError(f"{path}: cannot be read ({e.strerror or e})") from None
+    with f:
+        yield f
+
+
 def take(f: IO[bytes], n: int, path: Path, what: str = "header") -> bytes:
     """Exactly `n` bytes of `f` (`n` already checked against a cap)."""
     data = f.read(n)
@@ -116,7 +129,8 @@ def product(dims: Iterable[Any], where: str, cap: int = MAX_ELEMENTS) -> int:
     count = 1
     for i, dim in enumerate(dims):
         size = number(dim, where, f"shape[{i}]", low=0, high=cap)
-        assert size is not None
+        if size is None:
+            raise CrawdadError(f"{where}: shape[{i}] is null: a damaged file")
         count *= size
         if count > cap:
             raise CrawdadError(f"{where}: its shape holds more than {cap:,} elements")

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from crawdad.errors import CrawdadError
-from crawdad.safe_files import open_input
-from crawdad.serving.bounded import take
+from crawdad.serving.bounded import opened, take
 
 MAX_KEYS = 100_000  # metadata pairs (real: 20 to 60)
 MAX_KEY = 65_536  # bytes of a key (real: under 64)
@@ -85,7 +84,7 @@ class _Reader:
 def gguf_metadata(path: Path) -> dict[str, Any]:
     """A GGUF file's metadata (arrays are skipped: their length alone is kept; a string longer
     than MAX_KEPT bytes is None)."""
-    with open_input(path, "GGUF file") as f:
+    with opened(path, "GGUF file") as f:
         r = _Reader(f, path)
         if f.read(4) != b"GGUF":
             raise CrawdadError(f"{path}: not a GGUF file (no GGUF magic at its start)")

@@ -11,8 +11,8 @@ import httpx
 
 from crawdad.errors import CrawdadError
 from crawdad.records import StartedServer
+from crawdad.serving import bounded
 from crawdad.serving.base import GPU, ServerPlan
-from crawdad.serving.bounded import ANSWER_SECONDS, loads, text
 from crawdad.serving.processes import engine_of
 from crawdad.serving.weights import weights_hash
 
@@ -38,7 +38,7 @@ async def _answered_version(client: httpx.AsyncClient, url: str) -> str | None:
     """The "version" of the server's JSON answer, read within bounds (bytes, time, depth; no
     redirect followed) and kept short and printable."""
     async with (
-        asyncio.timeout(ANSWER_SECONDS),
+        asyncio.timeout(bounded.ANSWER_SECONDS),
         client.stream(
             "GET", url, timeout=5, follow_redirects=False, headers={"Accept-Encoding": "identity"}
         ) as r,
@@ -50,8 +50,8 @@ async def _answered_version(client: httpx.AsyncClient, url: str) -> str | None:
             data += chunk
             if len(data) > _MAX_VERSION_ANSWER:
                 return None
-    answer = loads(bytes(data), url, max_depth=16)
-    return text(answer.get("version")) if isinstance(answer, dict) else None
+    answer = bounded.loads(bytes(data), url, max_depth=16)
+    return bounded.text(answer.get("version")) if isinstance(answer, dict) else None
 
 
 async def started_record(

@@ -23,13 +23,14 @@ from typing import Any
 
 from crawdad.config import ServeConfig
 from crawdad.errors import CrawdadError
-from crawdad.safe_files import open_input, plain_name_problem, read_input
+from crawdad.safe_files import plain_name_problem, read_input
 from crawdad.serving.base import Footprint
 from crawdad.serving.bounded import (
     MAX_BYTES,
     MAX_CONTEXT,
     loads,
     number,
+    opened,
     product,
     read_json,
     read_stream,
@@ -148,7 +149,10 @@ def hf_folder(weights: str) -> Path | None:
 
 def _ref_commit(ref: Path) -> str:
     """The commit a hub cache's ref names: a plain name, never a path out of `snapshots/`."""
-    commit = read_input(ref, "file", 4096).decode("utf-8", "replace").strip()
+    try:
+        commit = read_input(ref, "file", 4096).decode("utf-8", "replace").strip()
+    except OSError as e:
+        raise CrawdadError(f"{ref}: cannot be read ({e.strerror or e})") from None
     if not re.fullmatch(r"[0-9A-Za-z_-][0-9A-Za-z._-]{0,127}", commit):
         raise CrawdadError(
             f"{ref}: {text(commit) or 'nothing'!r} names no snapshot: a damaged "
@@ -168,7 +172,7 @@ def hf_footprint(folder: Path) -> Footprint:
     torch_dtype = text(shape.get("torch_dtype") or shape.get("dtype"), 40) or "bfloat16"
     weights, parameters = _safetensors_size(folder)
     if weights is None:
-        bins = _listed(folder, "*.bin") + _listed(folder, "*.pt")
+        bins = [p for p in _listed(folder, "*.bin") + _listed(folder, "*.pt") if p.exists()]
         if not bins:
             raise CrawdadError(
                 f"{folder}: no safetensors or .bin weights: is the download complete?"
@@ -236,7 +240,7 @@ def _safetensors_header(path: Path) -> tuple[int, int]:
     """(bytes, parameters) of one file's tensors, each entry checked: a dtype safetensors has,
     a shape of at most _MAX_DIMS dimensions, data_offsets inside the file that hold exactly the
     shape's bytes."""
-    with open_input(path, "safetensors file") as f:
+    with opened(path, "safetensors file") as f:
         on_disk = os.fstat(f.fileno()).st_size
         (length,) = struct.unpack("<Q", take(f, 8, path, "safetensors header"))
         if length > min(_MAX_HEADER, on_disk - 8):
@@ -463,7 +467,7 @@ def _api_show(url: str, tag: str) -> dict[str, Any] | None:
     )
     try:
         with urllib.request.build_opener(_NoRedirect).open(request, timeout=3.0) as response:
-            body = read_stream(iter(lambda: response.read(65536), b""), where)
+            body = read_stream(iter(lambda: response.read1(65536), b""), where)
     except (OSError, ValueError, http.client.HTTPException):  # a 3xx too: HTTPError
         return None
     data = loads(body, where)

@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from crawdad.serving.bounded import text
+
 # Seconds a version or import probe may take (a Python that imports vLLM can be slow).
 PROBE_TIMEOUT = 30.0
 MAX_OUTPUT = 65_536  # bytes a probe may print (a version: one line)
@@ -161,5 +163,4 @@ def version_output(executable: str, *args: str) -> str | None:
     if found is None:
         return None
     out = _run([found, *(args or ("--version",))])
-    first = out.splitlines()[0].strip()[:200] if out else None
-    return first or None
+    return text(out.splitlines()[0]) if out else None
