@@ -231,7 +231,7 @@ def restarts_folder(folder: Path) -> Path:
     return folder
 
 
-RESTARTS_LIMIT = 16_000_000  # bytes of restarts.jsonl read (a line: ~300 bytes)
+RESTARTS_LIMIT = 4_000_000  # bytes of restarts.jsonl read (a line: ~150 bytes; a run: a few)
 
 
 def read_restarts(where: Path) -> list[ServerRestart]:

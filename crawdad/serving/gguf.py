@@ -26,6 +26,7 @@ MAX_NESTING = 2  # arrays of arrays
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
             11: "<q", 12: "<d"}  # fmt: skip
+_U64 = struct.Struct("<Q")
 
 
 class _Reader:
@@ -57,6 +58,19 @@ class _Reader:
             return None
         return self.take(length).decode("utf-8", errors="replace")
 
+    def skip_strings(self, count: int) -> None:
+        """Past `count` strings (a tokenizer's: the hot loop of a header, kept lean)."""
+        read, unpack = self.f.read, _U64.unpack
+        for _ in range(count):
+            head = read(8)
+            if len(head) < 8:
+                self._fits(8)
+            (length,) = unpack(head)
+            if length > MAX_KEPT:
+                self.skip(length)
+            elif len(read(length)) < length:
+                self._fits(length)
+
     def value(self, kind: int, depth: int = 0) -> Any:
         if kind in _SCALARS:
             return self.unpack(_SCALARS[kind])
@@ -75,8 +89,11 @@ class _Reader:
                     f"{self.path}: its GGUF arrays hold more than {MAX_WALKED:,} strings or "
                     "arrays: a damaged header"
                 )
-            for _ in range(length):
-                self.value(item, depth + 1)
+            if item == 8:
+                self.skip_strings(length)
+            else:
+                for _ in range(length):
+                    self.value(item, depth + 1)
             return length
         raise CrawdadError(f"{self.path}: GGUF value type {kind} is unknown: a damaged header")
 

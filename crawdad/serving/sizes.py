@@ -66,9 +66,9 @@ def kv_estimate(bf16_bytes: float) -> int:
     return int(65536 + 3e-6 * bf16_bytes)
 
 
-# Bytes of a safetensors JSON header read at most (the format allows 100 MB; the largest real
-# ones are a few MB, and 32 MB parses into ~250 MB of Python objects).
-_MAX_HEADER = 32_000_000
+# Bytes of a safetensors JSON header read at most (the format allows 100 MB; real ones hold at
+# most a few thousand tensors, well under 1 MB; 16 MB of small tensors parse into ~180 MB).
+_MAX_HEADER = 16_000_000
 _MAX_DIMS = 16  # dimensions of a tensor's shape (real: 1 to 5)
 _MAX_FILES = 10_000  # weight files of one folder (real: up to ~200 shards)
 _MAX_WIDTH = 10_000_000  # layers, heads, a head's or the model's width
