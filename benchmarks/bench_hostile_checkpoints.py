@@ -162,8 +162,11 @@ CASES = {
         url = f"http://127.0.0.1:{server.server_address[1]}"
         """,
         """
-        from crawdad.serving import sizes
-        sizes._api_show(url, "x:1b")
+        try:
+            from crawdad.serving.ollama_sizes import _api_show
+        except ImportError:  # before the bounds: in sizes.py
+            from crawdad.serving.sizes import _api_show
+        _api_show(url, "x:1b")
         """,
     ),
     "restarts": (

@@ -41,6 +41,13 @@ class Footprint(_Frozen):
     source: str = ""  # where the figures came from (a path, "config.json", "GGUF header")
 
 
+def kv_estimate(bf16_bytes: float) -> int:
+    """KV cache bytes per token where a model's shape cannot be read, from its size at 16 bits:
+    64 KiB + 3 bytes per million. Granite-3.3-2B (5 GB) 80 KiB, Llama-3-8B (16 GB) 128 KiB,
+    Qwen3-32B (65 GB) 256 KiB, each within 15%; a 70B (140 GB) gets 470 KiB for its 320."""
+    return int(65536 + 3e-6 * bf16_bytes)
+
+
 class ServerPlan(_Frozen):
     """One server process the plan starts: which engine, which weights, on which GPUs."""
 

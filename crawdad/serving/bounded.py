@@ -29,6 +29,8 @@ MAX_ANSWER = 4_000_000  # bytes of /api/show or /version (real: a few KB, a temp
 ANSWER_SECONDS = 10.0  # the whole answer, first byte to last
 MAX_ELEMENTS = 10**15  # of one tensor, and parameters of a model (10x the largest there is)
 MAX_BYTES = 10**16  # of a model's weights (10 PB)
+GB = 1000**3
+MAX_WIDTH = 10_000_000  # layers, heads, a head's or the model's width
 MAX_CONTEXT = 100_000_000  # tokens a model may take (the longest today: 10 million)
 MAX_TEXT = 200  # characters of a version or a dtype kept
 

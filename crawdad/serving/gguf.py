@@ -1,6 +1,7 @@
-"""A GGUF file's metadata, read by a small reader rather than the `gguf` package: the plan needs
-a few keys, while `gguf` brings numpy and maps the whole file. The reader stops at the end of
-the metadata and skips the tokenizer's arrays without keeping them.
+"""A GGUF file's metadata and what serving it needs (`gguf_footprint`), read by a small reader
+rather than the `gguf` package: the plan needs a few keys, while `gguf` brings numpy and maps
+the whole file. The reader stops at the end of the metadata and skips the tokenizer's arrays
+without keeping them.
 
 The header is untrusted (`bounded`): the file is opened only when regular; every length is
 checked against the bytes left in the file before anything is read or skipped; keys, pairs,
@@ -16,13 +17,29 @@ from pathlib import Path
 from typing import IO, Any
 
 from crawdad.errors import CrawdadError
-from crawdad.serving.bounded import opened, take
+from crawdad.serving.base import Footprint
+from crawdad.serving.bounded import (
+    GB,
+    MAX_BYTES,
+    MAX_CONTEXT,
+    MAX_WIDTH,
+    number,
+    opened,
+    take,
+    text,
+)
 
 MAX_KEYS = 100_000  # metadata pairs (real: 20 to 60)
 MAX_KEY = 65_536  # bytes of a key (real: under 64)
 MAX_KEPT = 4_096  # bytes of a string value kept; longer ones (a chat template) are skipped
 MAX_WALKED = 4_000_000  # array elements read one by one (a tokenizer's strings: ~150k-260k)
 MAX_NESTING = 2  # arrays of arrays
+# The quantization of each common GGUF file type (general.file_type).
+_GGUF_FILE_TYPES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+    17: "Q5_K_M", 18: "Q6_K", 32: "BF16",
+}  # fmt: skip
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
             11: "<q", 12: "<d"}  # fmt: skip
@@ -118,3 +135,36 @@ def gguf_metadata(path: Path) -> dict[str, Any]:
                 raise CrawdadError(f"{path}: a GGUF key longer than {MAX_KEY} bytes")
             meta[key] = r.value(r.unpack("<I"))
     return meta
+
+
+def gguf_footprint(path: Path, weights_gb: float | None = None) -> Footprint:
+    """From the GGUF header; the weights are the file (its size, or `weights_gb`)."""
+    meta = gguf_metadata(path)
+    where = f"{path} (GGUF header)"
+    arch = text(meta.get("general.architecture"), 100) or ""
+
+    def count(key: str, high: int = MAX_WIDTH) -> int | None:
+        return number(meta.get(key), where, key, 1, high)
+
+    layers = count(f"{arch}.block_count")
+    heads = count(f"{arch}.attention.head_count")
+    kv_heads = count(f"{arch}.attention.head_count_kv") or heads
+    key_len = count(f"{arch}.attention.key_length")
+    value_len = count(f"{arch}.attention.value_length")
+    width = count(f"{arch}.embedding_length")
+    head_dim = key_len or (width // heads if width and heads else None)
+    kv = None
+    if layers and kv_heads and head_dim:  # llama.cpp's KV cache is F16 by default
+        kv = layers * kv_heads * (head_dim + (value_len or head_dim)) * 2
+    file_type = number(meta.get("general.file_type"), where, "general.file_type", 0, 10_000)
+    quant = _GGUF_FILE_TYPES.get(file_type, f"type {file_type}") if file_type is not None else None
+    weights = int(weights_gb * GB) if weights_gb else path.stat().st_size
+    return Footprint(
+        weights_bytes=weights,
+        parameters=count("general.parameter_count", MAX_BYTES),
+        dtype=quant,
+        quantization=quant if quant not in (None, "F32", "F16", "BF16") else None,
+        kv_bytes_per_token=kv,
+        max_context=count(f"{arch}.context_length", MAX_CONTEXT),
+        source=f"GGUF header of {path}",
+    )
