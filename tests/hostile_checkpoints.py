@@ -524,6 +524,20 @@ def hub_ref_valid(tmp: Path) -> Case:
     return _hub_case(hub, None, None)
 
 
+def _weights_family(name: str, weights: str) -> None:
+    for engine in ("vllm", "llamacpp", "ollama"):
+
+        def make(tmp: Path, engine: str = engine) -> Case:
+            return Case(plan_of(engine, weights), r"weights|not pulled|is not a file", None)
+
+        CASES[f"weights_{name}_{engine}"] = make
+
+
+_weights_family("name_too_long", "x" * 5000)
+_weights_family("of_an_unknown_user", "~nosuchuser-crawdad/x")
+_weights_family("with_a_nul", "org/a\x00b")
+
+
 # --- GGUF -------------------------------------------------------------------------------------
 
 

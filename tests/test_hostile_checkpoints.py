@@ -25,7 +25,7 @@ PEAK_MB = 500.0
 # A class of cases: the prefixes of their names.
 GROUPS = {
     "safetensors": ("st_",),
-    "config_json": ("cfg_", "index_", "hub_", "bin_"),
+    "config_json": ("cfg_", "index_", "hub_", "bin_", "weights_"),
     "gguf": ("gguf_",),
     "ollama": ("ollama_",),
     "api_show": ("show_",),

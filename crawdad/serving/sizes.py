@@ -49,7 +49,18 @@ _MAX_FILES = 10_000  # weight files of one folder (real: up to ~200 shards)
 
 def footprint(model: str, serve: ServeConfig, ollama_url: str | None = None) -> Footprint:
     """What serving `model` (its served name) as `serve` says needs; a CrawdadError naming the
-    fix where the weights cannot be found."""
+    fix where the weights cannot be found or read."""
+    try:
+        return _footprint(serve, ollama_url)
+    except (OSError, RuntimeError, ValueError) as e:  # a name too long, ~nosuchuser, a NUL
+        said = getattr(e, "strerror", None) or str(e)
+        raise CrawdadError(
+            f"{serve.engine}: weights {serve.weights[:200]!r} cannot be read ({said[:200]}): "
+            "give a path, a Hugging Face id or an Ollama tag"
+        ) from None
+
+
+def _footprint(serve: ServeConfig, ollama_url: str | None) -> Footprint:
     if serve.engine == "ollama":
         from crawdad.serving.ollama_sizes import ollama_footprint
 

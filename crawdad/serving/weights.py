@@ -106,13 +106,13 @@ def weights_hash(engine: str, weights: str) -> str | None:
     or not found)."""
     if engine == "ollama":
         return None
-    path = Path(weights).expanduser()
     try:
+        path = Path(weights).expanduser()
         if path.is_file():
             return f"sha256:{file_sha256(path)}"
         if path.is_dir():
             return _folder_hash(path)
-    except (OSError, CrawdadError):  # a hash is nice to have: a FIFO or a huge file, none
+    except (OSError, RuntimeError, ValueError, CrawdadError):  # nice to have, never a failure
         return None
     if weights.count("/") == 1 and not weights.startswith((".", "/")):
         return _hub_revision(weights)
