@@ -967,6 +967,34 @@ CASES["vllm_version_binary"] = version_case("status_500", "head -c 4000 /dev/ura
 CASES["vllm_version_valid"] = version_case("status_500", "echo 0.9.2", lambda v: v == "0.9.2")
 
 
+def pull_case(mode: str) -> Make:
+    """Ollama's list of tags (before a pull) answered by a hostile server: a PullError naming
+    the server, never a traceback."""
+
+    def make(tmp: Path) -> Case:
+        url = Hostile.url()
+
+        def run() -> Any:
+            from crawdad.serving.base import ServerPlan
+            from crawdad.serving.ollama_pull import pull_missing
+
+            Hostile.mode = mode
+            server = ServerPlan(
+                key="ollama", engine="ollama", weights="smol:135m", served_name="smol:135m",
+                models=["agents.0"], port=int(url.rsplit(":", 1)[1]), context_length=4096,
+                command=["ollama", "serve"],
+            )  # fmt: skip
+            return asyncio.run(pull_missing(server, progress=False))
+
+        return Case(run, r"server ollama: pulling smol:135m failed", None, None)
+
+    return make
+
+
+for _mode in ("not_json", "deep", "a_list", "nan", "status_500", "version_a_list"):
+    CASES[f"pull_tags_{_mode}"] = pull_case(_mode)
+
+
 # --- weights' hash (the manifest) -------------------------------------------------------------
 
 

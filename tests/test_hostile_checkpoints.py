@@ -29,7 +29,7 @@ GROUPS = {
     "gguf": ("gguf_",),
     "ollama": ("ollama_",),
     "api_show": ("show_",),
-    "version": ("version_", "vllm_"),
+    "version": ("version_", "vllm_", "pull_"),
     "weights_hash": ("hash_",),
     "restarts": ("restarts_",),
     "settings": ("config_", "plan_", "gpus_"),
