@@ -435,5 +435,5 @@ def test_a_rule_decides_only_sequences_about_its_target() -> None:
     assert Rule().target == "models"
     assert decide(seq, Rule(target="run")).target == "run"
     assert decide(difference_sequence([1], [0], None, 0.05), Rule(method="cs")).target == "models"
-    with pytest.raises(ValueError, match="decide.sequence"):  # the tests decide: no e_* columns
+    with pytest.raises(ValueError, match=r"decide\.sequence"):  # the tests decide: no e_* columns
         decide(difference_sequence([1], [0], None, 0.05), Rule())
