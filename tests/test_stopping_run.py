@@ -418,6 +418,11 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     now = stop_rule({}).model_dump(mode="json")
     assert any("target" in d for d in stop_differences({"alpha": 0.05}, now))
     assert stop_differences({"alpha": 0.05}, {**now, "target": "run"}) == []
+    # a folder of before the tests (issue 52) was decided by its sequence's edges: method "cs"
+    assert recorded_rule({"target": "models"}).method == "cs" and stop_rule({}).method == "test"
+    before_tests = {"target": "models", "alpha": 0.05}
+    assert any("method" in d for d in stop_differences(before_tests, now))
+    assert stop_differences(before_tests, {**now, "method": "cs"}) == []
 
 
 # --- questions without an exact answer: one rule for the run and the report --------------------

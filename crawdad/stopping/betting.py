@@ -64,19 +64,24 @@ def log_wealth(z: np.ndarray, zmin: float, alpha: float, horizon: int) -> np.nda
     z = np.atleast_2d(np.asarray(z, dtype=np.float64))
     if horizon < 1:
         raise ValueError(f"horizon must be at least 1, got {horizon}")
-    rows, n = z.shape
     c = threshold(alpha) + math.log(1 / HORIZON_WEIGHT)
-    t = np.arange(n, dtype=np.float64)  # pairs before each step
+    t = np.arange(z.shape[1], dtype=np.float64)  # pairs before each step
     squares = np.cumsum(z**2, axis=1) - z**2  # sum of Z^2 before each step
     v = (_PRIOR_PAIRS * _PRIOR_SQUARE + squares) / (_PRIOR_PAIRS + t)
     base = np.sqrt(2 * c / (horizon * v))
     cap = _CAP / -zmin
-    total = np.full((rows, n), -np.inf)
     rest = (1 - HORIZON_WEIGHT) / len(MULTIPLES)
+    logs = []
     for weight, multiple in ((HORIZON_WEIGHT, 1.0), *((rest, m) for m in MULTIPLES)):
         lam = np.minimum(multiple * base, cap)
-        total = np.logaddexp(total, math.log(weight) + np.cumsum(np.log1p(lam * z), axis=1))
-    return total
+        logs.append(math.log(weight) + np.cumsum(np.log1p(lam * z), axis=1))
+    top = logs[0].copy()  # the log of the weighted mean, without overflow
+    for x in logs[1:]:
+        np.maximum(top, x, out=top)
+    total = np.zeros_like(top)
+    for x in logs:
+        total += np.exp(x - top)
+    return top + np.log(total)
 
 
 def statistics(d: np.ndarray, margin: float) -> dict[str, tuple[np.ndarray, float]]:

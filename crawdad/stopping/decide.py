@@ -36,10 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crawdad.stopping.betting import CLAIMS, evidence, threshold
 from crawdad.stopping.sequences import (
+    THETA,
+    TRUNCATION,
     Population,
     accuracy_sequence,
     difference_sequence,
-    iid_log_capital,
+    iid_bets,
     to_unit,
 )
 
@@ -381,7 +383,7 @@ def decisions(
     undecided), equal to `decision` row by row (tests/test_stopping_stats.py) except where a
     scalar sequence contradicts itself (probability at most alpha), which this does not look
     for. `method="cs"` (the sequence's edges) is computed from the capital against the grid
-    candidates nearest 0 and +-margin (`iid_log_capital`), which the sequence excludes exactly
+    candidates nearest 0 and +-margin (as `iid_log_capital`), which the sequence excludes exactly
     when that capital crosses."""
     if rule.target != "models":
         raise ValueError("decisions simulates the models' target (i.i.d. pairs) only")
@@ -422,19 +424,17 @@ def _edges(unit: np.ndarray, alpha: float, margin: float, breaks: int) -> dict[s
     grid = np.linspace(0.0, 1.0, breaks + 1)
     diff = 2 * grid - 1
     thr = math.log(1 / alpha)
+    lam = iid_bets(unit, alpha)
 
-    def ever(log_capital: np.ndarray) -> np.ndarray:
-        return np.maximum.accumulate(log_capital >= thr, axis=1)
-
-    def up(k: int) -> np.ndarray:
-        return ever(iid_log_capital(unit, float(grid[k]), alpha)[0])
-
-    def down(k: int) -> np.ndarray:
-        return ever(iid_log_capital(unit, float(grid[k]), alpha)[1])
+    def crossed(k: int, sign: int) -> np.ndarray:
+        m = float(grid[k])
+        cap = TRUNCATION / (m if sign > 0 else 1 - m)
+        log_k = np.cumsum(np.log1p(sign * np.minimum(lam, cap) * (unit - m)), axis=1)
+        return np.maximum.accumulate(log_k + math.log(THETA) >= thr, axis=1)
 
     return {
-        "better": up(int(np.argmax(diff > 0))),
-        "worse": down(int(np.nonzero(diff < 0)[0][-1])),
-        "above": up(int(np.argmax(diff >= -margin))),
-        "below": down(int(np.nonzero(diff <= margin)[0][-1])),
+        "better": crossed(int(np.argmax(diff > 0)), 1),
+        "worse": crossed(int(np.nonzero(diff < 0)[0][-1]), -1),
+        "above": crossed(int(np.argmax(diff >= -margin)), 1),
+        "below": crossed(int(np.nonzero(diff <= margin)[0][-1]), -1),
     }
