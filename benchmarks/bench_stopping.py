@@ -12,7 +12,7 @@ pair is discordant with probability `discordant`, in the variant's favour with p
 (discordant + effect) / 2, so the models' expected difference is exactly `effect`; the baseline
 is right on 60% of the agreeing pairs. The pool is the n questions (`pool=n`: what the tests'
 bets are tuned to). The rule looks after every question, as the run does after every settled
-one. Every decision is `crawdad.stopping.decide.decisions`, the vectorised `decision` (tested
+one. Every decision is `crawdad.stopping.decide.many_decisions`, the vectorised `decision` (tested
 equal to it), over all the experiments of a row at once, and the same experiments serve both
 methods.
 
@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crawdad.stopping.decide import Rule, decisions
+from crawdad.stopping.decide import Rule, many_decisions
 
 EFFECTS = (0.0, 0.03, -0.03, 0.05, -0.05)
 SIZES = (360, 2000, 10_112)
@@ -95,7 +95,7 @@ def simulate(
                 margin=args.margin,
                 min_questions=args.min_questions,
             )
-            found[method].append(decisions(a, b, rule, pool=n))
+            found[method].append(many_decisions(a, b, rule, pool=n))
     return {
         m: (np.concatenate([o for o, _ in parts]), np.concatenate([q for _, q in parts]))
         for m, parts in found.items()

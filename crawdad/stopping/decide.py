@@ -253,7 +253,7 @@ def decision(
     order) paired with the baseline's `b` on the same questions (None: a single run's accuracy),
     by `rule`, with alpha shared among `comparisons`: `decide(sequence(...))`. The one function
     the run, the report, the live view, the notebook and the benchmark decide with; call it to
-    simulate crawdad's rule (`decisions` does many experiments at once). `pool` and
+    simulate crawdad's rule (`many_decisions` does many experiments at once). `pool` and
     `populations` as for `sequence`."""
     seq = sequence(a, b, rule, comparisons, pool=pool, populations=populations)
     return decide(seq, rule, comparisons)
@@ -366,7 +366,7 @@ def decide(
     )
 
 
-def decisions(
+def many_decisions(
     a: np.ndarray,
     b: np.ndarray,
     rule: Rule,
@@ -386,7 +386,7 @@ def decisions(
     candidates nearest 0 and +-margin (as `iid_log_capital`), which the sequence excludes exactly
     when that capital crosses."""
     if rule.target != "models":
-        raise ValueError("decisions simulates the models' target (i.i.d. pairs) only")
+        raise ValueError("many_decisions simulates the models' target (i.i.d. pairs) only")
     xa = np.atleast_2d(np.asarray(a, dtype=np.float64))
     xb = np.atleast_2d(np.asarray(b, dtype=np.float64))
     if xa.shape != xb.shape:
