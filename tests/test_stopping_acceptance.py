@@ -9,12 +9,14 @@ sampling error on the side of the claim: power's lower 99.9% bound must clear 80
 must stay under the 99.9% quantile of a binomial at alpha (a rule whose true error exceeds alpha by
 half fails it at these counts almost surely).
 
-End to end (issue 37), cheaper than it was (the examples' 360 questions, not the CLadder sample's
-3,652): three variants against the baseline on the fakes (+30 points, -30 points, the baseline's
-accuracy with answers of its own); better and worse are decided correctly on at most a quarter of
-the questions, the null variant is not called better or worse, a run killed at its first decision
-and resumed reaches the decisions the full run's records give, and the report's projected full
-pass equals the requests the full run counted.
+End to end (issue 37), cheaper than it was (240 of the examples' questions, not the CLadder
+sample's 3,652, and no null variant, which would hold the baseline to the end: a null variant
+left undecided on the fakes is tests/test_stopping_run.py's
+`test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_decisions`): two
+variants against the baseline on the fakes (+35 points, -35 points); better and worse are
+decided correctly on at most a quarter of the questions, a run killed at its first decision and
+resumed reaches the decisions the full run's records give, and the report's projected full pass
+equals the requests the full run counted.
 """
 
 from __future__ import annotations
@@ -53,14 +55,16 @@ def experiments(
 
 def test_the_default_rule_decides_five_points_at_two_thousand_questions() -> None:
     """+5 points, 30% discordant, 2,000 questions (the pool), 400 experiments: decided better in
-    at least 80% (the lower 99.9% Clopper-Pearson bound), never worse, and the sequence's edges
-    (the rule before issue 52, on the same experiments) decide fewer."""
+    at least 80% (the lower 99.9% Clopper-Pearson bound), wrong (worse, or equivalent) in at
+    most alpha, and the sequence's edges (the rule before issue 52, on the same experiments)
+    decide fewer."""
     rows, n = 400, 2000
     a, b = experiments(rows, n, 0.05, 0.30, seed=52)
     outcome, used = many_decisions(a, b, Rule(), pool=n)
     better = int((outcome == "better").sum())
     assert beta.ppf(LEVEL, better, rows - better + 1) >= 0.80, better
-    assert (outcome == "worse").sum() == 0
+    wrong = int(np.isin(outcome, ("worse", "equivalent")).sum())  # +5 is beyond the margin
+    assert wrong <= binom.ppf(1 - LEVEL, rows, Rule().alpha), wrong
     assert used[outcome == "better"].mean() < 0.7 * n  # decided, on average, well before the end
     before, _ = many_decisions(a, b, Rule(method="cs"), pool=n)
     assert (before == "better").sum() < better
@@ -68,7 +72,7 @@ def test_the_default_rule_decides_five_points_at_two_thousand_questions() -> Non
 
 @pytest.mark.parametrize(
     ("n", "rows", "discordant"),
-    [(360, 3000, 0.30), (2000, 1500, 0.30), (2000, 1500, 0.10), (10_112, 600, 0.30)],
+    [(360, 3000, 0.30), (2000, 1000, 0.30), (2000, 1000, 0.10), (10_112, 500, 0.30)],
 )
 def test_wrong_calls_at_no_difference_stay_under_alpha(
     n: int, rows: int, discordant: float
@@ -85,7 +89,7 @@ def test_wrong_calls_at_no_difference_stay_under_alpha(
     assert wrong > 0  # the tests spend their alpha: not a rule that never decides
 
 
-ACCURACIES = {"base:1b": 0.60, "better:1b": 0.90, "worse:1b": 0.30, "null:1b": 0.60}
+ACCURACIES = {"base:1b": 0.60, "better:1b": 0.95, "worse:1b": 0.25}
 
 
 def experiment_text(url: str, stop: bool) -> str:
@@ -119,7 +123,7 @@ async def test_stopping_decides_the_known_effects_on_a_quarter_of_the_questions(
     from crawdad.run import experiment as E
     from crawdad.run.scheduler import decisions_of, rule_judge
 
-    dataset = select(load_cladder(examples()), SelectionConfig(), 0)
+    dataset = select(load_cladder(examples()), SelectionConfig(limit=240), 0)
     n = len(dataset.questions)
     models = models_for(ACCURACIES, answer_key=answer_key(dataset.questions), accuracies=ACCURACIES)
     first_decision = asyncio.Event()
@@ -166,13 +170,12 @@ async def test_stopping_decides_the_known_effects_on_a_quarter_of_the_questions(
     assert table.loc["better", "decision"] == "better"
     assert table.loc["worse", "decision"] == "worse"
     assert table.loc["better", "questions"] <= n / 4 and table.loc["worse", "questions"] <= n / 4
-    assert table.loc["null", "decision"] not in ("better", "worse")
 
     # the same decisions as the full run's records give, in the same order
     full = load_folder(tmp_path / "full")
     order, outcomes = outcomes_of(full)
     rule = E.stop_rule({"alpha": 0.05, "margin": 0.03, "min_questions": 20})
-    again = decisions_of(order, outcomes, "base", rule_judge(rule, comparisons=3))
+    again = decisions_of(order, outcomes, "base", rule_judge(rule, comparisons=2))
     for name, decision in again.items():
         what = decision.outcome if decision is not None else "undecided"
         assert what == table.loc[name, "decision"]

@@ -466,7 +466,7 @@ def test_the_vectorised_decisions_are_the_scalar_decision() -> None:
             Rule(method=method, min_questions=20, margin=0.05, max_questions=150),
         ):
             for p, flip in ((0.6, 0.3), (0.6, 0.04), (0.6, -0.12), (0.3, -0.12)):
-                a, b = _pairs(rng, 5, 300, p, flip)
+                a, b = _pairs(rng, 3, 300, p, flip)
                 if p == 0.3:
                     a, b = b, a  # the variant worse
                 outcome, used = many_decisions(a, b, rule, pool=300)

@@ -1,4 +1,5 @@
-"""The stopping rule and its decision: a small function of a confidence sequence.
+"""The stopping rule and its decision: one pure function of the outcomes (`decision`), through
+the confidence sequence and, for the models, the sequential tests (`sequence`, `decide`).
 
 A rule names its **target**, what its decisions are about:
 
