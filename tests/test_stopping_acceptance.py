@@ -9,7 +9,7 @@ sampling error on the side of the claim: power's lower 99.9% bound must clear 80
 must stay under the 99.9% quantile of a binomial at alpha (a rule whose true error exceeds alpha by
 half fails it at these counts almost surely).
 
-End to end (issue 37), cheaper than it was (240 of the examples' questions, not the CLadder
+End to end (issue 37), cheaper than it was (160 of the examples' questions, not the CLadder
 sample's 3,652, and no null variant, which would hold the baseline to the end: a null variant
 left undecided on the fakes is tests/test_stopping_run.py's
 `test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_decisions`): two
@@ -123,7 +123,7 @@ async def test_stopping_decides_the_known_effects_on_a_quarter_of_the_questions(
     from crawdad.run import experiment as E
     from crawdad.run.scheduler import decisions_of, rule_judge
 
-    dataset = select(load_cladder(examples()), SelectionConfig(limit=240), 0)
+    dataset = select(load_cladder(examples()), SelectionConfig(limit=160), 0)
     n = len(dataset.questions)
     models = models_for(ACCURACIES, answer_key=answer_key(dataset.questions), accuracies=ACCURACIES)
     first_decision = asyncio.Event()
