@@ -359,6 +359,22 @@ def test_the_models_target_calls_equal_models_different_in_at_most_alpha() -> No
     assert run_calls >= 5  # a claim about the models read from it would be wrong this often
 
 
+def test_the_default_rule_calls_equal_models_different_in_at_most_alpha() -> None:
+    """The same setting with the default rule (the tests, tuned to the 360 questions): called
+    better or worse in at most alpha of 1,000 repetitions (the slow acceptance test holds it
+    there at 2,000 and 10,112 questions too), and still decides a real 30-point difference."""
+    from crawdad.stopping.decide import many_decisions
+
+    rng = np.random.default_rng(45)
+    a = (rng.random((1000, 360)) < 0.6).astype(float)
+    b = (rng.random((1000, 360)) < 0.6).astype(float)
+    outcome, _ = many_decisions(a, b, Rule(min_questions=20), pool=360)
+    assert np.isin(outcome, ("better", "worse")).sum() <= 0.05 * 1000
+    better = (rng.random((50, 360)) < 0.9).astype(float)
+    outcome, _ = many_decisions(better, b[:50], Rule(min_questions=20), pool=360)
+    assert (outcome == "better").all()
+
+
 def test_the_vectorised_capital_is_the_sequences_own() -> None:
     """The models' sequence lies above 0 at step t exactly when the capital against the first
     candidate of its grid above 0 has crossed by then (and below, the same from the other
