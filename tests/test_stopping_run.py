@@ -409,6 +409,8 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     models = stopping_guarantee(stop_rule({}), "base", 2)
     assert "about: the models**" in models and "the models' expected difference" in models
     assert "this run, not" not in models
+    assert "The tests decide" in models and "The tests decide" not in run  # the run: its edges
+    assert "The tests decide" not in stopping_guarantee(stop_rule({"method": "cs"}), "base", 2)
     # a folder of before targets was about the run, whatever the default is now: resumed under
     # today's default it is a changed rule (refused without --force), under target "run" not
     from crawdad.run.store import stop_differences

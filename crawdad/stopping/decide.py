@@ -195,6 +195,14 @@ def _kind(seq: pd.DataFrame, kind: Kind | None) -> Kind:
     return found  # type: ignore[no-any-return]
 
 
+TESTS_DECIDE = (
+    "**The tests decide; the sequence shows the size.** Better, worse and equivalent are decided "
+    "by sequential tests by betting (an e-process for each one-sided hypothesis, rejected at "
+    "2 / alpha): each wrong call (better or worse of the wrong sign, equivalent beyond the "
+    "margin) has probability at most the alpha shown, at every moment at once. The interval "
+    "beside a decision is the confidence sequence's: it needs more evidence to leave 0 than a "
+    "test does, so a decided variant's interval may still reach past 0."
+)
 EVIDENCE = {claim: f"e_{claim}" for claim in CLAIMS}  # the sequence frame's test columns
 
 
