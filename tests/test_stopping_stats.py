@@ -516,6 +516,8 @@ def test_the_tests_bets_use_only_the_past_and_the_pool() -> None:
     other = evidence(a[0], b[0], 0.05, 10_112, 0.03)
     assert not np.array_equal(other["better"], whole["better"])
     assert (evidence(a[0], b[0], 0.05, 2000, 0.0)["above"] == -np.inf).all()  # no margin
+    everything = evidence(a[0], b[0], 0.05, 2000, 1.0)  # a margin of 1: equivalent at once
+    assert np.isfinite(everything["above"]).all() and everything["below"][-1] > 3
 
 
 def test_the_test_decides_and_the_sequence_shows_the_size() -> None:

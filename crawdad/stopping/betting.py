@@ -69,7 +69,7 @@ def log_wealth(z: np.ndarray, zmin: float, alpha: float, horizon: int) -> np.nda
     squares = np.cumsum(z**2, axis=1) - z**2  # sum of Z^2 before each step
     v = (_PRIOR_PAIRS * _PRIOR_SQUARE + squares) / (_PRIOR_PAIRS + t)
     base = np.sqrt(2 * c / (horizon * v))
-    cap = _CAP / -zmin
+    cap = _CAP / -zmin if zmin < 0 else math.inf  # z >= 0 (a margin of 1): no stake is lost
     rest = (1 - HORIZON_WEIGHT) / len(MULTIPLES)
     logs = []
     for weight, multiple in ((HORIZON_WEIGHT, 1.0), *((rest, m) for m in MULTIPLES)):
@@ -85,7 +85,8 @@ def log_wealth(z: np.ndarray, zmin: float, alpha: float, horizon: int) -> np.nda
 
 
 def statistics(d: np.ndarray, margin: float) -> dict[str, tuple[np.ndarray, float]]:
-    """Each claim's Z from the paired differences `d` (values -1, 0, 1), with its least value."""
+    """Each claim's Z from the paired differences `d` (in [-1, 1]: -1, 0 or 1 for 0/1 outcomes),
+    with its least value."""
     return {
         "better": (d, -1.0),
         "worse": (-d, -1.0),
