@@ -254,7 +254,7 @@ class LogFile:
         self.left_out += start - self.cut - self.mark
         mark = (
             f"\n--- crawdad: {self.left_out} bytes of this log left out here (it keeps its first "
-            f"{self.head >> 10} KiB and its newest {self.tail >> 10} KiB at least) ---\n"
+            f"{self.head >> 10} KiB and its newest {self.tail >> 10} KiB) ---\n"
         ).encode()
         at = self.cut + len(mark)
         for offset in range(start, self.size, 1 << 20):  # ascending: never over unread bytes
