@@ -574,8 +574,9 @@ def _end_like(status: int) -> None:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
             signal.signal(sig, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
             os.kill(os.getpid(), sig)
         os._exit(128 + sig)
