@@ -513,9 +513,14 @@ class Keeper:
         while True:
             self._reap()
             left = descendants(os.getpid())
+            if self.status is None and self.pid not in left:
+                left.append(self.pid)  # not reaped yet (or no /proc to see it in)
             if not left:
                 return True
             if sig is not None and (new := [p for p in left if p not in told]):
+                if self.status is None and self.pid in new:  # the floor: its process group
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.pid, sig)
                 signal_all(new, sig)
                 if sig == signal.SIGTERM:
                     signal_all(new, signal.SIGCONT)  # a stopped process acts on it too
