@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 ROLES = ("engine-core", "worker", "daemon")
 
@@ -57,8 +58,11 @@ def main(role: str) -> None:
         if os.fork() > 0:
             os._exit(0)
         os.setsid()
+        middle = os.getpid()
         if os.fork() > 0:
             os._exit(0)
+        while os.getppid() == middle:  # ready once adopted: its parent is gone
+            time.sleep(0.001)
         _ready()
     else:
         _ready()
