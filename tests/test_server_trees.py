@@ -155,9 +155,15 @@ def test_kill_9_of_crawdad_leaves_no_process_of_any_server(tmp_path: Path) -> No
         if run.poll() is None:
             run.kill()
     assert gone(procs, 10.0) == []
-    assert read_entries(registry_dir()) == []  # type: ignore[arg-type]
     said = server_states(out, time.time())
     assert len(said) == 3 and all(s.endswith("gone (crawdad exited)") for s in said.values())
+    # the next start says what the keepers stopped, and leaves the registry empty
+    lines = clean_leftovers()
+    assert len(lines) == 3, lines
+    for line in lines:
+        assert line.startswith(f"4 process(es) left by crawdad pid {run.pid} (server ")
+        assert line.endswith("were stopped by its keeper when that crawdad ended")
+    assert read_entries(registry_dir()) == []  # type: ignore[arg-type]
 
 
 def test_the_next_start_stops_and_names_what_a_crawdad_and_its_keepers_left(

@@ -352,6 +352,7 @@ class Keeper:
         self.pid = 0  # the server's process
         self.status: int | None = None  # its wait status, once reaped
         self.stop_grace: float | None = None  # asked to stop, with this grace
+        self.stopped: set[int] = set()  # every process a stop signalled
         self.entry_name = f"{os.getpid()}-{start_time(os.getpid())}.json"
         self.registry: Path | None = Path(spec["registry"]) if spec.get("registry") else None
         self.mark = secrets.token_hex(12)
@@ -427,9 +428,11 @@ class Keeper:
         }
 
     def _register(self) -> None:
+        self.entry = getattr(self, "entry", None) or self._entry()
+        self.entry["kept"] = self.outlive
         if self.registry is not None:
             try:
-                write_entry(self.registry, self.entry_name, self._entry())
+                write_entry(self.registry, self.entry_name, self.entry)
             except OSError as e:
                 self.note(
                     f"no registry entry ({e}): a crash of crawdad and this keeper together "
@@ -517,6 +520,7 @@ class Keeper:
                 left.append(self.pid)  # not reaped yet (or no /proc to see it in)
             if not left:
                 return True
+            self.stopped.update(left)
             if sig is not None and (new := [p for p in left if p not in told]):
                 if self.status is None and self.pid in new:  # the floor: its process group
                     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -543,7 +547,16 @@ class Keeper:
 
     def finish(self) -> int:
         self._reap()
-        self._unregister()
+        if (
+            self.registry is not None
+            and not self.outlive
+            and not alive(self.owner, self.spec.get("owner_start"))
+        ):  # crawdad is gone: the next one says what was stopped (crawdad/serving/leftovers.py)
+            entry = self.entry | {"stopped_by_keeper": len(self.stopped)}
+            with contextlib.suppress(OSError):
+                write_entry(self.registry, self.entry_name, entry)
+        else:
+            self._unregister()
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 2)  # the pump's pipe then ends: no process of the server is left
         os.close(null)

@@ -86,16 +86,21 @@ def _clean(folder: Path, name: str, entry: dict[str, Any]) -> str | None:
     owner = _int(entry.get("owner_pid"))
     if owner is not None and alive(owner, entry.get("owner_start")):
         return None  # a crawdad that runs: its own
-    waited = ""
     if keeper_alive and keeper is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(keeper, signal.SIGTERM)  # it stops its server (it may be doing so already)
         if not _wait_gone([keeper], KEEPER_WAIT):
-            waited = f"; its keeper (pid {keeper}) stopped it"
+            entry = _reread(folder, name) or entry
     pids = _processes(entry)
+    by_keeper = _int(entry.get("stopped_by_keeper"))
     if not pids:
         _remove(folder, name)
-        return f"the server left by {_describe(entry)} was stopped{waited}" if waited else None
+        if by_keeper is None:
+            return None
+        return (
+            f"{by_keeper} process(es) left by {_describe(entry)} were stopped by its keeper "
+            "when that crawdad ended"
+        )
     left = _stop(pids)
     if keeper is not None and alive(keeper, entry.get("keeper_start")):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -107,6 +112,10 @@ def _clean(folder: Path, name: str, entry: dict[str, Any]) -> str | None:
     if left:
         text += f"; could not stop pid(s) {', '.join(map(str, left))}: stop them yourself"
     return text
+
+
+def _reread(folder: Path, name: str) -> dict[str, Any] | None:
+    return next((e for n, e in read_entries(folder) if n == name), None)
 
 
 def _remove(folder: Path, name: str) -> None:
