@@ -382,6 +382,7 @@ class Keeper:
             _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
             if os.getppid() != self.owner:
                 raise RuntimeError("crawdad exited before its server started")
+        os.set_inheritable(int(self.spec["log_fd"]), False)  # the keeper's alone
         out_r, out_w = os.pipe()
         head, tail = self.spec.get("log_head", LOG_HEAD), self.spec.get("log_tail", LOG_TAIL)
         log = LogFile(int(self.spec["log_fd"]), int(head), int(tail))
