@@ -301,3 +301,19 @@ def test_status_of_a_crawdad_that_is_gone_reads_gone(tmp_path: Path) -> None:
     assert server_states(tmp_path, time.time()) == {
         "http://h:2/v1": "crawdad's server gone: gone (crawdad exited)"
     }
+
+
+def test_a_program_that_cannot_start_is_named_and_leaves_no_keeper(tmp_path: Path) -> None:
+    from crawdad.serving.processes import spawn
+
+    server = standin("bad").model_copy(update={"command": [str(tmp_path / "no-such-engine")]})
+    fd = os.open(tmp_path / "bad.log", os.O_RDWR | os.O_CREAT)
+    before = {p.pid for p in psutil.Process().children()}
+    try:
+        with pytest.raises(OSError, match=r"No such file or directory: .*no-such-engine"):
+            spawn(server, fd)
+    finally:
+        os.close(fd)
+    keepers = [p for p in psutil.Process().children() if p.pid not in before]
+    assert gone(keepers, 0) == []
+    assert read_entries(registry_dir()) == []  # type: ignore[arg-type]

@@ -283,7 +283,9 @@ def server_states(folder: Path, now: float) -> dict[str, str]:
         if not isinstance(s, dict):
             continue
         if s.get("state") in ("starting", "up", "restarting") and owner_gone(s):
-            out[str(s.get("url", "")).rstrip("/")] = f"crawdad's server {key}: gone (crawdad exited)"
+            out[str(s.get("url", "")).rstrip("/")] = (
+                f"crawdad's server {key}: gone (crawdad exited)"
+            )
             continue
         if s.get("state") not in ("restarting", "failed"):
             continue
