@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import time
 from collections import deque
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from crawdad.safe_files import Folder
 from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.causes import failure_text, log_tail
 from crawdad.serving.processes import (
+    Started,
     check_installed,
     forget,
     health_url,
@@ -42,6 +42,9 @@ from crawdad.serving.served_by import started_record
 
 STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group is SIGKILLed
 START_POLL = 0.25  # seconds between health checks while a server loads
+
+# What a run's user reads after a server was given up (`crawdad serve` says its own).
+RESUME_HINT = "Finished debates are kept: fix the cause, then run the same command again to resume."
 
 State = Literal["starting", "up", "restarting", "failed", "stopped"]
 
@@ -66,7 +69,7 @@ class Managed:
 
     plan: ServerPlan
     health: str
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Started | None = None  # its keeper, and the server's pid
     state: State = "stopped"
     since: float = 0.0  # when the state began (monotonic)
     failing_since: float | None = None  # its health checks have failed since then
@@ -92,9 +95,11 @@ class Supervisor:
         progress: bool = True,
         say: Callable[[str], None] = tqdm.write,
         outlive: bool = False,
+        give_up_hint: str = RESUME_HINT,
     ) -> None:
         """`outlive`: the servers may outlive crawdad (`--keep-servers`: `detach` at the end);
-        otherwise each dies with crawdad, even a SIGKILLed crawdad (setpriv --pdeathsig)."""
+        otherwise every process of each dies with crawdad, even a SIGKILLed crawdad (its
+        keeper stops them: crawdad/serving/keeper.py)."""
         self.plan = plan
         self.serving = serving
         self.root = Path(folder)
@@ -104,6 +109,7 @@ class Supervisor:
         self.progress = progress
         self.say = say
         self.outlive = outlive
+        self.give_up_hint = give_up_hint  # the last line of a given-up server's message
         self.servers = {s.key: Managed(s, health_url(s)) for s in plan.servers}
         self._client: httpx.AsyncClient | None = None
         self._records: list[StartedServer] = []
@@ -137,6 +143,10 @@ class Supervisor:
         """Start every server and wait until each answers its health check; on a failure every
         server is stopped again and the error names the cause and shows the log's end."""
         check_installed(self.plan)
+        from crawdad.serving.leftovers import clean_leftovers
+
+        for line in await asyncio.to_thread(clean_leftovers):
+            self.say(line)
         taken = [s for s in self.plan.servers if not port_free(s.host, s.port)]
         if taken:
             raise ServerStartError(
@@ -178,9 +188,10 @@ class Supervisor:
     def _spawn(self, m: Managed) -> None:
         server = m.plan
         with Folder(self.root, *self.parts) as folder:
-            fd = folder.open_fd(self._log_name(m), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = folder.open_fd(self._log_name(m), os.O_RDWR | os.O_CREAT)  # the keeper caps it
         try:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            os.lseek(fd, 0, os.SEEK_END)
             os.write(fd, f"--- crawdad {stamp}: {' '.join(server.command)}\n".encode())
             m.proc = spawn(server, fd, dies_with_us=not self.outlive)
         except OSError as e:
@@ -310,8 +321,7 @@ class Supervisor:
             if self.listener is not None:
                 self.listener.gave_up(
                     f"server {m.plan.key} {reason}, and restarting it failed: "
-                    f"{type(e).__name__}: {e}. Finished debates are kept: run the same command "
-                    "again to resume."
+                    f"{type(e).__name__}: {e}.\n{self.give_up_hint}"
                 )
 
     async def _restart(self, m: Managed, reason: str) -> None:
@@ -359,8 +369,7 @@ class Supervisor:
         )
         message = (
             failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
-            + "\nFinished debates are kept: fix the cause, then run the same command again to "
-            "resume."
+            + f"\n{self.give_up_hint}"
         )
         if self.listener is not None:
             self.listener.gave_up(message)
@@ -389,6 +398,9 @@ class Supervisor:
         import json
 
         now, wall = time.monotonic(), time.time()
+        from crawdad.serving.keeper import owner_fields
+
+        owner = owner_fields()
         status = {
             key: {
                 "state": m.state,
@@ -396,6 +408,8 @@ class Supervisor:
                 "restarts": m.restart_count,
                 "downtime": round(m.downtime, 3),
                 "url": m.plan.base_url,
+                **owner,  # a reader tells a crawdad that is gone (view/live.py)
+                "kept": self.outlive,
             }
             for key, m in self.servers.items()
         }
@@ -422,6 +436,8 @@ class Supervisor:
         for m in self.servers.values():
             if m.proc is not None:
                 forget(m.proc)
+        self.outlive = True
+        self._write_status()
 
     async def stop(self) -> None:
         """Stop every server (shielded: a Ctrl-C while stopping still stops them all)."""
