@@ -464,6 +464,11 @@ class StartedServer(Record):
     context_length: int | None = None  # the longest context the server was started with
     reasoning_parser: str | None = None  # the engine's parser of reasoning traces, if any
     started_at: datetime | None = None  # UTC
+    # The server that answered: its process, the port it listened on, and how it was shown to
+    # be the one crawdad started ("api key", "socket"; serving/ownership.py).
+    pid: int | None = None
+    port: int | None = None
+    proven_by: list[str] = Field(default_factory=list)
 
     def identity(self) -> tuple[Any, ...]:
         """What tells one serving of a model from another (not the port or the time)."""

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import msgspec
 import openai
 
+from crawdad.backends import server_keys
 from crawdad.backends.base import (
     FAKE_HEADER,
     GARBAGE_ERRORS,
@@ -239,11 +240,19 @@ class OpenAIBackend:
         self._structured_form = STRUCTURED_FORMS[0]
         self._timeout = timeout
         self._http = StreamConnections(url, self._timeout, self._timeout)  # streamed chats
+        self._api_key = api_key
         self._headers = {
             "Authorization": f"Bearer {api_key or 'not-needed'}",
             "Accept": "text/event-stream",
         }
         self._whole_headers = {**self._headers, "Accept": "application/json"}
+
+    def _auth(self) -> dict[str, str]:
+        """The config's key, else the key of crawdad's own server there (a new one after each
+        restart: looked up per request), else none."""
+        if self._api_key:
+            return {}
+        return server_keys.headers_for(self.url)
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -322,7 +331,9 @@ class OpenAIBackend:
         url = f"{self.url}/chat/completions"
         async with (
             asyncio.timeout(self._timeout),
-            await self._http.post(url, json=body, headers=self._whole_headers) as resp,
+            await self._http.post(
+                url, json=body, headers={**self._whole_headers, **self._auth()}
+            ) as resp,
         ):
             raw = await resp.read()
             if resp.status >= 400:
@@ -339,7 +350,9 @@ class OpenAIBackend:
         url = f"{self.url}/chat/completions"
         async with (
             asyncio.timeout(self._timeout),
-            await self._http.post(url, json=body, headers=self._headers) as resp,
+            await self._http.post(
+                url, json=body, headers={**self._headers, **self._auth()}
+            ) as resp,
         ):
             if resp.status >= 400:
                 raise StatusError(resp.status, await resp.text(errors="replace"))
@@ -347,7 +360,7 @@ class OpenAIBackend:
 
     async def _models(self) -> list[Any]:
         try:
-            page = await self._client.models.list()
+            page = await self._client.models.list(extra_headers=self._auth() or None)
             return list(page.data)
         except Exception as e:
             if isinstance(e, openai.APIError) or failure_kind(e):
@@ -387,7 +400,7 @@ class OpenAIBackend:
             async with (
                 asyncio.timeout(limits.seconds),
                 self._client._client.stream(
-                    "GET", f"{root}{path}", headers={"Accept-Encoding": "identity"}
+                    "GET", f"{root}{path}", headers={"Accept-Encoding": "identity", **self._auth()}
                 ) as resp,
             ):
                 fake = FAKE_HEADER in resp.headers

@@ -45,6 +45,8 @@ from urllib.parse import urlparse
 
 import aiohttp
 
+from crawdad.backends import server_keys
+
 ServerKind = Literal["vllm", "sglang", "llamacpp", "ollama"]
 
 # field -> the metric family names that carry it, newest first (counters without `_total`).
@@ -396,7 +398,8 @@ class MetricsReader:
         self.none: NoMetrics | None = None
 
     async def _get(self, path: str) -> tuple[int, bytes]:
-        headers = {"Accept-Encoding": "gzip, deflate"}
+        # llama-server's /metrics and /slots need the key of crawdad's own server
+        headers = {"Accept-Encoding": "gzip, deflate", **server_keys.headers_for(self.root)}
         async with self.session.get(self.root + path, headers=headers, auto_decompress=False) as r:
             return r.status, await read_body(r, self.limits)
 

@@ -45,6 +45,12 @@ class VLLM:
     def health_path(self) -> str:
         return "/health"
 
+    def api_key(self, secret: str) -> tuple[dict[str, str], list[str]]:
+        return {"VLLM_API_KEY": secret}, []  # read as --api-key is; it guards /v1/* only
+
+    def key_path(self) -> str | None:
+        return "/v1/models"
+
     def installed(self) -> bool:
         if _common.is_python(self.executable):
             return _common.has_module(_common.resolve(self.executable), "vllm")
