@@ -99,7 +99,9 @@ def status_error(status: int, message: str, url: str, model: str) -> BackendErro
         )
     if status in (401, 403):
         return BackendError(
-            f"{url} refused the API key ({status}); set api_key_env in the config", endpoint=url
+            f"{url} refused the API key ({status}); set api_key_env in the config (a server of "
+            "`crawdad serve` or --keep-servers: set serving.keys_file to its keys.json)",
+            endpoint=url,
         )
     transient = status in (408, 409, 429) or status >= 500
     return BackendError(f"{url} answered {status}: {message}", transient=transient, endpoint=url)

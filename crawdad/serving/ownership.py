@@ -27,6 +27,7 @@ import os
 import secrets
 import stat
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,12 +130,12 @@ def _pids() -> list[int]:
     return [int(n) for n in names[:MAX_SCAN] if n.isdigit()]
 
 
-def holders(inodes: set[int]) -> dict[int, int]:
-    """Socket inode -> a pid whose open files hold it (only processes crawdad may inspect: its
-    user's)."""
+def holders(inodes: set[int], among: Collection[int] | None = None) -> dict[int, int]:
+    """Socket inode -> a pid whose open files hold it, of the processes `among` (None: all that
+    crawdad may inspect, its user's)."""
     wanted = {f"socket:[{i}]": i for i in inodes}
     out: dict[int, int] = {}
-    for pid in _pids():
+    for pid in _pids() if among is None else among:
         try:
             fds = os.listdir(PROC / str(pid) / "fd")
         except OSError:
@@ -227,9 +228,8 @@ def socket_owned(host: str, port: int, pids: set[int]) -> bool | str | None:
     found = listeners(host, port)
     if not found:
         return None
-    held = holders({s.inode for s in found})
-    strangers = [s for s in found if held.get(s.inode) not in pids]
-    if not strangers:
+    held = holders({s.inode for s in found}, among=pids)  # the tree's own files: quick
+    if all(s.inode in held for s in found):
         return True
     return who_listens(host, port) or "another process"
 

@@ -128,7 +128,14 @@ def reserve(
     """Hold `wanted` on `host`; where it is taken (another crawdad's, or something listens) and
     `move`, the next free port above it that is not in `avoid` (the plan's other ports). Raises
     PortTaken, naming what holds the port, when none can be held."""
-    with Folder(registry()) as folder:
+    try:
+        folder = Folder(registry())
+    except OSError as e:
+        raise PortTaken(
+            f"crawdad's registry of the ports it holds cannot be used ({e}): set "
+            "XDG_RUNTIME_DIR to a folder of yours"
+        ) from None
+    with folder:
         handle, why = _try(folder, host, wanted)
         if handle is not None:
             return Reservation(wanted, wanted, None, handle)
