@@ -21,6 +21,16 @@ seconds, so that a test's outcome does not depend on timing:
 
 With `CRAWDAD_STANDIN_ONCE=FILE`, the fault fires only while FILE does not exist, and the
 stand-in creates FILE as it fires: the restarted server then serves normally.
+
+Its process tree, by `CRAWDAD_STANDIN_WORKERS` (comma-separated, started before it listens, so
+that they all run once it answers; crawdad/fake/standin_workers.py):
+
+- `vllm`: an EngineCore child, which starts a worker of its own in a new session (setsid);
+- `daemon`: a child that daemonizes (double fork, setsid; its parent exits).
+
+The log line `stand-in: workers ready PID ROLE, ...` names them. With
+`CRAWDAD_STANDIN_FLOOD=MB` it writes that many MiB of numbered lines to stdout as fast as it
+can before it listens, then `stand-in: flood done` (a server whose log floods).
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ if TYPE_CHECKING:
 
 FAULT_ENV = "CRAWDAD_STANDIN_FAULT"
 ONCE_ENV = "CRAWDAD_STANDIN_ONCE"
+WORKERS_ENV = "CRAWDAD_STANDIN_WORKERS"
+FLOOD_ENV = "CRAWDAD_STANDIN_FLOOD"
 
 # What the real engines print for each cause (the supervisor's tests match these lines).
 START_ERRORS = {
@@ -114,6 +126,30 @@ def _arm(server: FakeServer, kind: str, after: int) -> None:
     server.engine.generate = counted  # type: ignore[method-assign]
 
 
+def _workers() -> None:
+    from crawdad.fake.standin_workers import start
+
+    kinds = {k.strip() for k in os.environ.get(WORKERS_ENV, "").split(",") if k.strip()}
+    lines = (start("engine-core") if "vllm" in kinds else []) + (
+        start("daemon") if "daemon" in kinds else []
+    )
+    if lines:
+        said = ", ".join(line.removeprefix("ready ") for line in lines)
+        print(f"stand-in: workers ready {said}", flush=True)
+
+
+def _flood() -> None:
+    mib = float(os.environ.get(FLOOD_ENV) or 0)
+    line = b"x" * 90
+    block = b"".join(b"stand-in flood %08d %s\n" % (i, line) for i in range(8192))
+    written, out = 0, sys.stdout.buffer
+    while written < mib * (1 << 20):
+        out.write(block)
+        written += len(block)
+    out.write(b"stand-in: flood done\n")
+    out.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     kind, arg = _fault()
@@ -131,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     from crawdad.fake.latency import LatencyModel
     from crawdad.fake.server import FakeServer
 
+    _workers()
+    _flood()
     server = FakeServer(
         "openai",
         _models(args.served_model_name),
