@@ -639,6 +639,10 @@ def doctor(
         report = asyncio.run(diagnose_all(list(configs.values())))
     else:
         configs = {"": build_config(config, sets)}
+        if (keys := configs[""].serving.keys_file) is not None:  # servers of `crawdad serve`
+            from crawdad.backends import server_keys
+
+            server_keys.use_file(keys)
         report = asyncio.run(diagnose(configs[""], skip_served=True))
     served = check_served(configs)
     for line in served.lines:

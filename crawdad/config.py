@@ -424,6 +424,12 @@ class ServingConfig(Strict):
     # false: the served models' servers run already (`crawdad serve`, `--keep-servers`) and
     # base_urls point at them; crawdad starts none.
     start: bool = True
+    # With start = false: the servers' API keys, as `crawdad serve` or `--keep-servers` wrote
+    # them (`keys.json`, mode 0600, beside the servers' logs); each server is sent its own.
+    keys_file: Path | None = None
+    # A planned port that another crawdad holds or another program listens on moves to the next
+    # free one (the start says so); false: the start is refused, naming what holds it.
+    replan_ports: bool = True
 
 
 class RunConfig(Strict):

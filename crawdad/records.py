@@ -464,6 +464,10 @@ class StartedServer(Record):
     context_length: int | None = None  # the longest context the server was started with
     reasoning_parser: str | None = None  # the engine's parser of reasoning traces, if any
     started_at: datetime | None = None  # UTC
+    pid: int | None = None  # the process crawdad started, whose server answered
+    port: int | None = None  # the port it listened on (a taken planned port is moved)
+    # How it was shown to be the server crawdad started: "api key", "socket" (ownership.py)
+    proven_by: list[str] = Field(default_factory=list)
 
     def identity(self) -> tuple[Any, ...]:
         """What tells one serving of a model from another (not the port or the time)."""
