@@ -311,7 +311,13 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
         assert s.done_total <= table.loc[name, "settled"] + 6 * 4
         assert again[name].finished == 0 and again[name].decision == s.decision
     assert first["base"].done_total == len(dataset.questions)  # null is undecided: base ran on
-    assert "(a claim about the models: their expected difference lies in " in printed
+    # every printed decision names its pool and its level, alpha shared among the comparisons
+    decided = [ln for ln in printed.splitlines() if "decided:" in ln]
+    assert decided and all("(a claim about the models: the expected difference" in ln for ln in decided)
+    pool = "of their answers to the 150 questions selected from crawdad-example-q-balanced.json"
+    assert all(pool in ln and "(the first 150 of the seeded order)" in ln for ln in decided)
+    assert all("at 95% confidence, alpha 5% shared by 3 comparisons" in ln for ln in decided)
+    assert not any("like these" in ln or "paper claims" in ln for ln in decided)
     seqs = sequences(out)
     assert set(seqs.columns) >= {"variant", "questions", "lower", "upper", "target", "about"}
     assert "base" not in set(seqs["variant"]) and set(seqs["target"]) == {"models"}
@@ -407,7 +413,8 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     assert "**What these decisions are about: this run**" in run
     assert "The claim is about this run, not about the models" in run
     models = stopping_guarantee(stop_rule({}), "base", 2)
-    assert "about: the models**" in models and "the models' expected difference" in models
+    assert "about: the models**" in models
+    assert "expected difference of the models' answers to the run's selected questions" in models
     assert "this run, not" not in models
     # a folder of before targets was about the run, whatever the default is now: resumed under
     # today's default it is a changed rule (refused without --force), under target "run" not

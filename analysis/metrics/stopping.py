@@ -14,12 +14,14 @@ from crawdad.run.scheduler import (
     Outcome,
     budget_spent_of,
     decisions_of,
+    pool_of,
     prefix_decision,
     rule_judge,
     settled_prefix,
     undecided_reason,
 )
 from crawdad.scoring.scored import outcome
+from crawdad.stopping.claims import UNKNOWN_POOL
 from crawdad.stopping.decide import CONTRADICTED, target_words
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "SPENDING_COLUMNS",
     "baseline_frame",
     "decision_table",
+    "experiment_pool",
     "outcomes_of",
     "sequence_frame",
     "spending_table",
@@ -89,14 +92,23 @@ def outcomes_of(exp: Any) -> tuple[list[str], dict[str, dict[str, Outcome]]]:
     return order, outcomes
 
 
+def experiment_pool(exp: Any) -> str:
+    """The pool the experiment's questions were drawn from, in words (the baseline's run
+    manifest: `crawdad.run.scheduler.pool_of`); "" where no manifest says."""
+    by_name = {v.name: v for v in exp.variants}
+    first = by_name.get(exp.baseline) or (exp.variants[0] if exp.variants else None)
+    manifest = getattr(getattr(first, "run", None), "manifest", None)
+    return pool_of(manifest.dataset) if manifest is not None else ""
+
+
 def _rule(exp: Any) -> Any:
     from crawdad.run.experiment import recorded_rule
 
     return recorded_rule(exp.manifest.stop or {})
 
 
-def _frame(seq: pd.DataFrame, name: str, target: str, kind: str) -> pd.DataFrame:
-    about = target_words(target, "difference" if kind == "difference" else "accuracy")
+def _frame(seq: pd.DataFrame, name: str, target: str, kind: str, pool: str) -> pd.DataFrame:
+    about = target_words(target, "difference" if kind == "difference" else "accuracy", pool)
     return seq.assign(variant=name, target=target, about=about)[SEQUENCE_COLUMNS]
 
 
@@ -108,6 +120,7 @@ def sequence_frame(exp: Any) -> pd.DataFrame:
     order, outcomes = outcomes_of(exp)
     base = outcomes.get(exp.baseline) if exp.baseline else None
     compared = max(1, len(outcomes) - 1)
+    pool = experiment_pool(exp) or UNKNOWN_POOL
     frames = []
     for name, mine in outcomes.items():
         if name == exp.baseline:
@@ -116,7 +129,7 @@ def sequence_frame(exp: Any) -> pd.DataFrame:
         if not prefix.a:
             continue
         seq, _ = prefix_decision(prefix, rule, compared)
-        frames.append(_frame(seq, name, rule.target, "difference"))
+        frames.append(_frame(seq, name, rule.target, "difference", pool))
     if not frames:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)
     return pd.concat(frames, ignore_index=True)
@@ -134,7 +147,8 @@ def baseline_frame(exp: Any) -> pd.DataFrame:
     if not prefix.a:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)
     seq, _ = prefix_decision(prefix, rule, max(1, len(outcomes) - 1))
-    return _frame(seq, str(exp.baseline), rule.target, "accuracy").reset_index(drop=True)
+    pool = experiment_pool(exp) or UNKNOWN_POOL
+    return _frame(seq, str(exp.baseline), rule.target, "accuracy", pool).reset_index(drop=True)
 
 
 def decision_table(exp: Any) -> pd.DataFrame:
@@ -152,6 +166,7 @@ def decision_table(exp: Any) -> pd.DataFrame:
     base = outcomes.get(exp.baseline) if exp.baseline else None
     spent = {v.name: float(v.questions["gpu_seconds"].sum()) for v in exp.variants}
     seqs = sequence_frame(exp)
+    pool = experiment_pool(exp) or UNKNOWN_POOL
     rows = []
     for name, decision in decided.items():
         prefix = settled_prefix(order, outcomes[name], base)
@@ -182,7 +197,7 @@ def decision_table(exp: Any) -> pd.DataFrame:
                 "settled": settled,
                 "unscored": prefix.unscored,
                 "target": rule.target,
-                "about": target_words(rule.target),
+                "about": target_words(rule.target, pool=pool),
                 "reason": reason,
             }
         )

@@ -39,7 +39,7 @@ from crawdad.run.progress_line import (
 )
 from crawdad.run.progress_line import clock as clock_text
 from crawdad.run.response_store import ResponseStore, SharedPool
-from crawdad.run.scheduler import Scheduler
+from crawdad.run.scheduler import Scheduler, check_random_order, pool_of
 from crawdad.run.server_series import ServerSampler
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, host_of, stall_note, stalls
@@ -708,6 +708,7 @@ async def _run_debates(
         started = supervisor.records() if supervisor is not None else None
         manifest = manifest_for(config, dataset, setup, servers, simulated, started)
         if stop is not None:
+            check_random_order(config.selection.order, "--stop")
             manifest = manifest.model_copy(update={"stop": stop.model_dump(mode="json")})
         scan = store.open(manifest, force=force)
         try:
@@ -727,6 +728,7 @@ async def _run_debates(
                     max_questions=stop.max_questions,
                     max_gpu_seconds=stop.max_gpu_seconds,
                     say=tqdm.write,
+                    pool=pool_of(dataset.info),
                 )
 
             def report(summaries: list[RunSummary]) -> None:
