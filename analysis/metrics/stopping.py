@@ -6,6 +6,7 @@ against a full pass projected from the measured cost per question."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -34,6 +35,7 @@ __all__ = [
     "outcomes_of",
     "sequence_frame",
     "spending_table",
+    "stopped_runs",
 ]
 
 SEQUENCE_COLUMNS = [
@@ -226,3 +228,45 @@ def spending_table(exp: Any) -> pd.DataFrame:
             row[f"saved_{col}"] = 0.0 if n == selected or abs(saved) < 1e-9 else saved
         rows.append(row)
     return pd.DataFrame(rows, columns=SPENDING_COLUMNS)
+
+
+def _rule_over(run: Any) -> dict[str, Any] | None:
+    """The stopping rule a run ran under: its own (`--stop`), or its experiment's `[stop]` (a
+    variant's folder lies in the experiment's)."""
+    from crawdad.errors import CrawdadError
+    from crawdad.run.store import is_experiment, read_experiment
+
+    manifest = run.manifest
+    if manifest is not None and manifest.stop is not None:
+        return dict(manifest.stop)
+    parent = Path(run.path).parent
+    if not is_experiment(parent):
+        return None
+    try:
+        exp = read_experiment(parent)
+    except CrawdadError:
+        return None
+    if exp is None or exp.stop is None or Path(run.path).name == exp.baseline:
+        return None  # the baseline runs on while any variant is undecided
+    return dict(exp.stop)
+
+
+def stopped_runs(runs: list[Any]) -> dict[str, str]:
+    """Runs (`crawdad.analysis.load.Run`) a stopping rule may have cut short, by label, each
+    with the caveat its fixed-sample intervals carry: run under a rule, with fewer finished
+    questions than it selected. Their Wilson, Newcombe, McNemar and per-rung figures ignore the
+    optional stopping."""
+    from crawdad.stopping.claims import FIXED_SAMPLE
+
+    out = {}
+    for run in runs:
+        manifest = run.manifest
+        if manifest is None or _rule_over(run) is None:
+            continue
+        finished = int((~run.debates["errored"]).sum()) if "errored" in run.debates else 0
+        if finished < manifest.dataset.n_selected:
+            out[run.label] = (
+                f"{FIXED_SAMPLE} (it ran under a stopping rule and finished {finished} of its "
+                f"{manifest.dataset.n_selected} selected questions)"
+            )
+    return out
