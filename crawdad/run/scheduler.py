@@ -61,10 +61,13 @@ def pool_of(dataset: Any) -> str:
     (`crawdad.stopping.claims.pool_words`)."""
     from pathlib import PurePath
 
+    from crawdad.resources import examples
     from crawdad.stopping.claims import pool_words
 
     name = PurePath(dataset.questions_file).name
     source = str(dataset.source)
+    if source in ("examples", str(examples())):  # `--data examples`: the package's own
+        source = "crawdad's examples"
     where = source if PurePath(source).name == name else f"{name} in {source}"
     return pool_words(dataset.n_selected, where, dataset.selection)
 
