@@ -487,15 +487,19 @@ class Live:
             last = next((e.finished_at for e in reversed(run.recent) if e.finished_at), None)
             end = now if live or last is None else last
             ci = wilson(t.correct, t.scored)
-            # a variant its stopping rule stopped: its fixed-sample interval does not hold
-            stopped = self.decided.get(label, "undecided") != "undecided"
+            # a variant its stopping rule stopped before its last question: its fixed-sample
+            # interval does not hold
+            selected = _selected(run, self.selected)
+            stopped = self.decided.get(label, "undecided") != "undecided" and (
+                selected is None or t.done < selected
+            )
             out_runs.append(
                 {
                     "label": label,
                     "live": live,
                     "state": self.state(label, live),
                     "done": t.done,
-                    "selected": _selected(run, self.selected),
+                    "selected": selected,
                     "errors": t.errors,
                     "retries": t.retries,
                     "loops": t.loops,
