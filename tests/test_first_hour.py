@@ -198,7 +198,9 @@ async def test_a_solo_run_of_two_agents_prints_no_consensus_rate(tmp_path: Path)
         fakes.stop()
     text = "\n".join(summary.lines())
     assert summary.agents == 2 and summary.alone
-    assert "consensus rate" not in text and "no consensus to report (the agents answer alone)" in text
+    assert (
+        "consensus rate" not in text and "no consensus to report (the agents answer alone)" in text
+    )
     from crawdad.config import RunConfig
     from crawdad.run.runner import Job, build_setup
     from crawdad.run.store import RunStore
