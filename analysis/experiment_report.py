@@ -911,7 +911,9 @@ def _changed_selection(history: list[Any]) -> str:
         "level only for questions fixed before any was seen; questions chosen after looking "
         "could have been chosen for what the decisions showed, so **the guarantee no longer "
         "holds as stated**: read the decisions as descriptive, not as decisions at the stated "
-        "error rate."
+        "error rate. The decisions below are recomputed over every question the experiment ever "
+        "selected, in the order its folders recorded, and may differ from those the resumed run "
+        "printed over its new questions."
     )
 
 

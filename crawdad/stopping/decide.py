@@ -50,8 +50,8 @@ def target_words(target: str, kind: Kind = "difference", pool: str = UNKNOWN_POO
             "(not a claim about the models)"
         )
     return (
-        f"the models: the expected {what} of their answers to {pool} (questions drawn in a "
-        "random order), under this run's settings: its prompts, temperatures and seeds"
+        f"the models: the expected {what} of their answers to {pool}, under this run's "
+        "settings (its prompts, temperatures and seeds)"
     )
 
 
