@@ -625,6 +625,13 @@ def _compute_section(
     return Section("Accuracy against compute", blocks)
 
 
+def method_words(rule: Any) -> str:
+    """What decides, where the tests do (`crawdad.stopping.decide.TESTS_DECIDE`): "" otherwise."""
+    from crawdad.stopping.decide import TESTS_DECIDE, tested
+
+    return " " + TESTS_DECIDE if tested(rule, "difference") else ""
+
+
 def stopping_guarantee(
     rule: Any, baseline: str, compared: int, pool: str = "", unscored: int = 0
 ) -> str:
@@ -692,7 +699,7 @@ def stopping_guarantee(
         "sequence's estimate there; stopping early overstates it (a variant stops when its "
         "difference looks large), so quote the interval."
     )
-    return head + about + rest
+    return head + about + method_words(rule) + rest
 
 
 def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) -> Section:

@@ -43,6 +43,9 @@ from crawdad.serving.served_by import started_record
 STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group is SIGKILLed
 START_POLL = 0.25  # seconds between health checks while a server loads
 
+# What a run's user reads after a server was given up (`crawdad serve` says its own).
+RESUME_HINT = "Finished debates are kept: fix the cause, then run the same command again to resume."
+
 State = Literal["starting", "up", "restarting", "failed", "stopped"]
 
 
@@ -92,6 +95,7 @@ class Supervisor:
         progress: bool = True,
         say: Callable[[str], None] = tqdm.write,
         outlive: bool = False,
+        give_up_hint: str = RESUME_HINT,
     ) -> None:
         """`outlive`: the servers may outlive crawdad (`--keep-servers`: `detach` at the end);
         otherwise each dies with crawdad, even a SIGKILLed crawdad (setpriv --pdeathsig)."""
@@ -104,6 +108,7 @@ class Supervisor:
         self.progress = progress
         self.say = say
         self.outlive = outlive
+        self.give_up_hint = give_up_hint  # the last line of a given-up server's message
         self.servers = {s.key: Managed(s, health_url(s)) for s in plan.servers}
         self._client: httpx.AsyncClient | None = None
         self._records: list[StartedServer] = []
@@ -310,8 +315,7 @@ class Supervisor:
             if self.listener is not None:
                 self.listener.gave_up(
                     f"server {m.plan.key} {reason}, and restarting it failed: "
-                    f"{type(e).__name__}: {e}. Finished debates are kept: run the same command "
-                    "again to resume."
+                    f"{type(e).__name__}: {e}.\n{self.give_up_hint}"
                 )
 
     async def _restart(self, m: Managed, reason: str) -> None:
@@ -359,8 +363,7 @@ class Supervisor:
         )
         message = (
             failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
-            + "\nFinished debates are kept: fix the cause, then run the same command again to "
-            "resume."
+            + f"\n{self.give_up_hint}"
         )
         if self.listener is not None:
             self.listener.gave_up(message)
