@@ -58,6 +58,17 @@ def test_every_decision_line_names_its_pool_and_level(target: str, outcome: str)
     assert POOL in alone and "at 95% confidence)" in alone and "shared" not in alone
 
 
+def test_a_decision_of_the_tests_says_so_and_shows_the_sequence_for_the_size() -> None:
+    d = Decision(
+        outcome="better", questions=40, estimate=0.2, lower=-0.01, upper=0.4, alpha=0.05 / 3,
+        target="models", method="test", e_value=130.0,
+    )  # fmt: skip
+    line = describe("v", d, "base", POOL, comparisons=3)
+    assert "decided by its sequential test, at 95% confidence, alpha 5% shared by 3" in line
+    assert "its confidence sequence at the stop: \u22121.0 to +40.0 points" in line
+    assert POOL in line and "lies in" not in line
+
+
 def test_the_models_target_is_worded_for_fixed_answers_too() -> None:
     """At temperature 0 or with crawdad's fixed seeds there is no sampling of responses: the
     claim is about the models' answers to the pool under the run's settings."""

@@ -540,9 +540,15 @@ def describe(
     against = f" to {baseline}" if baseline and what == "equivalent" else against
     kind: Kind = "difference" if baseline else "accuracy"
     about = target_words(target, kind, pool or UNKNOWN_POOL)
-    claim = (
-        f" (a claim about {about}: it lies in {interval_words(float(lo), float(hi), kind)}{level})"
-        if isinstance(lo, float | int) and isinstance(hi, float | int)
-        else f" (a claim about {about}{level})"
-    )
+    bounds = isinstance(lo, float | int) and isinstance(hi, float | int)
+    interval = interval_words(float(lo or 0), float(hi or 0), kind) if bounds else ""
+    if getattr(decision, "method", "cs") == "test" and what in ("better", "worse", "equivalent"):
+        # the test decides; the sequence, which needs more evidence to leave 0, shows the size
+        claim = f" (a claim about {about}, decided by its sequential test{level}" + (
+            f"; its confidence sequence at the stop: {interval})" if bounds else ")"
+        )
+    elif bounds:
+        claim = f" (a claim about {about}: it lies in {interval}{level})"
+    else:
+        claim = f" (a claim about {about}{level})"
     return f"{label}decided: {what}{against}{after}{claim}; it starts no new debate"
