@@ -508,6 +508,16 @@ class StopChange(Record):
     at: datetime  # UTC, when it took over
 
 
+class SelectionChange(Record):
+    """One selection of a stopped experiment and when it took over: the first from the start,
+    each later one when a resume with `--force` changed the questions after decisions could be
+    seen. A selection changed after looking no longer carries the decisions' stated guarantee."""
+
+    selection: dict[str, Any] | None  # as `ExperimentManifest.selection`; None: not recorded
+    from_question: Count  # questions the baseline had finished when it took over
+    at: datetime  # UTC, when it took over
+
+
 class RunManifest(Record):
     """Written once when a run folder is created; checked on every resume."""
 
@@ -556,6 +566,14 @@ class ExperimentManifest(Record):
     # Every rule the experiment went through, oldest first (schema 3), where a resume with
     # --force changed [stop]; empty: the rule never changed (the guarantee holds as stated).
     stop_history: list[StopChange] = Field(default_factory=list)
+    # The questions the variants ran on, part of a stopped experiment's identity as its rule
+    # is: the questions file and its sha256, the selection (rungs, filters, sample, limit,
+    # order), the seed that draws the order and the questions selected. None: an experiment
+    # made before it was recorded.
+    selection: dict[str, Any] | None = None
+    # Every selection a stopped experiment went through, oldest first, where a resume with
+    # --force changed it; empty: it never changed.
+    selection_history: list[SelectionChange] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _plain_variant_names(self) -> ExperimentManifest:
