@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -115,6 +116,21 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def plain_text(value: str, what: str) -> str:
+    """A value that reaches a command line or a batch script: no newline or other control
+    character (in a SLURM script a newline in a name would start a command)."""
+    if found := _CONTROL.search(value):
+        raise ValueError(
+            f"{what} {value!r} holds a control character ({found.group()!r}): names, tags, "
+            "paths and flags of a served model must be plain text on one line"
+        )
+    return value
+
+
 class ServeConfig(Strict):
     """How crawdad serves this model itself (`crawdad serve`, or a run with no server up): the
     engine, the weights, and flags passed through. A model without it uses `base_urls`: a
@@ -135,6 +151,28 @@ class ServeConfig(Strict):
     # The weights' size in GB where crawdad cannot read it yet (a Hugging Face id not
     # downloaded on the machine that plans, as a SLURM login node); None: read from the files.
     weights_gb: float | None = Field(None, gt=0)
+
+    @field_validator("weights", "executable")
+    @classmethod
+    def _plain(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else plain_text(value, f"serve.{info.field_name}")
+
+    @field_validator("args")
+    @classmethod
+    def _plain_args(cls, value: list[str]) -> list[str]:
+        return [plain_text(arg, "serve.args item") for arg in value]
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(
+                    f"serve.env key {key!r} is not an environment variable name: use letters, "
+                    "digits and _ (not first a digit), such as VLLM_LOGGING_LEVEL"
+                )
+            plain_text(text, f"serve.env.{key}")
+        return value
 
 
 class ModelSpec(Strict):
@@ -171,6 +209,12 @@ class ModelSpec(Strict):
     max_tool_calls: int = Field(4, ge=1, le=32)  # per turn; then the model must answer
     # How crawdad starts this model's server itself (None: `base_urls` names a running one).
     serve: ServeConfig | None = None
+
+    @model_validator(mode="after")
+    def _plain_served_name(self) -> ModelSpec:
+        if self.serve is not None:  # the name a server is started with: it reaches a script
+            plain_text(self.model, "model")
+        return self
 
     @model_validator(mode="after")
     def _default_url(self) -> ModelSpec:
@@ -367,6 +411,9 @@ class InputLimits(Strict):
 
 
 SERVED_URLS_ENV = "CRAWDAD_SERVED_URLS"
+# The key the servers of a `crawdad serve --slurm` job require (the job's secret): its name is
+# what a served model's `api_key_env` becomes, so that the key itself never reaches a manifest.
+SERVED_KEY_ENV = "CRAWDAD_SERVED_API_KEY"
 
 
 def served_urls_from_env() -> dict[str, list[str]]:
@@ -498,6 +545,8 @@ class RunConfig(Strict):
                 backend = "openai" if urls[0].rstrip("/").endswith("/v1") else "ollama"
                 object.__setattr__(spec, "backend", backend)
                 object.__setattr__(spec, "serve", None)
+                if os.environ.get(SERVED_KEY_ENV) and spec.api_key is None:
+                    object.__setattr__(spec, "api_key_env", SERVED_KEY_ENV)
         return self
 
     @property
