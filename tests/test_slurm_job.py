@@ -454,7 +454,7 @@ def test_fetch_downloads_hugging_face_ids_pulls_tags_and_checks_files(
         asked.append(repo_id)
         return f"/cache/{repo_id}"
 
-    monkeypatch.setattr("crawdad.serving.fetch._snapshot_download", lambda: snapshot_download)
+    monkeypatch.setattr("crawdad.serving.prefetch._snapshot_download", lambda: snapshot_download)
     ollama = tmp_path / "ollama"
     ollama.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/pulled\n')
     ollama.chmod(0o755)

@@ -161,7 +161,7 @@ def fetch_weights(configs: dict[str, RunConfig]) -> None:
     """`crawdad serve --fetch`: every served model's weights onto this machine."""
     import sys
 
-    from crawdad.serving.fetch import fetch
+    from crawdad.serving.prefetch import fetch
 
     count = fetch(configs, lambda line: print(line, file=sys.stderr, flush=True))
     print(f"{count} served model weight(s) ready on this machine", file=sys.stderr)
