@@ -4,8 +4,9 @@ process in seconds.
 
     python -m crawdad.fake.standin [serve WEIGHTS] --port N [--host H] [--served-model-name M]
 
-Other flags (vLLM's `--max-model-len`, ...) are accepted and ignored. As vLLM, it requires
-the key of `--api-key` or VLLM_API_KEY on its /v1 routes (not on /health). It serves the paper's
+Other flags (vLLM's `--max-model-len`, ...) are accepted and ignored. An API key, as vLLM takes
+it (`--api-key`, else the variable `VLLM_API_KEY`), guards `/v1/*` as vLLM's does: a missing or
+wrong key is 401 `{"error": "Unauthorized"}`; `/health`, `/version` and `/metrics` stay open. It serves the paper's
 three fake models and every `--served-model-name` (a name with "granite" or "extract" in it is
 played by the fake extractor, any other by a Qwen3-like debater).
 
@@ -58,7 +59,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--served-model-name", action="append", default=[])
-    parser.add_argument("--api-key", default=None)  # vLLM's; also read from VLLM_API_KEY
+    parser.add_argument("--api-key", default=None)
     args, _ = parser.parse_known_args(argv)
     return args
 
