@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -42,6 +43,7 @@ SECRET_FILE = "secret"
 NODES = "nodes"
 POLL = 0.5  # seconds between looks at the job folder while the driver waits
 MAX_JOB_FILE = 16 * 2**20  # bytes: a plan is a few kB
+PARENT_POLL = 1.0  # seconds between looks at whether the job's step is still there
 AWAIT_MARGIN = 120  # seconds beyond startup_timeout for crawdad's own start on each node
 
 
@@ -107,10 +109,19 @@ def pinned(server: ServerPlan, visible: str | None) -> ServerPlan:
     return server.model_copy(update={"env": env})
 
 
+ADDRESS_ENV = "CRAWDAD_NODE_ADDRESS"  # the address a node's servers listen on (several nodes)
+
+
 def bind_address(bind: str) -> str:
-    """127.0.0.1, or this node's address as the other nodes reach it."""
+    """127.0.0.1, or this node's address as the other nodes reach it: CRAWDAD_NODE_ADDRESS
+    where set (a node of several networks), else the address of the node's name."""
     if bind == "loopback":
         return "127.0.0.1"
+    if given := os.environ.get(ADDRESS_ENV, "").strip():
+        try:
+            return str(ipaddress.ip_address(given))
+        except ValueError:
+            raise CrawdadError(f"{ADDRESS_ENV}={given!r} is not an IP address") from None
     name = socket.gethostname()
     try:
         found = {info[4][0] for info in socket.getaddrinfo(name, None, socket.AF_INET)}
@@ -120,7 +131,8 @@ def bind_address(bind: str) -> str:
     if not usable:
         raise CrawdadError(
             f"this node's name {name!r} resolves only to loopback, so the other nodes cannot "
-            "reach its servers: fix the node's /etc/hosts, or run the job on one node"
+            f"reach its servers: set {ADDRESS_ENV} to the node's address (--setup "
+            f"'export {ADDRESS_ENV}=...'), or run the job on one node"
         )
     return usable[0]
 
@@ -316,9 +328,12 @@ async def _serve_node(job: Path, name: str) -> int:
             say(f"up: {', '.join(s.base_url for s in running.servers)}")
             watch = asyncio.create_task(supervisor.watch())
             ended = [asyncio.create_task(e.wait()) for e in (stop, given_up)]
-            await asyncio.wait([watch, *ended], return_when=asyncio.FIRST_COMPLETED)
-            for task in (watch, *ended):
+            orphaned = asyncio.create_task(_parent_gone(os.getppid()))
+            await asyncio.wait([watch, orphaned, *ended], return_when=asyncio.FIRST_COMPLETED)
+            for task in (watch, orphaned, *ended):
                 task.cancel()
+            if orphaned.done() and not orphaned.cancelled():
+                say("the job's step is gone: stopping the servers")
             if given_up.is_set():
                 raise CrawdadError(listener.message)
             return 0
@@ -326,6 +341,13 @@ async def _serve_node(job: Path, name: str) -> int:
             await supervisor.stop()
     finally:
         hold.release_all()
+
+
+async def _parent_gone(parent: int) -> None:
+    """Returns once the process that started this one (srun's step, or the script) is gone:
+    a node's crawdad never outlives its job."""
+    while os.getppid() == parent:  # noqa: ASYNC110 - no event tells of a parent's end
+        await asyncio.sleep(PARENT_POLL)
 
 
 def _say(name: str) -> Callable[[str], None]:

@@ -153,6 +153,8 @@ def slurm_script(
         'JOB="${CRAWDAD_JOB_DIR:-$PWD/crawdad-job-${SLURM_JOB_ID:-$$}}"',
         'mkdir -p "$JOB"',
         'chmod 700 "$JOB"',
+        "# A job run again in the same folder: its nodes' earlier records are not this run's.",
+        'rm -f -- "$JOB"/nodes/*.json "$JOB"/nodes/*.failed',
         f'CRAWDAD_STARTUP_TIMEOUT="${{CRAWDAD_STARTUP_TIMEOUT:-'
         f'{int(serving.startup_timeout) + AWAIT_MARGIN}}}"',
         "# Weights come from `crawdad serve --fetch`, run before the job where the internet is:",
