@@ -33,7 +33,9 @@ HOSTILE = '$(touch {m}/name1)`touch {m}/name2`"; touch {m}/name3; #'
 JOB_LIMIT = 100  # seconds a whole job may take here (under the suite's 120 s per test)
 
 
-def served_toml(path: Path, names: list[str], env: str = "", first: int | None = None) -> Path:
+def served_toml(
+    path: Path, names: list[str], env: str = "", first: int | None = None, serving: str = ""
+) -> Path:
     """Two debaters and the extractor served by the stand-in engine (as vLLM) on the CPU."""
     exe = json.dumps(standin_program())
     rows = []
@@ -48,7 +50,7 @@ def served_toml(path: Path, names: list[str], env: str = "", first: int | None =
         rows[-1] += f"serve = {serve}\n"
     path.write_text(
         f"seed = 1\n[serving]\nfirst_port = {first or free_port()}\nstartup_timeout = 90\n"
-        "freeze_timeout = 30\n" + "".join(rows)
+        f"freeze_timeout = 30\n{serving}" + "".join(rows)
     )
     return path
 
@@ -572,3 +574,21 @@ def test_a_nodes_crawdad_never_outlives_its_job(cli: CLI, tmp_path: Path) -> Non
                 os.kill(int(driver.read_text()), 9)
         if job.poll() is None:
             job.kill()
+
+
+def test_a_server_given_up_ends_the_job_with_its_reason(cli: CLI, tmp_path: Path) -> None:
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import glob, json, os, signal, time\n"
+        "(node,) = glob.glob(os.environ['JOB'] + '/nodes/*.json')\n"
+        "server = sorted(json.load(open(node))['servers'].values(), key=str)[0]\n"
+        "os.kill(server['pid'], signal.SIGKILL)\n"
+        "time.sleep(600)\n"
+        "open('driver-ended', 'w').close()\n"
+    )
+    config = served_toml(tmp_path / "c.toml", ["m1", "m2", "m3"], serving="max_restarts = 0\n")
+    script = write_script(cli, config, f"{shlex.quote(sys.executable)} driver.py")
+    done = run_job(script, job_env(tmp_path, slurm=True))
+    assert done.returncode == 1
+    assert "exited with code -9" in done.stderr and "the servers ended" in done.stderr
+    assert not (tmp_path / "driver-ended").exists()
