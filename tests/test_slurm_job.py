@@ -224,7 +224,7 @@ def test_the_nodes_choose_free_ports_when_the_job_starts_and_require_the_key(
         f"{shlex.quote(sys.executable)} -c 'import json, os, httpx; "
         'urls = json.loads(os.environ["CRAWDAD_SERVED_URLS"]); '
         'url = next(iter(urls.values()))[0] + "/models"; '
-        'key = os.environ["CRAWDAD_SERVED_API_KEY"]; '
+        'key = json.load(open(os.environ["CRAWDAD_SERVED_KEYS"]))[url.removesuffix("/models")]; '
         "codes = [httpx.get(url, headers=h, trust_env=False).status_code "
         'for h in ({}, {"Authorization": "Bearer " + key})]; '
         'json.dump({"urls": urls, "codes": codes}, open("seen.json", "w"))\''
@@ -494,16 +494,19 @@ def test_fetch_without_huggingface_hub_names_the_install(
     assert code == 1 and "pip install huggingface_hub" in err
 
 
-def test_a_served_key_in_the_environment_reaches_the_served_models(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("CRAWDAD_SERVED_URLS", '{"m": ["http://n1:8100/v1"]}')
-    monkeypatch.setenv("CRAWDAD_SERVED_API_KEY", "sekrit")
-    config = RunConfig.model_validate(
-        {"extractor": {"model": "m", "serve": {"engine": "vllm", "weights": "W"}}}
-    )
-    assert config.extractor.resolved_api_key() == "sekrit"
-    assert config.extractor.api_key_env == "CRAWDAD_SERVED_API_KEY"  # its name, never the key
+def test_the_driver_runs_debates_on_the_jobs_keyed_servers(cli: CLI, tmp_path: Path) -> None:
+    """A whole `crawdad run` as the driver: its served models go to the job's servers, with the
+    keys they require."""
+    from crawdad.run.store import RunStore
+
+    config = served_toml(tmp_path / "c.toml", ["m1", "m2", "m3"])
+    driver = "crawdad run --config c.toml --data examples --range 0-1 --out runs/x --no-progress"
+    script = write_script(cli, config, driver)
+    done = run_job(script, job_env(tmp_path, slurm=True))
+    assert done.returncode == 0, done.stdout + done.stderr
+    valid, invalid = RunStore(tmp_path / "runs" / "x").read_records()
+    assert len(valid) == 2 and not invalid
+    assert all(r.error is None for r in valid)
 
 
 def test_a_two_node_job_merges_every_nodes_servers_and_each_requires_the_key(
@@ -511,13 +514,13 @@ def test_a_two_node_job_merges_every_nodes_servers_and_each_requires_the_key(
 ) -> None:
     """Two nodes played on this machine (a fake srun starts the node's crawdad twice, as nodes
     0 and 1; CRAWDAD_NODE_ADDRESS keeps them on loopback): the driver gets both nodes' servers
-    of each model, and none answers without the job's key."""
+    of each model, and none answers without its key (in the job's keys file)."""
     check = (
         f"{shlex.quote(sys.executable)} -c 'import json, os, httpx; "
         'urls = json.loads(os.environ["CRAWDAD_SERVED_URLS"]); '
-        'key = os.environ["CRAWDAD_SERVED_API_KEY"]; '
+        'keys = json.load(open(os.environ["CRAWDAD_SERVED_KEYS"])); '
         'codes = [httpx.get(u + "/models", headers=h, trust_env=False).status_code '
-        'for v in urls.values() for u in v for h in ({}, {"Authorization": "Bearer " + key})]; '
+        'for v in urls.values() for u in v for h in ({}, {"Authorization": "Bearer " + keys[u]})]; '
         'json.dump({"urls": urls, "codes": codes}, open("seen.json", "w"))\''
     )
     config = served_toml(tmp_path / "c.toml", ["m1", "m2", "m3"])

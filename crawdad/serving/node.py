@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -26,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,12 +35,11 @@ from crawdad.config import ServingConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.processes import port_free
-
-if TYPE_CHECKING:
-    from crawdad.serving.supervisor import Supervisor
+from crawdad.serving.supervisor import Supervisor
 
 JOB_FILE = "job.json"
 SECRET_FILE = "secret"
+KEYS_FILE = "keys.json"  # every node's servers: base URL -> key (0600), for the driver
 NODES = "nodes"
 POLL = 0.5  # seconds between looks at the job folder while the driver waits
 MAX_JOB_FILE = 16 * 2**20  # bytes: a plan is a few kB
@@ -270,12 +270,13 @@ class _NodeListener:
     def __init__(self, given_up: asyncio.Event) -> None:
         self.given_up = given_up
         self.message = ""
+        self.back: Callable[[], None] = lambda: None  # a restarted server may have a new key
 
     def server_down(self, server: ServerPlan, reason: str) -> None:
         pass
 
     def server_up(self, server: ServerPlan) -> None:
-        pass
+        self.back()
 
     def gave_up(self, message: str) -> None:
         self.message = message
@@ -297,11 +298,11 @@ def serve_node(job: Path) -> int:
 
 
 async def _serve_node(job: Path, name: str) -> int:
-    from crawdad.serving.supervisor import Supervisor
-
     spec = read_job(job)
     host = bind_address(spec.bind)
-    key = read_secret(job)
+    # A supervisor that gives each start a key of its own (`Supervisor.keys`) keys the servers
+    # itself; otherwise each server takes the job's key.
+    key = None if hasattr(Supervisor, "keys") else read_secret(job)
     hold = PortHold()
     try:
         ports = hold.take(host, spec.serving.first_port, len(spec.plan.servers))
@@ -324,6 +325,9 @@ async def _serve_node(job: Path, name: str) -> int:
         await supervisor.start()
         try:
             running = Plan(gpus=plan.gpus, servers=[m.plan for m in supervisor.servers.values()])
+            share = functools.partial(share_keys, job, running, supervisor, key)
+            share()
+            listener.back = share
             _write_new(job / NODES / f"{name}.json", _node_record(name, running, supervisor))
             say(f"up: {', '.join(s.base_url for s in running.servers)}")
             watch = asyncio.create_task(supervisor.watch())
@@ -341,6 +345,32 @@ async def _serve_node(job: Path, name: str) -> int:
             await supervisor.stop()
     finally:
         hold.release_all()
+
+
+def share_keys(job: Path, plan: Plan, supervisor: Supervisor, key: str | None) -> None:
+    """This node's servers' current keys into the job's `keys.json` (0600, a JSON object of base
+    URL -> key, as `serving.keys_file` reads it), beside the other nodes' (under a lock)."""
+    import fcntl
+
+    keys_of = getattr(supervisor, "keys", None)
+    if callable(keys_of):
+        mine = {str(u): str(k) for u, k in keys_of().items()}
+    else:
+        mine = {s.base_url: key for s in plan.servers if key is not None and not keyless(s)}
+    urls = {s.base_url for s in plan.servers}
+    fd = os.open(job / "keys.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            known = json.loads((job / KEYS_FILE).read_text(encoding="utf-8")[:MAX_JOB_FILE])
+        except (OSError, ValueError):
+            known = {}
+        if not isinstance(known, dict):
+            known = {}
+        merged = {u: k for u, k in known.items() if u not in urls} | mine
+        _write_new(job / KEYS_FILE, json.dumps(merged))
+    finally:
+        os.close(fd)  # and the lock with it
 
 
 async def _parent_gone(parent: int) -> None:

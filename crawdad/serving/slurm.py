@@ -22,7 +22,14 @@ from collections.abc import Iterable
 from crawdad.config import ServingConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import Plan, ServerPlan
-from crawdad.serving.node import AWAIT_MARGIN, JOB_FILE, SECRET_FILE, JobSpec, keyless
+from crawdad.serving.node import (
+    AWAIT_MARGIN,
+    JOB_FILE,
+    KEYS_FILE,
+    SECRET_FILE,
+    JobSpec,
+    keyless,
+)
 
 STOP_GRACE = 30  # seconds between the node's SIGTERM and its SIGKILL
 CRAWDAD_CPUS = 2  # crawdad and the driver
@@ -170,7 +177,8 @@ def slurm_script(
         "",
         'CRAWDAD_SERVED_URLS=$(crawdad serve --await "$JOB" --watch "$SERVING")',
         f'CRAWDAD_SERVED_API_KEY=$(cat "$JOB/{SECRET_FILE}")',
-        "export CRAWDAD_SERVED_URLS CRAWDAD_SERVED_API_KEY",
+        f'CRAWDAD_SERVED_KEYS="$JOB/{KEYS_FILE}"',
+        "export CRAWDAD_SERVED_URLS CRAWDAD_SERVED_API_KEY CRAWDAD_SERVED_KEYS",
         "echo 'crawdad: every server is up; running the driver'",
         f"DRIVER_LINE={shlex.quote(driver.strip())}",
         'setsid bash -c "$DRIVER_LINE" &',
