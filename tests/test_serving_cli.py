@@ -137,12 +137,8 @@ def test_the_slurm_script_serves_and_stops_on_this_machine(
 ) -> None:
     if not shutil.which("setsid"):
         pytest.skip("the script needs setsid")
-    standin = tmp_path / "fake-vllm"  # `vllm serve W --port N ...` -> crawdad's fake server
-    standin.write_text(
-        "#!/bin/sh\nport=8000\n"
-        'while [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
-        f'exec {sys.executable} -m crawdad fake-server --kind openai --port "$port" --latency 0.01\n'
-    )
+    standin = tmp_path / "fake-vllm"  # `vllm serve W --port N ...` -> the stand-in engine
+    standin.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m crawdad.fake.standin "$@"\n')
     standin.chmod(0o755)
     config = served_toml(tmp_path / "c.toml", str(standin), "serving = { first_port = 18431 }\n")
     # The driver sees where the servers are (docs/tutorials/clusters.md runs a whole run so).
