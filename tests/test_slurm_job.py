@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -595,3 +596,37 @@ def test_a_server_given_up_ends_the_job_with_its_reason(cli: CLI, tmp_path: Path
     assert done.returncode == 1
     assert "exited with code -9" in done.stderr and "the servers ended" in done.stderr
     assert not (tmp_path / "driver-ended").exists()
+
+
+def test_a_job_cancelled_while_its_servers_load_stops_them_at_once(
+    cli: CLI, tmp_path: Path
+) -> None:
+    """scancel's SIGTERM mid-start: the node's crawdad does not wait for the start to end."""
+    import psutil
+
+    config = served_toml(
+        tmp_path / "c.toml", ["m1", "m2", "m3"], env='CRAWDAD_STANDIN_FAULT = "fail-start:hang"'
+    )
+    script = write_script(cli, config, "touch driver-ran")
+    env = job_env(tmp_path, slurm=False)
+    job = subprocess.Popen(
+        ["bash", str(script)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    logs = tmp_path / "job" / "nodes"
+    deadline = time.monotonic() + JOB_LIMIT
+    while len(list(logs.glob("*/*.log"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)  # every server spawned, none answering
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=60)  # well before serving.startup_timeout (90 s)
+    assert job.returncode == 143, err
+    assert not (tmp_path / "driver-ran").exists()
+    left = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.environ().get("CRAWDAD_JOB_DIR") == env["CRAWDAD_JOB_DIR"]:
+                left.append(p.cmdline())
+    assert left == []

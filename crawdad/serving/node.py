@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -322,29 +322,50 @@ async def _serve_node(job: Path, name: str) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await supervisor.start()
+        # The job's end (SIGTERM, or its step gone) ends the node at once, even mid-start.
+        ended: set[asyncio.Task[Any]] = {
+            asyncio.create_task(stop.wait()),
+            asyncio.create_task(_parent_gone(os.getppid())),
+        }
         try:
+            if not await _started(supervisor, ended):
+                return 0
             running = Plan(gpus=plan.gpus, servers=[m.plan for m in supervisor.servers.values()])
             share = functools.partial(share_keys, job, running, supervisor, key)
             share()
             listener.back = share
             _write_new(job / NODES / f"{name}.json", _node_record(name, running, supervisor))
             say(f"up: {', '.join(s.base_url for s in running.servers)}")
-            watch = asyncio.create_task(supervisor.watch())
-            ended = [asyncio.create_task(e.wait()) for e in (stop, given_up)]
-            orphaned = asyncio.create_task(_parent_gone(os.getppid()))
-            await asyncio.wait([watch, orphaned, *ended], return_when=asyncio.FIRST_COMPLETED)
-            for task in (watch, orphaned, *ended):
+            watch: asyncio.Task[Any] = asyncio.create_task(supervisor.watch())
+            lost: asyncio.Task[Any] = asyncio.create_task(given_up.wait())
+            await asyncio.wait([watch, lost, *ended], return_when=asyncio.FIRST_COMPLETED)
+            for task in (watch, lost):
                 task.cancel()
-            if orphaned.done() and not orphaned.cancelled():
-                say("the job's step is gone: stopping the servers")
             if given_up.is_set():
                 raise CrawdadError(listener.message)
+            if not stop.is_set():
+                say("the job's step is gone: stopping the servers")
             return 0
         finally:
+            for task in ended:
+                task.cancel()
             await supervisor.stop()
     finally:
         hold.release_all()
+
+
+async def _started(supervisor: Supervisor, ended: set[asyncio.Task[Any]]) -> bool:
+    """Start the servers: True once they answer, False where the job ended first (the start
+    is cancelled, which stops what it started); a failed start raises its error."""
+    starting = asyncio.create_task(supervisor.start())
+    await asyncio.wait({starting, *ended}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        return False
+    starting.result()
+    return True
 
 
 def share_keys(job: Path, plan: Plan, supervisor: Supervisor, key: str | None) -> None:
