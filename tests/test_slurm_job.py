@@ -394,6 +394,10 @@ def test_port_holds_keep_two_crawdads_apart_and_a_dead_ones_hold_is_taken_over(
     one.release_all()
     (tmp_path / "holds" / str(a[0])).write_text(dead.stdout.strip())  # a crawdad that died
     assert PortHold(tmp_path / "holds").take("127.0.0.1", a[0], 1) == [a[0]]
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")  # planted in a shared /tmp
+    with pytest.raises(CrawdadError, match="not a folder of yours"):
+        PortHold(tmp_path / "link").take("127.0.0.1", first, 1)
 
 
 def test_the_driver_wait_ends_on_a_dead_step_or_a_failed_node(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -148,6 +149,12 @@ class PortHold:
 
     def take(self, host: str, first: int, count: int) -> list[int]:
         self.folder.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(self.folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise CrawdadError(
+                f"{self.folder} (where crawdad holds its ports) is not a folder of yours that "
+                "only you can write: remove it"
+            )
         ports: list[int] = []
         port = first
         while len(ports) < count:
