@@ -174,6 +174,7 @@ def fake_servers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-de
 
 # The whole of MAC's set: an experiment, five baselines, two hybrids and a report (15-20 s
 # alone; minutes on a loaded 2-core machine).
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_macs_whole_set_runs_resumes_and_reports_on_cladder_graphs(
     cli, tmp_path: Path, fake_servers
@@ -206,6 +207,7 @@ def test_macs_whole_set_runs_resumes_and_reports_on_cladder_graphs(
 
 # The whole of MAC's set: an experiment, five baselines, two hybrids and a report (15-20 s
 # alone; minutes on a loaded 2-core machine).
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_macs_whole_set_runs_and_reports_on_a_sachs_format_set(
     cli, tmp_path: Path, fake_servers
