@@ -131,7 +131,8 @@ def kidney(tmp_path: Path) -> Path:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests marked `slow` (tens of seconds each) run first, so that pytest-xdist's workers
-    start on them together and finish on short tests together, rather than one worker running a
-    long test alone at the end; the order is otherwise the files' (a stable sort). No test
-    depends on another's state, so the order changes no outcome."""
+    (handed two tests at a time: `--maxschedchunk 2`) share them at the start and finish on short
+    tests together, rather than one worker running a long test alone at the end; the order is
+    otherwise the files' (a stable sort). No test depends on another's state, so the order
+    changes no outcome."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
