@@ -144,7 +144,7 @@ def plan_of(engine: str, weights: str, url: str | None = None) -> Callable[[], A
     two simulated 80 GiB GPUs, ports not probed)."""
 
     def run() -> Any:
-        from crawdad.config import RunConfig
+        from crawdad.config import load_config
         from crawdad.serving.gpus import simulated
         from crawdad.serving.plan import plan_config
 
@@ -153,7 +153,8 @@ def plan_of(engine: str, weights: str, url: str | None = None) -> Callable[[], A
         if url:
             spec["base_urls"] = [url]
         agents = [{**spec, "name": n} for n in ("a", "b")]
-        config = RunConfig.model_validate({"agents": agents, "extractor": spec})
+        # as the CLI reads a config: a refused value is an error naming it, never a traceback
+        config = load_config(None, {"agents": agents, "extractor": spec})
         return plan_config(config, simulated(2, 80), check_ports=False)
 
     return run

@@ -14,6 +14,7 @@ their needs. llama.cpp and Ollama hold a context per parallel slot, planned in f
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -262,8 +263,17 @@ def _replica_key(key: str, replica: int) -> str:
     return key if replica == 0 else f"{key}-r{replica}"
 
 
+SLUG_MAX = 48  # a server's key names its log file (`<key>.log`) and its registry entry
+
+
 def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "model"
+    """A served model name as a server's key: plain characters, at most `SLUG_MAX` (a longer
+    name is cut and told apart by a short hash of the whole)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "model"
+    if len(slug) <= SLUG_MAX:
+        return slug
+    digest = hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:8]
+    return f"{slug[: SLUG_MAX - 9].rstrip('-.')}-{digest}"
 
 
 def _footprint(spec: ModelSpec, footprints: dict[str, Footprint]) -> Footprint:
