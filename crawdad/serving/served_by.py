@@ -12,7 +12,7 @@ import httpx
 from crawdad.records import StartedServer
 from crawdad.serving.base import GPU, ServerPlan
 from crawdad.serving.processes import engine_of
-from crawdad.serving.weights import weights_hash
+from crawdad.serving.weights import Progress, weights_hash
 
 
 async def server_version(server: ServerPlan, client: httpx.AsyncClient) -> str | None:
@@ -31,10 +31,14 @@ async def server_version(server: ServerPlan, client: httpx.AsyncClient) -> str |
 
 
 async def started_record(
-    server: ServerPlan, gpus: list[GPU], client: httpx.AsyncClient, started_at: datetime | None
+    server: ServerPlan,
+    gpus: list[GPU],
+    client: httpx.AsyncClient,
+    started_at: datetime | None,
+    hashing: Progress | None = None,
 ) -> StartedServer:
     """The manifest's entry for one server that answers (a large GGUF is hashed in a thread,
-    once: the hash is cached by path, size and mtime)."""
+    once: the hash is cached by path, size and mtime; `hashing` is told of its progress)."""
     names = {g.index: g.name for g in gpus}
     return StartedServer(
         key=server.key,
@@ -42,7 +46,7 @@ async def started_record(
         engine_version=await server_version(server, client),
         command=list(server.command),
         weights=server.weights,
-        weights_hash=await asyncio.to_thread(weights_hash, server.engine, server.weights),
+        weights_hash=await asyncio.to_thread(weights_hash, server.engine, server.weights, hashing),
         served_name=server.served_name,
         models=list(server.models),
         base_url=server.base_url,

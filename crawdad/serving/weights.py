@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 CACHE_ENV = "CRAWDAD_CACHE_DIR"
@@ -41,8 +42,12 @@ def _write_cache(path: Path, data: dict[str, str]) -> None:
         os.replace(tmp, path)
 
 
-def file_sha256(path: Path, cache: Path | None = None) -> str:
-    """sha256 of a file, from the cache when its path, size and mtime are the ones hashed."""
+Progress = Callable[[int, int], None]  # (bytes hashed, bytes in all), after each chunk
+
+
+def file_sha256(path: Path, cache: Path | None = None, progress: Progress | None = None) -> str:
+    """sha256 of a file, from the cache when its path, size and mtime are the ones hashed;
+    `progress` is told of each chunk hashed (crawdad.serving.waits.BytesProgress)."""
     st = path.stat()
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     cache = cache or cache_file()
@@ -50,9 +55,13 @@ def file_sha256(path: Path, cache: Path | None = None) -> str:
     if key in known:
         return known[key]
     digest = hashlib.sha256()
+    done = 0
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
+            if progress is not None:
+                done += len(chunk)
+                progress(done, st.st_size)
     known[key] = digest.hexdigest()
     _write_cache(cache, known)
     return known[key]
@@ -72,13 +81,13 @@ def _snapshot_revision(folder: Path) -> str | None:
     return None
 
 
-def _folder_hash(folder: Path) -> str | None:
+def _folder_hash(folder: Path, progress: Progress | None = None) -> str | None:
     if revision := _snapshot_revision(folder.resolve()):
         return f"revision:{revision}"
     for name in ("model.safetensors.index.json", "model.safetensors", "config.json"):
         if (folder / name).is_file():
             if name == "model.safetensors":
-                return f"sha256:{file_sha256(folder / name)}"
+                return f"sha256:{file_sha256(folder / name, progress=progress)}"
             digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
             return f"{'index-' if name.endswith('index.json') else 'config-'}sha256:{digest}"
     return None
@@ -93,17 +102,17 @@ def _hub_revision(repo_id: str) -> str | None:
         return None
 
 
-def weights_hash(engine: str, weights: str) -> str | None:
+def weights_hash(engine: str, weights: str, progress: Progress | None = None) -> str | None:
     """What identifies `weights` (None: not known before the server runs, e.g. an Ollama tag,
-    or not found)."""
+    or not found); `progress` is told of each chunk of a file hashed."""
     if engine == "ollama":
         return None
     path = Path(weights).expanduser()
     try:
         if path.is_file():
-            return f"sha256:{file_sha256(path)}"
+            return f"sha256:{file_sha256(path, progress=progress)}"
         if path.is_dir():
-            return _folder_hash(path)
+            return _folder_hash(path, progress)
     except OSError:
         return None
     if weights.count("/") == 1 and not weights.startswith((".", "/")):
