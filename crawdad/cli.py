@@ -640,7 +640,7 @@ def doctor(
     else:
         configs = {"": build_config(config, sets)}
         report = asyncio.run(diagnose(configs[""], skip_served=True))
-    served = check_served(configs)
+    served = check_served(configs, say=lambda line: typer.echo(line, err=True))
     for line in served.lines:
         typer.echo(line)
     report.problems.extend(served.problems)

@@ -34,7 +34,6 @@ def served(tmp_path: Path, fault: str = "") -> tuple[RunConfig, Plan]:
     # Two tries a request: the restart may cost a request the try it was on when its server
     # died (before the supervisor saw it), never the ones that wait for the restart.
     config = RunConfig(seed=3, concurrency=4, retry=RetryConfig(initial_wait=0, attempts=2))
-    config.serving.freeze_timeout = 2.0
     return config.serve_all_from(server.base_url, "openai"), Plan(servers=[server])
 
 

@@ -28,7 +28,7 @@ from crawdad.run.store import is_experiment
 from crawdad.safe_files import Folder
 
 if TYPE_CHECKING:
-    from crawdad.records import StartedServer
+    from crawdad.records import ServerRestart, StartedServer
 
 SERIES_COLUMNS = [
     "run",
@@ -230,15 +230,57 @@ def restarts_folder(folder: Path) -> Path:
     return folder
 
 
+def read_restarts(folder: Path) -> list[ServerRestart]:
+    """The lines of a run's `servers/restarts.jsonl` (an experiment's, for its variants); a
+    line cut short by a crash is left out."""
+    from crawdad.errors import CrawdadError
+    from crawdad.records import ServerRestart
+    from crawdad.safe_files import read_inside
+
+    where = restarts_folder(folder)
+    try:
+        data = read_inside(where / "servers", "restarts.jsonl", root=where)
+    except (CrawdadError, OSError):
+        return []
+    out = []
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        try:
+            out.append(ServerRestart.model_validate_json(line))
+        except ValueError:
+            continue
+    return out
+
+
+RESTART_COLUMNS = ["server", "at", "reason", "cause", "silent_s", "downtime_s", "outcome"]
+
+
+def server_restarts(folder: Path) -> pd.DataFrame:
+    """One row per time a server crawdad started went down: when (UTC), why (it exited, with
+    its code; or it froze: no health answer and no token for so long), the likely cause read
+    from its log, how long it had been silent before crawdad acted, its downtime from its last
+    sign of life, and whether it came back."""
+    rows = [
+        {
+            "server": r.key,
+            "at": r.at.strftime("%Y-%m-%d %H:%M:%S"),
+            "reason": r.reason,
+            "cause": r.cause or "",
+            "silent_s": round(r.silent_for, 1),
+            "downtime_s": round(r.downtime, 1),
+            "outcome": "back" if r.back else "given up",
+        }
+        for r in read_restarts(folder)
+    ]
+    return pd.DataFrame(rows, columns=RESTART_COLUMNS)
+
+
 def started_servers(folder: Path, started: Sequence[StartedServer] | None = None) -> pd.DataFrame:
     """The servers crawdad started for a run (the manifest's `started`, schema 9) with their
     restarts and seconds down (`servers/restarts.jsonl`): one row per server; empty for a run
     whose servers someone else ran. `started`: the servers, where the folder has no run manifest
     (an experiment's: its variants' manifests name the servers they shared)."""
     from crawdad.errors import CrawdadError
-    from crawdad.records import ServerRestart
     from crawdad.run.store import RunStore
-    from crawdad.safe_files import read_inside
 
     if started is None:
         try:
@@ -246,17 +288,7 @@ def started_servers(folder: Path, started: Sequence[StartedServer] | None = None
         except (CrawdadError, OSError):
             return pd.DataFrame(columns=STARTED_COLUMNS)
     restarts: dict[str, list[float]] = {}
-    where = restarts_folder(folder)
-    try:
-        data = read_inside(where / "servers", "restarts.jsonl", root=where)
-    except (CrawdadError, OSError):
-        data = None
-    text = data.decode("utf-8", "replace") if data else ""
-    for line in text.splitlines():
-        try:
-            r = ServerRestart.model_validate_json(line)
-        except ValueError:
-            continue  # a line cut short by a crash: not counted
+    for r in read_restarts(folder):
         restarts.setdefault(r.key, []).append(r.downtime)
     rows = []
     for s in dict((s.key, s) for s in started).values():  # a resume's entry replaces the first
