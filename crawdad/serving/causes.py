@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from crawdad.errors import CrawdadError
 from crawdad.safe_files import Folder
 
 # (cause, what the engines print for it, what to do). The patterns are the real messages of
@@ -122,7 +123,7 @@ def last_line(folder: Path, name: str, limit: int = 4096) -> str:
             size = log.seek(0, os.SEEK_END)
             log.seek(max(0, size - limit))
             data = log.read(limit)
-    except OSError:
+    except (OSError, CrawdadError):  # gone, or a link
         return ""
     lines = re.split(r"[\r\n]+", data.decode("utf-8", "replace"))
     return next((shown for line in reversed(lines) if (shown := printable(line))), "")

@@ -36,8 +36,9 @@ def heartbeat(
         thread.join()
 
 
-def gigabytes(n: float) -> str:
-    return f"{n / 1e9:.1f} GB"
+def size_text(n: float) -> str:
+    """Bytes as a reader takes them in: "40.0 GB", "21 MB"."""
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
 class BytesProgress:
@@ -79,13 +80,13 @@ class BytesProgress:
                     total=total, desc=self.what, unit="B", unit_scale=True, leave=False
                 )
             elif total >= self.SAID_FROM:
-                self.say(f"{self.what}: {gigabytes(total)} (once: the result is cached)")
+                self.say(f"{self.what}: {size_text(total)} (once: the result is cached)")
         if self._bar is not None:
             self._bar.update(done - self._done)
         elif now - self._said >= self.every:
             self._said = now
             self.say(
-                f"still {self.what}: {gigabytes(done)} of {gigabytes(total)}, "
+                f"still {self.what}: {size_text(done)} of {size_text(total)}, "
                 f"{now - self._began:.0f} s"
             )
         self._done = done
