@@ -6,18 +6,24 @@ tests/test_supervisor.py."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from crawdad.config import RunConfig, ServingConfig, load_config
+from crawdad.backends.base import ChatRequest, ChatResult
+from crawdad.backends.guard import StreamGuard
+from crawdad.backends.pool import ModelPool
+from crawdad.config import ModelSpec, RetryConfig, RunConfig, ServingConfig, load_config
 from crawdad.errors import ConfigError
 from crawdad.records import ServerRestart
+from crawdad.serving.base import ServerPlan
 from crawdad.serving.causes import last_line, printable
 from crawdad.serving.waits import BytesProgress, heartbeat
 from crawdad.serving.weights import file_sha256
@@ -192,3 +198,44 @@ def test_the_report_gives_each_restart_and_why(tmp_path: Path) -> None:
     ]
     shown = _restarts_table(table).shown
     assert isinstance(shown, pd.DataFrame) and "likely cause (its log)" in shown.columns
+
+
+class Streaming:
+    """A backend whose request sends one chunk, then waits until told to answer."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.chunked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def chat(self, request: ChatRequest, guard: StreamGuard) -> ChatResult:
+        guard.feed("token")
+        self.chunked.set()
+        await self.answer.wait()
+        return ChatResult(text="ok", endpoint=self.url)
+
+
+async def test_the_run_tells_the_supervisor_when_a_server_last_sent_a_token() -> None:
+    from crawdad.run.served import PoolListener
+
+    spec = ModelSpec(model="m", base_urls=["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"])
+    pool = ModelPool(spec, Streaming, RetryConfig(attempts=1, initial_wait=0))  # type: ignore[arg-type]
+    listener = PoolListener()
+    listener.attach([pool], halt=lambda message: None, urls=[])
+    fields = {"key": "s", "engine": "vllm", "weights": "w", "served_name": "m", "port": 9}
+    more = {"models": ["agents.0"], "context_length": 4096, "command": ["vllm"]}
+    server = ServerPlan.model_validate(fields | more)
+    assert listener.last_progress(server) == 0.0  # nothing yet
+    backend: Streaming = pool.endpoints[0].backend  # type: ignore[assignment]
+    sent = time.monotonic()
+    call = asyncio.create_task(
+        pool.chat(ChatRequest(model="m", prompt="p", temperature=0, top_p=1, max_tokens=8))
+    )
+    await asyncio.wait_for(backend.chunked.wait(), 10)
+    chunk = listener.last_progress(server)
+    assert chunk >= sent  # a chunk of a request in flight
+    backend.answer.set()
+    await asyncio.wait_for(call, 10)
+    assert listener.last_progress(server) >= chunk  # the whole answer, once none is in flight
+    other = server.model_copy(update={"port": 10})
+    assert listener.last_progress(other) == 0.0  # the other replica sent nothing
