@@ -248,7 +248,7 @@ class Supervisor:
         with tqdm(
             total=len(servers),
             desc=f"starting {names}",
-            unit="server",
+            bar_format="{desc}: {n_fmt}/{total_fmt} up{postfix}",  # a rate would mean nothing
             disable=not self.terminal,
             leave=False,
         ) as bar:
@@ -268,19 +268,27 @@ class Supervisor:
             raise ServerStartError("\n\n".join(failed))
 
     def _last_log_line(self, m: Managed) -> str:
-        return last_line(self.folder, self._log_name(m))
+        """Its log's last line; "" while the server has written nothing (only crawdad's own
+        line with its command)."""
+        line = last_line(self.folder, self._log_name(m))
+        return "" if line.startswith("--- crawdad ") else line
 
     async def _show_wait(self, servers: list[Managed], bar: tqdm[Any] | None, verb: str) -> None:
         """Until cancelled, what the servers that are not up yet are doing: on a terminal the
         bar's time waited and each one's last log line (vLLM's "Loading weights"), refreshed
         every second; otherwise (or with no bar: a restart) a line every `still_every` seconds."""
         began = said = time.monotonic()
+        drawn = self.terminal and bar is not None and not bar.disable
         while True:
-            await asyncio.sleep(min(TICK, self.still_every))
+            due = said + self.still_every - time.monotonic()  # the next line: never late
+            await asyncio.sleep(TICK if drawn else max(0.05, min(TICK, due)))
             now = time.monotonic()
             waiting = [m for m in servers if m.state in ("starting", "restarting")]
-            if self.terminal and bar is not None and not bar.disable:
-                lines = "; ".join(f"{m.plan.key}: {self._last_log_line(m)[:60]}" for m in waiting)
+            if drawn and bar is not None:
+                lines = "; ".join(
+                    f"{m.plan.key}: {self._last_log_line(m)[:60] or '(no log line yet)'}"
+                    for m in waiting
+                )
                 bar.set_postfix_str(f"{now - began:.0f} s" + (f"; {lines}" if lines else ""))
             elif now - said >= self.still_every:
                 said = now
