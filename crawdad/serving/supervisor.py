@@ -116,7 +116,7 @@ class Supervisor:
         self._records: list[StartedServer] = []
         # a bar on a terminal (elapsed time, each server's last log line); else a line every
         # `still_every` seconds while servers start
-        self.terminal = progress and sys.stderr.isatty()
+        self.terminal = progress and bool(getattr(sys.stderr, "isatty", lambda: False)())
         self.still_every = STILL_EVERY
 
     # --- what the run asks --------------------------------------------------------------------
