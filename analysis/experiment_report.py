@@ -536,6 +536,13 @@ def _compute_section(
     return Section("Accuracy against compute", blocks)
 
 
+def method_words(rule: Any) -> str:
+    """What decides, where the tests do (`crawdad.stopping.decide.TESTS_DECIDE`): "" otherwise."""
+    from crawdad.stopping.decide import TESTS_DECIDE, tested
+
+    return " " + TESTS_DECIDE if tested(rule, "difference") else ""
+
+
 def stopping_guarantee(rule: Any, baseline: str, compared: int) -> str:
     """The rule and what its decisions are about, in words: the target named where the numbers
     stand, and the guarantee that goes with it."""
@@ -586,7 +593,7 @@ def stopping_guarantee(rule: Any, baseline: str, compared: int) -> str:
         "table says why it is undecided. A sequence that ran empty (contradicted) is a miss at "
         "the stated alpha: it supports no claim at all."
     )
-    return head + about + rest
+    return head + about + method_words(rule) + rest
 
 
 def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) -> Section:

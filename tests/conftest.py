@@ -32,6 +32,8 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
     monkeypatch.setenv("CRAWDAD_DEBUG", "")
+    # the registry of running servers (crawdad/serving/keeper.py): each test its own
+    monkeypatch.setenv("CRAWDAD_RUNTIME_DIR", str(tmp_path / ".crawdad-runtime"))
 
 
 @pytest.fixture

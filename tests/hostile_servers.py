@@ -127,6 +127,18 @@ def handlers(mode: str, scale: Scale) -> Handler:
     async def kv_over_one(request: web.Request) -> web.StreamResponse:
         return _text(HONEST.replace("0.5", "1.5").replace("COUNTER", "5"))
 
+    async def over_slots(request: web.Request) -> web.StreamResponse:
+        # llama.cpp: 4 slots, yet 50 requests "processing" and more prefix hits than queries
+        if request.path == "/slots":
+            return _text(json.dumps([{"id": i, "is_processing": True} for i in range(4)]))
+        return _text(
+            "llamacpp:requests_processing 50\nllamacpp:requests_deferred 0\n"
+            "llamacpp:kv_cache_usage_ratio 0.5\n"
+        )
+
+    async def redirect(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(str(request.app[ELSEWHERE]) + request.path)
+
     async def decreasing(request: web.Request) -> web.StreamResponse:
         counter[0] -= 1000
         return _text(HONEST.replace("COUNTER", str(counter[0])))
@@ -169,6 +181,8 @@ def handlers(mode: str, scale: Scale) -> Handler:
         "long_line": long_line,
         "impossible": impossible,
         "kv_over_one": kv_over_one,
+        "over_slots": over_slots,
+        "redirect": redirect,
         "decreasing": decreasing,
         "deep_json": deep_json,
         "huge_ps": huge_ps,
@@ -204,6 +218,8 @@ EXPECT: dict[str, Expect] = {
     "long_line": Expect(lost="line"),
     "impossible": Expect(rejected=frozenset({"running", "waiting", "kv_cache", "prefix_hits"})),
     "kv_over_one": Expect(rejected=frozenset({"kv_cache"})),
+    "over_slots": Expect(rejected=frozenset({"running"})),
+    "redirect": Expect(lost="redirect"),
     "decreasing": Expect(restart=True),
     "deep_json": Expect(lost="depth"),
     "huge_ps": Expect(lost="bytes"),
@@ -216,9 +232,17 @@ EXPECT: dict[str, Expect] = {
 MODES = sorted(EXPECT)
 
 
-def hostile_app(mode: str, scale: Scale = TEST_SCALE) -> web.Application:
-    """A server answering every metrics path in `mode` (and 404 to the rest)."""
+# Where the `redirect` mode points: an honest server of the test's, that must get no request.
+ELSEWHERE = web.AppKey("elsewhere", str)
+
+
+def hostile_app(
+    mode: str, scale: Scale = TEST_SCALE, elsewhere: str = "http://127.0.0.1:9"
+) -> web.Application:
+    """A server answering every metrics path in `mode` (and 404 to the rest); `elsewhere`: the
+    root the `redirect` mode sends its readers to."""
     app = web.Application()
+    app[ELSEWHERE] = elsewhere
     handler = handlers(mode, scale)
     for path in ("/metrics", "/slots", "/api/ps", "/version", "/api/version"):
         app.router.add_get(path, handler)

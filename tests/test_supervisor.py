@@ -274,6 +274,29 @@ async def test_past_the_bound_of_restarts_it_gives_up_with_the_log(tmp_path: Pat
     assert [r.back for r in lines] == [True, False]
 
 
+async def test_crawdad_serve_that_gives_a_server_up_stops_all_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`crawdad serve` (keep_serving) with a server past its restarts: every server stopped, an
+    error (exit 1 from the CLI) that says what happened, and no word of resuming a run."""
+    from crawdad.run.served import ServeStopped, keep_serving
+
+    dying = standin("dies", env={"CRAWDAD_STANDIN_FAULT": "die-after:1"})
+    healthy = standin("fine")
+    plan = Plan(servers=[dying, healthy])
+    serve = asyncio.create_task(keep_serving(plan, serving(max_restarts=0), tmp_path, False))
+    while "Ctrl-C stops them" not in capsys.readouterr().out:  # both up
+        assert not serve.done(), serve.exception()
+        await asyncio.sleep(0.05)
+    await chat(dying)  # it dies, and may not be restarted
+    with pytest.raises(ServeStopped) as stopped:
+        await asyncio.wait_for(serve, 60)
+    message = str(stopped.value)
+    assert "dies" in message and "serving.max_restarts = 0" in message
+    assert "crawdad serve stopped every server" in message and "resume" not in message
+    assert standins() == []  # the healthy one too
+
+
 async def test_a_missing_ollama_tag_is_pulled_with_progress_and_a_bad_one_named() -> None:
     from crawdad.fake import FakeServer, paper_models
     from crawdad.serving.ollama_pull import PullError, pull_missing

@@ -121,6 +121,7 @@ class OllamaBackend:
                 host=self.url,
                 timeout=httpx.Timeout(self._timeout, connect=10.0),
                 transport=ollama_transport(),
+                follow_redirects=False,  # answers come from the server itself, never elsewhere
             )
         return self._client
 

@@ -26,8 +26,12 @@ a millisecond. What exceeds a bound loses that sample as a `Lost` (with why, in 
 sentence); the next sample is tried again.
 
 Figures are checked by meaning before they are kept: counts and counters finite and >= 0,
-fractions in [0, 1]. An impossible figure (NaN, infinity, a negative count, a KV cache at 150%)
-is left out of the reading and named in `Reading.rejected`, never kept.
+fractions in [0, 1], and what that server can have (`check_for_server`: no more requests running
+than its slots, or than the maximum crawdad planned for a server it started; no more prefix-cache
+hits than queries). An impossible figure (NaN, infinity, a negative count, a KV cache at 150%,
+50 requests running on 4 slots) is left out of the reading and named in `Reading.rejected`,
+never kept. Answers come from the server alone: a redirect is never followed (the sample is
+lost, said once).
 """
 
 from __future__ import annotations
@@ -164,6 +168,24 @@ class NoMetrics:
 def possible(name: str, value: float) -> bool:
     """Whether a figure can be: finite, >= 0, and a fraction at most 1."""
     return math.isfinite(value) and value >= 0 and (name not in FRACTIONS or value <= 1)
+
+
+def check_for_server(reading: Reading, most_running: int | None = None) -> Reading:
+    """Leave out figures that are possible in general but not for this server (named in
+    `rejected`): more requests running than it can serve at once (its slots, as it says, or
+    `most_running`, the planned maximum of a server crawdad started), and more prefix-cache
+    hits than queries. Returns `reading`."""
+    caps = [c for c in (reading.slots, most_running) if c]
+    if reading.running is not None and caps and reading.running > min(caps):
+        reading.rejected["running"] = (
+            f"{reading.running:g} (more than the {min(caps)} it serves at once)"
+        )
+        reading.running = None
+    hits, queries = reading.prefix_hits, reading.prefix_queries
+    if hits is not None and queries is not None and hits > queries:
+        reading.rejected["prefix_hits"] = f"{hits:g} (more than its {queries:g} queries)"
+        reading.prefix_hits = None
+    return reading
 
 
 def server_root(url: str) -> str:
@@ -397,7 +419,17 @@ class MetricsReader:
 
     async def _get(self, path: str) -> tuple[int, bytes]:
         headers = {"Accept-Encoding": "gzip, deflate"}
-        async with self.session.get(self.root + path, headers=headers, auto_decompress=False) as r:
+        # A redirect is not followed: figures come from the server itself, never from a page it
+        # points at (a 3xx is an answer without metrics).
+        async with self.session.get(
+            self.root + path, headers=headers, auto_decompress=False, allow_redirects=False
+        ) as r:
+            if 300 <= r.status < 400:
+                raise Lost(
+                    "redirect",
+                    f"GET {path} answered with a redirect ({r.status}), which crawdad does not "
+                    "follow: a server's figures come from the server itself",
+                )
             return r.status, await read_body(r, self.limits)
 
     async def read(self) -> Reading | NoMetrics | None:
@@ -442,7 +474,7 @@ class MetricsReader:
                 reading.slots = slots.slots
                 reading.running = reading.running if reading.running is not None else slots.running
         if reading is not None:
-            return reading
+            return check_for_server(reading)
         said = f"GET /metrics answered {status}" if status != 200 else "/metrics has none"
         self.none = NoMetrics(f"{said} (of vLLM's, SGLang's or llama.cpp's metrics)")
         return self.none

@@ -122,7 +122,9 @@ class StreamConnections:
         return self._pooled
 
     async def post(self, url: str, **kwargs: Any) -> aiohttp.ClientResponse:
-        """The response (its headers read); use it as `async with`."""
+        """The response (its headers read); use it as `async with`. A redirect is never
+        followed: the answer is the server's own (a 3xx is an error like any other)."""
+        kwargs.setdefault("allow_redirects", False)
         if self.closes_connections:
             return await self._session(fresh=True).post(url, **kwargs)
         sent = SimpleNamespace(reused=False)
@@ -155,6 +157,7 @@ class StreamConnections:
         return await self._session(fresh=True).post(url, **kwargs)
 
     async def get(self, url: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        kwargs.setdefault("allow_redirects", False)
         return await self._session(fresh=self.closes_connections).get(url, **kwargs)
 
     async def close(self) -> None:

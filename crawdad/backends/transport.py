@@ -60,11 +60,14 @@ def openai_http_client(timeout: float, tls: bool = True) -> openai.DefaultAsyncH
     client it makes, ~0.1 s of CPU each (two per bench phase, one per backend), never used."""
     import openai  # here: a second of start-up that runs against Ollama never need
 
-    verify: dict[str, Any] = {} if tls else {"verify": False}
+    # The SDK follows redirects by default; a server's answers come from that server alone.
+    kwargs: dict[str, Any] = {"follow_redirects": False}
+    if not tls:
+        kwargs["verify"] = False
     try:
-        return openai.DefaultAioHttpClient(timeout=timeout, **verify)
+        return openai.DefaultAioHttpClient(timeout=timeout, **kwargs)
     except RuntimeError:  # openai without its aiohttp extra
-        return openai.DefaultAsyncHttpxClient(timeout=timeout, **verify)
+        return openai.DefaultAsyncHttpxClient(timeout=timeout, **kwargs)
 
 
 def _causes(e: BaseException) -> Iterator[BaseException]:

@@ -25,6 +25,16 @@ seconds, so that a test's outcome does not depend on timing:
 
 With `CRAWDAD_STANDIN_ONCE=FILE`, the fault fires only while FILE does not exist, and the
 stand-in creates FILE as it fires: the restarted server then serves normally.
+
+Its process tree, by `CRAWDAD_STANDIN_WORKERS` (comma-separated, started before it listens, so
+that they all run once it answers; crawdad/fake/standin_workers.py):
+
+- `vllm`: an EngineCore child, which starts a worker of its own in a new session (setsid);
+- `daemon`: a child that daemonizes (double fork, setsid; its parent exits).
+
+The log line `stand-in: workers ready PID ROLE, ...` names them. With
+`CRAWDAD_STANDIN_FLOOD=MB` it writes that many MiB of numbered lines to stdout as fast as it
+can before it listens, then `stand-in: flood done` (a server whose log floods).
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ FAULT_ENV = "CRAWDAD_STANDIN_FAULT"
 ONCE_ENV = "CRAWDAD_STANDIN_ONCE"
 GATE_ENV = "CRAWDAD_STANDIN_GATE"
 LOADING = "Loading safetensors checkpoint shards"  # vLLM's line while it loads weights
+WORKERS_ENV = "CRAWDAD_STANDIN_WORKERS"
+FLOOD_ENV = "CRAWDAD_STANDIN_FLOOD"
 
 # What the real engines print for each cause (the supervisor's tests match these lines).
 START_ERRORS = {
@@ -136,6 +148,28 @@ def _load_slowly(seconds: float) -> bool:
             return False
     print(file=sys.stderr, flush=True)
     return True
+def _workers() -> None:
+    from crawdad.fake.standin_workers import start
+
+    kinds = {k.strip() for k in os.environ.get(WORKERS_ENV, "").split(",") if k.strip()}
+    lines = (start("engine-core") if "vllm" in kinds else []) + (
+        start("daemon") if "daemon" in kinds else []
+    )
+    if lines:
+        said = ", ".join(line.removeprefix("ready ") for line in lines)
+        print(f"stand-in: workers ready {said}", flush=True)
+
+
+def _flood() -> None:
+    mib = float(os.environ.get(FLOOD_ENV) or 0)
+    line = b"x" * 90
+    block = b"".join(b"stand-in flood %08d %s\n" % (i, line) for i in range(8192))
+    written, out = 0, sys.stdout.buffer
+    while written < mib * (1 << 20):
+        out.write(block)
+        written += len(block)
+    out.write(b"stand-in: flood done\n")
+    out.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     from crawdad.fake.server import FakeServer
 
     slow_health = float(arg) if kind == "slow-health" else 0.0
+    _workers()
+    _flood()
     server = FakeServer(
         "openai",
         _models(args.served_model_name),

@@ -162,8 +162,9 @@ def stop_rule(stop: Mapping[str, Any], source: str = "[stop]") -> Any:
 def recorded_rule(stop: Mapping[str, Any]) -> Any:
     """The stopping rule a run folder's manifest records. A manifest written before rules named
     their target (run manifest schema 8, experiment manifest schema 2) has none: its decisions
-    were about the run (the only sequence there was), and are read so."""
-    return stop_rule({"target": "run", **stop}, "the manifest's [stop]")
+    were about the run (the only sequence there was), and are read so. One written before rules
+    named their method (issue 52) was decided by its sequence's edges: `method = "cs"`."""
+    return stop_rule({"target": "run", "method": "cs", **stop}, "the manifest's [stop]")
 
 
 def short_run_warning(rule: Any, selected: int) -> str | None:

@@ -627,6 +627,15 @@ async def _watch(dog: Watchdog, halt: Callable[[RunStopped], None], log_stalls: 
             log.warning("%s", note)
 
 
+def _most_running(supervisor: Any | None) -> dict[str, int]:
+    """Each server crawdad started -> the most requests it can run at once, where known."""
+    if supervisor is None:
+        return {}
+    return {
+        s.base_url: most for s in supervisor.plan.servers if (most := s.most_running()) is not None
+    }
+
+
 async def _sample(sampler: ServerSampler) -> None:
     """The servers' metrics, sampled until the run ends; a failure here never stops the run."""
     try:
@@ -823,6 +832,7 @@ async def run_jobs(
             metrics[0],
             lambda: sum(s.finished for s in summaries),
             concurrency,
+            most_running=_most_running(supervisor),
         )
         sampler.open()  # a servers.jsonl that is a link: refused here, before any debate
     queue: asyncio.Queue[Written | None] = asyncio.Queue()

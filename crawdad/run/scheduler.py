@@ -150,18 +150,17 @@ def variant_sequence(
     rule: Any,
     comparisons: int,
 ) -> Any:
-    """The confidence sequence a stopping rule decides on: the paired difference `a - b` from the
-    baseline (the accuracy of `a` for a plain run), at alpha shared among `comparisons`, about
-    the rule's target: the models (i.i.d., `populations` unused) or this run (a population
-    shrinking as `populations` says)."""
-    from crawdad.stopping.decide import corrected_alpha
-    from crawdad.stopping.sequences import accuracy_sequence, difference_sequence
+    """What a stopping rule decides on (`crawdad.stopping.decide.sequence`): the confidence
+    sequence of the paired difference `a - b` from the baseline (the accuracy of `a` for a plain
+    run), at alpha shared among `comparisons`, about the rule's target (the models: i.i.d.; this
+    run: a population shrinking as `populations` says), with the tests' evidence where they
+    decide. The tests' bets are tuned to the run's population when its first outcome came
+    (`populations[0]`: fixed from the start)."""
+    from crawdad.stopping.decide import sequence
 
-    alpha = corrected_alpha(rule, comparisons)
-    population = list(populations) if rule.target == "run" else None
-    if b is None:
-        return accuracy_sequence(list(a), population, alpha)
-    return difference_sequence(list(a), list(b), population, alpha)
+    return sequence(
+        list(a), None if b is None else list(b), rule, comparisons, populations=list(populations)
+    )
 
 
 def variant_decision(

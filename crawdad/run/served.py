@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crawdad.config import RunConfig, ServingConfig
+from crawdad.errors import CrawdadError
 
 if TYPE_CHECKING:
     from crawdad.backends.pool import ModelPool
@@ -136,14 +137,54 @@ async def keep_serving(
     die) until Ctrl-C or SIGTERM, then stop them."""
     from crawdad.serving.supervisor import Supervisor
 
-    supervisor = Supervisor(plan, serving, logs, progress=progress)
+    listener = _ServeListener()
+    supervisor = Supervisor(
+        plan,
+        serving,
+        logs,
+        listener=listener,
+        progress=progress,
+        give_up_hint="crawdad serve stopped every server it started: fix the cause, then start "
+        "it again.",
+    )
     with _sigterm_as_ctrl_c():
         await supervisor.start()
         try:
             print(kept_text(plan, f"running (logs in {logs}); Ctrl-C stops them"), flush=True)
-            await supervisor.watch()
+            watch = asyncio.create_task(supervisor.watch())
+            given_up = asyncio.create_task(listener.given_up.wait())
+            try:
+                done, _ = await asyncio.wait({watch, given_up}, return_when="FIRST_COMPLETED")
+            finally:
+                for task in (watch, given_up):
+                    task.cancel()
+            if watch in done:
+                watch.result()  # the watch's own error, if it failed
         finally:
             await supervisor.stop()
+    raise ServeStopped(listener.message)
+
+
+class ServeStopped(CrawdadError):
+    """`crawdad serve` stopped because a server was given up (its restarts spent)."""
+
+
+class _ServeListener:
+    """`crawdad serve`'s: a server given up ends the command (every server stopped, exit 1)."""
+
+    def __init__(self) -> None:
+        self.given_up = asyncio.Event()
+        self.message = ""
+
+    def server_down(self, server: ServerPlan, reason: str) -> None:
+        pass
+
+    def server_up(self, server: ServerPlan) -> None:
+        pass
+
+    def gave_up(self, message: str) -> None:
+        self.message = message
+        self.given_up.set()
 
 
 class PoolListener:

@@ -44,6 +44,7 @@ from crawdad.backends.server_metrics import (
     MetricsReader,
     NoMetrics,
     Reading,
+    check_for_server,
 )
 from crawdad.run.series_file import MAX_SAMPLES, SERIES, SeriesFile, load_series, read_series
 
@@ -76,8 +77,12 @@ class ServerSampler:
         debates: Callable[[], int] = lambda: 0,
         concurrency: int | None = None,
         limits: Limits = LIMITS,
+        most_running: dict[str, int] | None = None,
     ) -> None:
+        """`most_running`: server base URL -> the most requests it can run at once, where
+        crawdad started it and knows (a running count above it is left out as impossible)."""
         self.pools = list(pools)
+        self.most_running = {u.rstrip("/"): n for u, n in (most_running or {}).items()}
         self.limits = limits
         self.every = every
         self.folder = Path(folder)
@@ -157,6 +162,9 @@ class ServerSampler:
 
     def _checked(self, url: str, reading: Reading, now: float) -> None:
         """Note what the reading left out as impossible, and a counter that went down."""
+        track = self.tracks.get(url)
+        slots = [n for n in (track.slots if track else None, self.most_running.get(url)) if n]
+        check_for_server(reading, min(slots) if slots else None)
         if reading.rejected:
             said = ", ".join(f"{k} = {v}" for k, v in sorted(reading.rejected.items()))
             self._note(

@@ -149,15 +149,20 @@ def manifest_differences(old: RunManifest, new: RunManifest) -> list[str]:
 def _rule_settings(stop: dict[str, Any] | None) -> dict[str, Any] | None:
     """A recorded rule with every setting spelled out (an older crawdad's rule lacks the keys
     added since, at their defaults; a rule recorded before targets was about the run, so its
-    missing `target` is "run", not today's default), so that the same rule compares equal."""
+    missing `target` is "run", not today's default, and one recorded before methods was decided
+    by its sequence's edges, `method` "cs"), so that the same rule compares equal."""
     if stop is None:
         return None
     from crawdad.stopping.decide import Rule  # numpy: only where a rule is recorded
 
     try:
-        return Rule.model_validate({"target": "run", **stop}).model_dump(mode="json")
+        rule = Rule.model_validate({"target": "run", "method": "cs", **stop})
     except ValidationError:
         return dict(stop)
+    settings = rule.model_dump(mode="json")
+    if rule.target == "run":  # the run's target is decided by its sequence, whatever the method
+        settings["method"] = "cs"
+    return settings
 
 
 def stop_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:

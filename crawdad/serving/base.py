@@ -69,6 +69,21 @@ class ServerPlan(_Frozen):
     executable: str | None = None  # the serve table's `executable` (None: the one on PATH)
     health_path: str = "/health"  # answers 200 once the server takes requests
 
+    def most_running(self) -> int | None:
+        """The most requests this server runs at once, where its command says: llama.cpp's
+        slots and Ollama's OLLAMA_NUM_PARALLEL (`parallel`), vLLM's `--max-num-seqs`, SGLang's
+        `--max-running-requests` among the user's args (None: the engine's own default)."""
+        if self.engine in ("llamacpp", "ollama"):
+            return self.parallel
+        flag = "--max-num-seqs" if self.engine == "vllm" else "--max-running-requests"
+        for i, arg in enumerate(self.args):
+            value = arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
+            if arg == flag and i + 1 < len(self.args):
+                value = self.args[i + 1]
+            if value is not None and value.isdigit() and int(value) > 0:
+                return int(value)
+        return None
+
     @property
     def base_url(self) -> str:
         """What the run's `base_urls` gets for this server."""

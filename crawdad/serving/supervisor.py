@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import sys
 import time
 from collections import deque
@@ -32,6 +31,7 @@ from crawdad.safe_files import Folder
 from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.causes import failure_text, last_line, log_tail
 from crawdad.serving.processes import (
+    Started,
     check_installed,
     forget,
     health_url,
@@ -46,6 +46,9 @@ STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group
 START_POLL = 0.25  # seconds between health checks while a server loads
 PROBE_MAX = 30.0  # seconds a health check of a running server may take (a late answer counts)
 TICK = 1.0  # seconds between refreshes of the start bar's elapsed time and log lines
+
+# What a run's user reads after a server was given up (`crawdad serve` says its own).
+RESUME_HINT = "Finished debates are kept: fix the cause, then run the same command again to resume."
 
 State = Literal["starting", "up", "restarting", "failed", "stopped"]
 
@@ -70,7 +73,7 @@ class Managed:
 
     plan: ServerPlan
     health: str
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Started | None = None  # its keeper, and the server's pid
     state: State = "stopped"
     since: float = 0.0  # when the state began (monotonic)
     restarts: deque[float] = field(default_factory=deque)  # when, within the window
@@ -99,9 +102,11 @@ class Supervisor:
         progress: bool = True,
         say: Callable[[str], None] = tqdm.write,
         outlive: bool = False,
+        give_up_hint: str = RESUME_HINT,
     ) -> None:
         """`outlive`: the servers may outlive crawdad (`--keep-servers`: `detach` at the end);
-        otherwise each dies with crawdad, even a SIGKILLed crawdad (setpriv --pdeathsig)."""
+        otherwise every process of each dies with crawdad, even a SIGKILLed crawdad (its
+        keeper stops them: crawdad/serving/keeper.py)."""
         self.plan = plan
         self.serving = serving
         self.root = Path(folder)
@@ -111,6 +116,7 @@ class Supervisor:
         self.progress = progress
         self.say = say
         self.outlive = outlive
+        self.give_up_hint = give_up_hint  # the last line of a given-up server's message
         self.servers = {s.key: Managed(s, health_url(s)) for s in plan.servers}
         self._client: httpx.AsyncClient | None = None
         self._records: list[StartedServer] = []
@@ -148,6 +154,10 @@ class Supervisor:
         """Start every server and wait until each answers its health check; on a failure every
         server is stopped again and the error names the cause and shows the log's end."""
         check_installed(self.plan)
+        from crawdad.serving.leftovers import clean_leftovers
+
+        for line in await asyncio.to_thread(clean_leftovers):
+            self.say(line)
         taken = [s for s in self.plan.servers if not port_free(s.host, s.port)]
         if taken:
             raise ServerStartError(
@@ -200,9 +210,10 @@ class Supervisor:
     def _spawn(self, m: Managed) -> None:
         server = m.plan
         with Folder(self.root, *self.parts) as folder:
-            fd = folder.open_fd(self._log_name(m), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = folder.open_fd(self._log_name(m), os.O_RDWR | os.O_CREAT)  # the keeper caps it
         try:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            os.lseek(fd, 0, os.SEEK_END)
             os.write(fd, f"--- crawdad {stamp}: {' '.join(server.command)}\n".encode())
             m.proc = spawn(server, fd, dies_with_us=not self.outlive)
         except OSError as e:
@@ -379,8 +390,7 @@ class Supervisor:
             if self.listener is not None:
                 self.listener.gave_up(
                     f"server {m.plan.key} {reason}, and restarting it failed: "
-                    f"{type(e).__name__}: {e}. Finished debates are kept: run the same command "
-                    "again to resume."
+                    f"{type(e).__name__}: {e}.\n{self.give_up_hint}"
                 )
 
     async def _restart(self, m: Managed, reason: str, since: float | None = None) -> None:
@@ -438,8 +448,7 @@ class Supervisor:
         )
         message = (
             failure_text(m.plan.key, what, tail, self.folder / self._log_name(m))
-            + "\nFinished debates are kept: fix the cause, then run the same command again to "
-            "resume."
+            + f"\n{self.give_up_hint}"
         )
         if self.listener is not None:
             self.listener.gave_up(message)
@@ -470,6 +479,9 @@ class Supervisor:
         import json
 
         now, wall = time.monotonic(), time.time()
+        from crawdad.serving.keeper import owner_fields
+
+        owner = owner_fields()
         status = {
             key: {
                 "state": m.state,
@@ -477,6 +489,8 @@ class Supervisor:
                 "restarts": m.restart_count,
                 "downtime": round(m.downtime, 3),
                 "url": m.plan.base_url,
+                **owner,  # a reader tells a crawdad that is gone (view/live.py)
+                "kept": self.outlive,
             }
             for key, m in self.servers.items()
         }
@@ -503,6 +517,8 @@ class Supervisor:
         for m in self.servers.values():
             if m.proc is not None:
                 forget(m.proc)
+        self.outlive = True
+        self._write_status()
 
     async def stop(self) -> None:
         """Stop every server (shielded: a Ctrl-C while stopping still stops them all)."""

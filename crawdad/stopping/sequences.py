@@ -59,8 +59,8 @@ COLUMNS = ["questions", "estimate", "lower", "upper", "contradicted"]
 # at effect 0 in bench_stopping.py)
 DEFAULT_BREAKS = 5000
 _BLOCK = 128  # steps per vectorised pass; the grid is pruned between passes
-_TRUNCATION = 0.5  # c: bets are capped at c / mu and c / (1 - mu)
-_THETA = 0.5  # weight of the upward gambler in the hedged capital
+TRUNCATION = 0.5  # c: bets are capped at c / mu and c / (1 - mu)
+THETA = 0.5  # weight of the upward gambler in the hedged capital
 
 
 def _check(x: np.ndarray, population: int | None, alpha: float) -> None:
@@ -191,8 +191,8 @@ class ConfidenceSequence:
                     N = pops[:, None]
                     mu = (N * m[None, :] - s_before[:, None]) / (N - t[:, None] + 1)
                 dev = x[:, None] - mu
-                lam_up = np.minimum(lam[:, None], _TRUNCATION / mu)
-                lam_down = np.minimum(lam[:, None], _TRUNCATION / (1 - mu))
+                lam_up = np.minimum(lam[:, None], TRUNCATION / mu)
+                lam_down = np.minimum(lam[:, None], TRUNCATION / (1 - mu))
                 log_up = self._log_up[None, self._lo : self._hi + 1] + np.cumsum(
                     np.log1p(lam_up * dev), axis=0
                 )
@@ -205,8 +205,8 @@ class ConfidenceSequence:
             # Outside the possible range mu leaves [0, 1] and the capitals mean nothing; inside
             # it, K+ falls and K- rises with m, so the rejected candidates are a prefix (K+) and
             # a suffix (K-) of the grid.
-            rej_lo = below | (~above & (np.log(_THETA) + log_up >= threshold))
-            rej_hi = above | (~below & (np.log(1 - _THETA) + log_down >= threshold))
+            rej_lo = below | (~above & (np.log(THETA) + log_up >= threshold))
+            rej_hi = above | (~below & (np.log(1 - THETA) + log_down >= threshold))
             width = len(m)
             # leading rejected candidates from the left, trailing from the right
             first_in = np.where(rej_lo.all(axis=1), width, np.argmin(rej_lo, axis=1))
@@ -373,13 +373,20 @@ def iid_log_capital(x: np.ndarray, m: float, alpha: float) -> tuple[np.ndarray, 
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     if not 0 < m < 1:
         raise ValueError(f"m must lie in (0, 1), got {m}")
+    lam = iid_bets(x, alpha)
+    dev = x - m
+    up = np.cumsum(np.log1p(np.minimum(lam, TRUNCATION / m) * dev), axis=1)
+    down = np.cumsum(np.log1p(-np.minimum(lam, TRUNCATION / (1 - m)) * dev), axis=1)
+    return up + math.log(THETA), down + math.log(1 - THETA)
+
+
+def iid_bets(x: np.ndarray, alpha: float) -> np.ndarray:
+    """The predictable plug-in bets (before truncation) of the i.i.d. sequence, for rows of `x`
+    (sequences, steps): what `ConfidenceSequence(None, alpha)` bets at each step."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     n = x.shape[1]
     t = np.arange(1, n + 1, dtype=np.float64)
     mu_hat = (0.5 + np.cumsum(x, axis=1)) / (t + 1)  # after step t
     ss = 0.25 + np.cumsum((x - mu_hat) ** 2, axis=1)  # after step t
     var_before = np.concatenate([np.full((len(x), 1), 0.25), ss[:, :-1]], axis=1) / t
-    lam = np.sqrt(2 * math.log(2 / alpha) / (var_before * t * np.log1p(t)))
-    dev = x - m
-    up = np.cumsum(np.log1p(np.minimum(lam, _TRUNCATION / m) * dev), axis=1)
-    down = np.cumsum(np.log1p(-np.minimum(lam, _TRUNCATION / (1 - m)) * dev), axis=1)
-    return up + math.log(_THETA), down + math.log(1 - _THETA)
+    return np.sqrt(2 * math.log(2 / alpha) / (var_before * t * np.log1p(t)))

