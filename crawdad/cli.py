@@ -720,10 +720,12 @@ def serve(
     ] = [],  # noqa: B006
     gpus: Annotated[
         int | None,
-        typer.Option(min=0, help="Plan for this many GPUs (a node elsewhere), not this machine's."),
+        typer.Option(
+            min=0, max=1024, help="Plan for this many GPUs (a node elsewhere), not this machine's."
+        ),
     ] = None,
     gpu_memory: Annotated[
-        float, typer.Option(min=1, help="With --gpus: each GPU's memory in GiB.")
+        float, typer.Option(min=1, max=16384, help="With --gpus: each GPU's memory in GiB.")
     ] = 80.0,
     sets: SetsOpt = [],  # noqa: B006
     logs: Annotated[

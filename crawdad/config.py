@@ -31,6 +31,7 @@ Alignment = Literal["commonsense", "anticommonsense", "nonsense"]
 
 DEFAULT_OLLAMA_URL = "http://localhost:11434"
 DEFAULT_OPENAI_URL = "http://localhost:8000/v1"
+MAX_REPLICAS = 256  # servers of one served model
 
 
 def check_url(url: str) -> str:
@@ -123,10 +124,13 @@ class ServeConfig(Strict):
     engine: Literal["vllm", "sglang", "llamacpp", "ollama"]  # the program that serves it
     # A Hugging Face id or local folder (vLLM, SGLang), a GGUF file (llama.cpp), an Ollama tag.
     weights: str = Field(min_length=1)
-    replicas: int | Literal["auto"] = 1  # "auto": one more on each GPU the plan leaves free
-    tensor_parallel: int | None = Field(None, ge=1)  # None: as few GPUs as the weights need
+    # Servers of this model, each on its own GPUs; "auto": one more on each GPU the plan leaves
+    # free.
+    replicas: int | Literal["auto"] = 1
+    tensor_parallel: int | None = Field(None, ge=1, le=1024)  # None: as few GPUs as it needs
     gpu_memory: float | None = Field(None, gt=0, le=1)  # fraction of each GPU; None: planned
-    context_length: int | None = Field(None, ge=256)  # None: the longest prompt + max_tokens
+    # Tokens of each sequence; None: the longest prompt + max_tokens (the model's own at most).
+    context_length: int | None = Field(None, ge=256, le=100_000_000)
     args: list[str] = Field(default_factory=list)  # engine flags, passed through as they are
     env: dict[str, str] = Field(default_factory=dict)  # extra environment of the server
     # The engine's program, where it is not the one on PATH (`vllm`, `llama-server`, `ollama`):
@@ -134,7 +138,14 @@ class ServeConfig(Strict):
     executable: str | None = None
     # The weights' size in GB where crawdad cannot read it yet (a Hugging Face id not
     # downloaded on the machine that plans, as a SLURM login node); None: read from the files.
-    weights_gb: float | None = Field(None, gt=0)
+    weights_gb: float | None = Field(None, gt=0, le=1_000_000)
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= MAX_REPLICAS:
+            raise ValueError(f'give 1 to {MAX_REPLICAS} servers, or "auto" (got {value})')
+        return value
 
 
 class ModelSpec(Strict):
@@ -406,9 +417,10 @@ MIN_STARTUP = 5.0  # seconds: serving.startup_timeout's floor
 class ServingConfig(Strict):
     """How crawdad runs the servers it starts itself (models with a `serve` table)."""
 
-    startup_timeout: float = Field(1200.0, gt=0)  # seconds for a server to answer its health
-    max_restarts: int = Field(3, ge=0)  # per server within restart_window; then the run stops
-    restart_window: float = Field(1800.0, gt=0)  # seconds
+    # Seconds for a server to answer its health (a week at most).
+    startup_timeout: float = Field(1200.0, gt=0, le=604_800)
+    max_restarts: int = Field(3, ge=0, le=10_000)  # per server within restart_window; then stop
+    restart_window: float = Field(1800.0, gt=0, le=31_536_000)  # seconds (a year at most)
     # A server that has neither answered its health check nor sent a token of any request for
     # this long is taken as frozen: restarted (a busy one may answer its health late). 5 s or more.
     freeze_timeout: float = Field(120.0, gt=0)

@@ -67,6 +67,29 @@ def test_serve_plan_refuses_what_does_not_fit_and_says_what_would(
     assert code == 0, err  # planned for a node elsewhere
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--gpus", "100000"], "--gpus"),
+        (["--gpus", "-1"], "--gpus"),
+        (["--gpus", "2", "--gpu-memory", "nan"], "--gpu-memory"),
+        (["--gpus", "2", "--gpu-memory", "inf"], "--gpu-memory"),
+        (["--gpus", "2", "--gpu-memory", "1e300"], "--gpu-memory"),
+        (["--set", "agents.0.serve.replicas=0"], "replicas"),
+        (["--set", "agents.0.serve.replicas=-1"], "replicas"),
+        (["--set", "serving.first_port=70000"], "first_port"),
+        (["--set", "agents.0.serve.context_length=-100"], "context_length"),
+    ],
+)
+def test_serve_plan_refuses_absurd_flags_by_name(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], says: str
+) -> None:
+    monkeypatch.setenv("CRAWDAD_GPUS", TWO_H100)
+    code, out, err = cli("serve", "--plan", str(served_toml(tmp_path / "c.toml")), *flags)
+    assert code in (1, 2), out  # a usage error (2) or a refused setting (1), never a traceback
+    assert says in err and "Traceback" not in err
+
+
 def test_serve_needs_a_served_model(cli: CLI, tmp_path: Path) -> None:
     plain = tmp_path / "plain.toml"
     plain.write_text("seed = 1\n")

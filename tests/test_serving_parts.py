@@ -15,7 +15,7 @@ import pytest
 from crawdad.backends.serve_hints import vllm_serve
 from crawdad.config import ServeConfig
 from crawdad.errors import CrawdadError
-from crawdad.serving import gpus, sizes
+from crawdad.serving import gpus, ollama_sizes, sizes
 from crawdad.serving.base import ServerPlan
 from crawdad.serving.engines import engine
 
@@ -217,6 +217,8 @@ def safetensors_header(path: Path, tensors: dict[str, tuple[str, list[int]]]) ->
         offset += size
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    with path.open("r+b") as f:  # sparse: the tensors' bytes take no room
+        f.truncate(8 + len(raw) + offset)
 
 
 def test_a_32b_bf16_folder_is_read_from_its_index_and_config(tmp_path: Path) -> None:
@@ -313,27 +315,27 @@ def test_an_ollama_tag_from_its_manifest_the_server_or_its_name(
     models = tmp_path / "ollama"
     monkeypatch.setenv("OLLAMA_MODELS", str(models))
     # Not pulled, no server: an estimate from the tag, said so.
-    guess = sizes.ollama_footprint("qwen3:32b")
+    guess = ollama_sizes.ollama_footprint("qwen3:32b")
     assert 18 * GB < guess.weights_bytes < 22 * GB  # 32B at Q4_K_M
     assert guess.source.startswith("estimate")
     with pytest.raises(CrawdadError, match="ollama pull mystery"):
-        sizes.ollama_footprint("mystery")
+        ollama_sizes.ollama_footprint("mystery")
     # The server's /api/show, where it answers.
     shown = {
         "details": {"quantization_level": "Q8_0"},
         "model_info": {"general.architecture": "qwen3", "general.parameter_count": 8_000_000_000},
     }
-    found = sizes.ollama_footprint("x:8b", "http://x", show=lambda url, tag: shown)
+    found = ollama_sizes.ollama_footprint("x:8b", "http://x", show=lambda url, tag: shown)
     assert found.quantization == "Q8_0" and found.weights_bytes == int(8e9 * 8.5 / 8)
     # Pulled here: the blob's GGUF header.
-    blob = models / "blobs" / "sha256-abc"
+    blob = models / "blobs" / f"sha256-{'ab' * 32}"
     blob.parent.mkdir(parents=True)
     gguf_file(blob, size=1000)
     manifest = models / "manifests" / "registry.ollama.ai" / "library" / "smol" / "latest"
     manifest.parent.mkdir(parents=True)
-    layers = [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:abc"}]
+    layers = [{"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{'ab' * 32}"}]
     manifest.write_text(json.dumps({"layers": layers}))
-    pulled = sizes.ollama_footprint("smol")
+    pulled = ollama_sizes.ollama_footprint("smol")
     assert pulled.weights_bytes == 1000 and pulled.quantization == "Q4_1"
 
 

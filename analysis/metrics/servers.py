@@ -14,6 +14,7 @@ session), `debates` (finished this session). A figure the server does not give i
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from crawdad.errors import UnsafePathError
-from crawdad.run.series_file import SERIES, load_series
+from crawdad.errors import CrawdadError, UnsafePathError
+from crawdad.run.series_file import SERIES, iter_raw, load_series
 from crawdad.run.store import is_experiment
 from crawdad.safe_files import Folder
 
@@ -230,25 +231,34 @@ def restarts_folder(folder: Path) -> Path:
     return folder
 
 
-def read_restarts(folder: Path) -> list[ServerRestart]:
-    """The lines of a run's `servers/restarts.jsonl` (an experiment's, for its variants); a
-    line cut short by a crash is left out."""
-    from crawdad.errors import CrawdadError
-    from crawdad.records import ServerRestart
-    from crawdad.safe_files import read_inside
+RESTARTS_LIMIT = 4_000_000  # bytes of restarts.jsonl read (a line: ~150 bytes; a run: a few)
 
-    where = restarts_folder(folder)
+
+def read_restarts(where: Path) -> list[ServerRestart]:
+    """The lines of `where`/servers/restarts.jsonl, read within bounds: without following a
+    link, at most RESTARTS_LIMIT bytes, a line longer than the series' MAX_LINE skipped; what is
+    left out (and a file refused: a link, a FIFO) is said as a warning naming it. A line cut
+    short by a crash is not counted, silently."""
+    from crawdad.records import ServerRestart
+
+    problems: list[str] = []
+    found: list[ServerRestart] = []
+    name = str(where / "servers" / "restarts.jsonl")
     try:
-        data = read_inside(where / "servers", "restarts.jsonl", root=where)
-    except (CrawdadError, OSError):
+        with Folder.inside(where, where / "servers") as servers:
+            if not servers.is_file("restarts.jsonl"):
+                return []
+            with servers.open_read("restarts.jsonl") as f:
+                for _no, raw in iter_raw(f, RESTARTS_LIMIT, problems, name):
+                    with contextlib.suppress(ValueError):
+                        found.append(ServerRestart.model_validate_json(raw))
+    except FileNotFoundError:
         return []
-    out = []
-    for line in (data or b"").decode("utf-8", "replace").splitlines():
-        try:
-            out.append(ServerRestart.model_validate_json(line))
-        except ValueError:
-            continue
-    return out
+    except (CrawdadError, OSError) as e:
+        problems.append(f"{e}; the servers' restarts are left out")
+    for problem in problems:
+        warnings.warn(problem, stacklevel=3)
+    return found
 
 
 RESTART_COLUMNS = ["server", "at", "reason", "cause", "silent_s", "downtime_s", "outcome"]
@@ -269,7 +279,7 @@ def server_restarts(folder: Path) -> pd.DataFrame:
             "downtime_s": round(r.downtime, 1),
             "outcome": "back" if r.back else "given up",
         }
-        for r in read_restarts(folder)
+        for r in read_restarts(restarts_folder(folder))
     ]
     return pd.DataFrame(rows, columns=RESTART_COLUMNS)
 
@@ -279,7 +289,6 @@ def started_servers(folder: Path, started: Sequence[StartedServer] | None = None
     restarts and seconds down (`servers/restarts.jsonl`): one row per server; empty for a run
     whose servers someone else ran. `started`: the servers, where the folder has no run manifest
     (an experiment's: its variants' manifests name the servers they shared)."""
-    from crawdad.errors import CrawdadError
     from crawdad.run.store import RunStore
 
     if started is None:
@@ -288,7 +297,7 @@ def started_servers(folder: Path, started: Sequence[StartedServer] | None = None
         except (CrawdadError, OSError):
             return pd.DataFrame(columns=STARTED_COLUMNS)
     restarts: dict[str, list[float]] = {}
-    for r in read_restarts(folder):
+    for r in read_restarts(restarts_folder(folder)):
         restarts.setdefault(r.key, []).append(r.downtime)
     rows = []
     for s in dict((s.key, s) for s in started).values():  # a resume's entry replaces the first

@@ -165,7 +165,7 @@ def iter_raw(f: Any, limit: int, problems: list[str], name: str, start_no: int =
         read += len(raw)
         no += 1
         if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
-            while raw and not raw.endswith(b"\n"):  # the rest of the line, in pieces
+            while raw and not raw.endswith(b"\n") and read < limit:  # the rest, in pieces
                 raw = f.readline(MAX_LINE + 1)
                 read += len(raw)
             problems.append(f"{name} line {no}: longer than {MAX_LINE:,} bytes, left out")

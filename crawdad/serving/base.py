@@ -22,9 +22,9 @@ class _Frozen(BaseModel):
 class GPU(_Frozen):
     """One GPU of the inventory (NVML, `nvidia-smi`, or a simulated one in tests)."""
 
-    index: int = Field(ge=0)
-    name: str
-    memory_mib: int = Field(gt=0)  # total memory
+    index: int = Field(ge=0, le=65535)
+    name: str = Field(max_length=200)
+    memory_mib: int = Field(gt=0, le=16384 * 1024)  # total memory (16 TiB at most)
     uuid: str | None = None
 
 
@@ -39,6 +39,13 @@ class Footprint(_Frozen):
     kv_bytes_per_token: int | None = None  # per sequence token, all layers (None: unknown)
     max_context: int | None = None  # the model's own limit
     source: str = ""  # where the figures came from (a path, "config.json", "GGUF header")
+
+
+def kv_estimate(bf16_bytes: float) -> int:
+    """KV cache bytes per token where a model's shape cannot be read, from its size at 16 bits:
+    64 KiB + 3 bytes per million. Granite-3.3-2B (5 GB) 80 KiB, Llama-3-8B (16 GB) 128 KiB,
+    Qwen3-32B (65 GB) 256 KiB, each within 15%; a 70B (140 GB) gets 470 KiB for its 320."""
+    return int(65536 + 3e-6 * bf16_bytes)
 
 
 class ServerPlan(_Frozen):

@@ -7,18 +7,22 @@ tests and for planning a node elsewhere (a SLURM job from a login node): a JSON 
 from __future__ import annotations
 
 import contextlib
-import json
+import math
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from crawdad.errors import CrawdadError
+from crawdad.safe_files import read_input
 from crawdad.serving.base import GPU
+from crawdad.serving.bounded import loads
 
 ENV = "CRAWDAD_GPUS"
+MAX_GPUS = 1024  # GPUs of one inventory (one node: 8 or 16)
+MAX_GIB = 16384  # memory of one GPU
 _SMI_TIMEOUT = 20.0
 
 
@@ -38,7 +42,7 @@ def parse_inventory(text: str) -> list[GPU]:
     """A simulated inventory: JSON, a path to a JSON file, or "none"."""
     if text.lower() in ("none", "cpu", "[]"):
         return []
-    source = "CRAWDAD_GPUS"
+    source, raw = "CRAWDAD_GPUS", text.encode("utf-8", "replace")
     if not text.lstrip().startswith("["):
         path = Path(text).expanduser()
         if not path.is_file():
@@ -46,14 +50,16 @@ def parse_inventory(text: str) -> list[GPU]:
                 f"{ENV}={text!r} is neither a JSON list nor a file: write e.g. "
                 '\'[{"index": 0, "name": "H100", "memory_mib": 81559}]\' or "none"'
             )
-        source, text = str(path), path.read_text(encoding="utf-8")
+        source, raw = str(path), read_input(path, "GPU inventory", 1_000_000)
     try:
-        gpus = TypeAdapter(list[GPU]).validate_python(json.loads(text))
-    except (json.JSONDecodeError, ValidationError) as e:
+        gpus = TypeAdapter(list[GPU]).validate_python(loads(raw, source))
+    except (CrawdadError, ValueError) as e:  # a ValidationError and a UnicodeError are ValueErrors
         raise CrawdadError(
             f"{source}: not a GPU inventory ({str(e).splitlines()[0]}): write a JSON list of "
             '{"index": 0, "name": "H100", "memory_mib": 81559}'
         ) from None
+    if len(gpus) > MAX_GPUS:
+        raise CrawdadError(f"{source}: {len(gpus)} GPUs, more than {MAX_GPUS}")
     if len({g.index for g in gpus}) != len(gpus):
         raise CrawdadError(f"{source}: two GPUs have the same index")
     return sorted(gpus, key=lambda g: g.index)
@@ -61,6 +67,11 @@ def parse_inventory(text: str) -> list[GPU]:
 
 def simulated(count: int, memory_gib: float, name: str | None = None) -> list[GPU]:
     """`count` identical GPUs of `memory_gib` each (`crawdad serve --gpus N --gpu-memory G`)."""
+    if not (0 <= count <= MAX_GPUS and math.isfinite(memory_gib) and 0 < memory_gib <= MAX_GIB):
+        raise CrawdadError(
+            f"{count} GPUs of {memory_gib:g} GiB: plan for 0 to {MAX_GPUS} GPUs of at most "
+            f"{MAX_GIB} GiB each"
+        )
     name = name or f"{memory_gib:g} GiB GPU"
     return [GPU(index=i, name=name, memory_mib=int(memory_gib * 1024)) for i in range(count)]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from tqdm.auto import tqdm
 
 from crawdad.errors import CrawdadError
@@ -42,8 +43,16 @@ async def pull_missing(server: ServerPlan, progress: bool = True) -> bool:
                     bar.total = part.total
                     bar.n = part.completed or 0
                 bar.set_postfix_str(str(part.status or ""), refresh=True)
-    except (ollama.ResponseError, ConnectionError, OSError) as e:
-        text = getattr(e, "error", None) or str(e)
+    except (
+        ollama.ResponseError,
+        ConnectionError,
+        OSError,
+        httpx.HTTPError,
+        ValueError,  # a garbled answer: not JSON, another shape (the SDK's models refuse it),
+        TypeError,  # not an object,
+        RecursionError,  # too deep
+    ) as e:
+        text = (str(getattr(e, "error", None) or e).splitlines() or [type(e).__name__])[0][:300]
         raise PullError(
             f"server {server.key}: pulling {server.weights} failed: {text}. Check the tag "
             "(`ollama list`, ollama.com/library) and the network"

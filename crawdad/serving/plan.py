@@ -38,6 +38,7 @@ TOOL_RESULT_TOKENS = 512  # one tool call and its result inside a turn
 CHARS_PER_TOKEN = 3  # a conservative count for English prompts
 MAX_SLOTS = 8  # llama.cpp slots and OLLAMA_NUM_PARALLEL at most (each holds a full context)
 TP_SIZES = (1, 2, 4, 8)
+MAX_PORT = 65535
 
 
 @dataclass
@@ -480,8 +481,13 @@ def _port_picker(first: int, check: bool) -> Callable[[], int]:
 
     def take() -> int:
         port = state["next"]
-        while check and not port_free("127.0.0.1", port) and port < 65535:
+        while check and port <= MAX_PORT and not port_free("127.0.0.1", port):
             port += 1
+        if port > MAX_PORT:
+            raise CrawdadError(
+                f"the plan needs ports past {MAX_PORT} (from serving.first_port = {first}, "
+                "ports in use skipped): set serving.first_port lower, or serve fewer replicas"
+            )
         state["next"] = port + 1
         return port
 

@@ -9,11 +9,17 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
+from crawdad.errors import CrawdadError
+from crawdad.safe_files import open_input, read_input
+from crawdad.serving.bounded import MAX_JSON_FILE
+
 CACHE_ENV = "CRAWDAD_CACHE_DIR"
 _CHUNK = 8 * 1024 * 1024
+_MAX_CACHE = 64_000_000  # bytes of the hash cache (an entry: ~150 bytes)
 
 
 def cache_file() -> Path:
@@ -26,9 +32,9 @@ def cache_file() -> Path:
 
 
 def _read_cache(path: Path) -> dict[str, str]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # crawdad's own file, but bounded all the same: a cache past it starts afresh
+        data = json.loads(read_input(path, "cache file", _MAX_CACHE))
+    except (OSError, ValueError, RecursionError, CrawdadError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
 
@@ -56,7 +62,7 @@ def file_sha256(path: Path, cache: Path | None = None, progress: Progress | None
         return known[key]
     digest = hashlib.sha256()
     done = 0
-    with path.open("rb") as f:
+    with open_input(path, "weights file") as f:  # a FIFO or a device: refused, never read
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
             if progress is not None:
@@ -88,7 +94,8 @@ def _folder_hash(folder: Path, progress: Progress | None = None) -> str | None:
         if (folder / name).is_file():
             if name == "model.safetensors":
                 return f"sha256:{file_sha256(folder / name, progress=progress)}"
-            digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            data = read_input(folder / name, "file", MAX_JSON_FILE)
+            digest = hashlib.sha256(data).hexdigest()
             return f"{'index-' if name.endswith('index.json') else 'config-'}sha256:{digest}"
     return None
 
@@ -97,9 +104,10 @@ def _hub_revision(repo_id: str) -> str | None:
     """The commit `main` points at in the local Hugging Face cache (what vLLM will load)."""
     ref = _hub_cache() / f"models--{repo_id.replace('/', '--')}" / "refs" / "main"
     try:
-        return f"revision:{ref.read_text().strip()}"
-    except OSError:
+        commit = read_input(ref, "file", 4096).decode("utf-8", "replace").strip()
+    except (OSError, CrawdadError):
         return None
+    return f"revision:{commit}" if re.fullmatch(r"[0-9A-Za-z._-]{1,128}", commit) else None
 
 
 def weights_hash(engine: str, weights: str, progress: Progress | None = None) -> str | None:
@@ -107,13 +115,13 @@ def weights_hash(engine: str, weights: str, progress: Progress | None = None) ->
     or not found); `progress` is told of each chunk of a file hashed."""
     if engine == "ollama":
         return None
-    path = Path(weights).expanduser()
     try:
+        path = Path(weights).expanduser()
         if path.is_file():
             return f"sha256:{file_sha256(path, progress=progress)}"
         if path.is_dir():
             return _folder_hash(path, progress)
-    except OSError:
+    except (OSError, RuntimeError, ValueError, CrawdadError):  # nice to have, never a failure
         return None
     if weights.count("/") == 1 and not weights.startswith((".", "/")):
         return _hub_revision(weights)

@@ -7,10 +7,13 @@ unless started with --enable-auto-tool-choice and a --tool-call-parser.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
+from crawdad.backends.server_metrics import ANSWER_LIMITS, Lost, json_within
 from crawdad.config import ModelSpec
 from crawdad.tools.loop import REFUSAL, specs
 
@@ -30,7 +33,7 @@ async def check_tool_mode(spec: ModelSpec, url: str, limit: float = 10.0) -> Too
             native, why = await (_ollama if spec.backend == "ollama" else _openai)(
                 client, spec, url
             )
-    except (httpx.HTTPError, ValueError) as e:
+    except (httpx.HTTPError, ValueError, TimeoutError) as e:  # Lost: an answer past a bound
         return ToolModeCheck("unknown", f"could not ask {url}: {type(e).__name__}")
     if native is None:
         return ToolModeCheck("native", f"{why}; falls back to text if the server refuses tools")
@@ -47,11 +50,12 @@ async def check_tool_mode(spec: ModelSpec, url: str, limit: float = 10.0) -> Too
 
 
 async def _ollama(client: httpx.AsyncClient, spec: ModelSpec, url: str) -> tuple[bool | None, str]:
-    resp = await client.post(f"{url}/api/show", json={"model": spec.model})
-    if resp.status_code != 200:
-        return None, f"Ollama's /api/show answered {resp.status_code}"
-    capabilities = resp.json().get("capabilities")
-    if capabilities is None:
+    status, body = await _bounded(client, f"{url}/api/show", {"model": spec.model})
+    if status != 200:
+        return None, f"Ollama's /api/show answered {status}"
+    shown = json_within(body, ANSWER_LIMITS)
+    capabilities = shown.get("capabilities") if isinstance(shown, dict) else None
+    if not isinstance(capabilities, list):
         return None, "this Ollama does not report capabilities"
     if "tools" in capabilities:
         return True, "Ollama reports the capability 'tools'"
@@ -60,19 +64,44 @@ async def _ollama(client: httpx.AsyncClient, spec: ModelSpec, url: str) -> tuple
 
 async def _openai(client: httpx.AsyncClient, spec: ModelSpec, url: str) -> tuple[bool | None, str]:
     key = spec.resolved_api_key()
-    resp = await client.post(
+    status, body = await _bounded(
+        client,
         f"{url}/chat/completions",
-        headers={"Authorization": f"Bearer {key}"} if key else {},
-        json={
+        {
             "model": spec.model,
             "messages": [{"role": "user", "content": "Say OK."}],
             "max_tokens": 1,
             "tools": specs(list(spec.tools)),
         },
+        {"Authorization": f"Bearer {key}"} if key else {},
     )
-    if resp.status_code == 200:
+    if status == 200:
         return True, "the server took a request with tools"
-    if REFUSAL.search(resp.text):
+    if REFUSAL.search(body.decode("utf-8", "replace")):
         return False, "the server refuses tools (vLLM: start it with --enable-auto-tool-choice"
         " --tool-call-parser hermes)"
-    return None, f"a probe with tools got {resp.status_code}"
+    return None, f"a probe with tools got {status}"
+
+
+async def _bounded(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    """POST `body` and read the answer within ANSWER_LIMITS (time, bytes; no redirect
+    followed): (status, bytes); past a bound, `Lost` (a ValueError)."""
+    limits = ANSWER_LIMITS
+    async with (
+        asyncio.timeout(limits.seconds),
+        client.stream(
+            "POST",
+            url,
+            json=body,
+            headers={**(headers or {}), "Accept-Encoding": "identity"},
+            follow_redirects=False,
+        ) as resp,
+    ):
+        data = bytearray()
+        async for chunk in resp.aiter_raw():
+            data += chunk
+            if len(data) > limits.max_bytes:
+                raise Lost("bytes", f"it answered more than {limits.max_bytes:,} bytes")
+        return resp.status_code, bytes(data)

@@ -3,16 +3,23 @@ server, and the reasoning parsers of known model families. Light: no engine is i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+from crawdad.serving.bounded import text
 
 # Seconds a version or import probe may take (a Python that imports vLLM can be slow).
 PROBE_TIMEOUT = 30.0
+MAX_OUTPUT = 65_536  # bytes a probe may print (a version: one line)
 
 # Served names of the paper's models (Ollama-style tags) -> their Hugging Face checkpoint, and
 # vLLM's reasoning parser for each (None: not a reasoning model, as the Granite extractor).
@@ -82,13 +89,53 @@ def sibling_python(executable: str) -> str | None:
 
 
 def _run(argv: list[str]) -> str | None:
+    """The stdout of a probe that exits 0 within PROBE_TIMEOUT, having printed at most
+    MAX_OUTPUT bytes (None otherwise: a program that prints forever is stopped, never read
+    whole). The probe runs in a process group of its own, stopped whole."""
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, ValueError):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    assert proc.stdout is not None
+    deadline = time.monotonic() + PROBE_TIMEOUT
+    try:
+        out = _read_within(proc.stdout.fileno(), deadline)
+        if out is not None:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        out = None
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()
+    if out is None or proc.returncode != 0:
+        return None
+    return out.decode("utf-8", "replace").strip()
+
+
+def _read_within(fd: int, deadline: float) -> bytes | None:
+    """What `fd` gives until its end (None: more than MAX_OUTPUT bytes, or past `deadline`)."""
+    out = bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return bytes(out)
+            out += chunk
+            if len(out) > MAX_OUTPUT:
+                return None
 
 
 def dist_version(python: str | None, distribution: str) -> str | None:
@@ -140,4 +187,4 @@ def version_output(executable: str, *args: str) -> str | None:
     if found is None:
         return None
     out = _run([found, *(args or ("--version",))])
-    return out.splitlines()[0].strip() if out else None
+    return text(out.splitlines()[0]) if out else None
