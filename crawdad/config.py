@@ -423,7 +423,7 @@ class ServingConfig(Strict):
     restart_window: float = Field(1800.0, gt=0, le=31_536_000)  # seconds (a year at most)
     # A server that has neither answered its health check nor sent a token of any request for
     # this long is taken as frozen: restarted (a busy one may answer its health late). 5 s or more.
-    freeze_timeout: float = Field(120.0, gt=0)
+    freeze_timeout: float = Field(120.0, gt=0, le=604_800)
     # Seconds between checks of each running server (its exit, its health, its tokens): a frozen
     # one is restarted within freeze_timeout + check_interval of its last sign of life.
     check_interval: float = Field(1.0, gt=0)
