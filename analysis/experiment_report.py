@@ -114,6 +114,12 @@ def cost_sentence(
         f"`{m['variant']}` ({m['tokens']:,.0f} tokens/question, "
         f"{_acc(m['acc'], m['ci_lo'], m['ci_hi'])})"
     )
+    if m["variant"] in early:
+        head += (
+            " (stopped early: every interval in this sentence is a fixed-sample one that "
+            "ignores the optional stopping, not valid at 95%; its sequence at the stop is in "
+            "the Decisions section)"
+        )
     if pd.isna(m["sc_acc"]):
         out = f"{head} has no self-consistency curve to compare with (no solo variant with K \u2265 2)"
     else:
@@ -168,12 +174,7 @@ def cost_sentence(
     if row.empty or row.iloc[0]["n"] == 0:
         return out + "."
     r = row.iloc[0]
-    caveat = (
-        "; it stopped early, so these are fixed-sample figures that ignore the optional "
-        "stopping: see its sequence in the Decisions section"
-        if m["variant"] in early
-        else ""
-    )
+    caveat = "; fixed-sample, ignoring the stopping" if m["variant"] in early else ""
     return (
         f"{out}; the paired difference with the baseline `{baseline}` is {_pts(r['diff'])} "
         f"{_ci_pts(r['ci_lo'], r['ci_hi'])} points (McNemar p = {fmt_p(r['p_value'])}, "
@@ -184,8 +185,14 @@ def cost_sentence(
 # --- tables for people --------------------------------------------------------------------------
 
 
-def _variants_wide(acc: pd.DataFrame, cost: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """One column per variant: accuracy rows ("0.912 [0.890, 0.930]"), then cost rows."""
+STOPPED_MARK = "\u2020"  # a stopped variant's fixed-sample interval: see the table's note
+
+
+def _variants_wide(
+    acc: pd.DataFrame, cost: pd.DataFrame, names: list[str], cut: frozenset[str] = frozenset()
+) -> pd.DataFrame:
+    """One column per variant: accuracy rows ("0.912 [0.890, 0.930]"), then cost rows. `cut`:
+    variants a stopping rule cut short, their intervals marked (`STOPPED_MARK`)."""
     rows = []
     for (dim, group), g in acc.groupby(["dimension", "group"], sort=False):
         cells = g.set_index("variant")
@@ -193,8 +200,25 @@ def _variants_wide(acc: pd.DataFrame, cost: pd.DataFrame, names: list[str]) -> p
         for v in names:
             c = cells.loc[v] if v in cells.index else None
             row[v] = _acc(c["acc"], c["ci_lo"], c["ci_hi"]) if c is not None and c["n"] > 0 else "-"
+            if v in cut and row[v] != "-":
+                row[v] += f" {STOPPED_MARK}"
         rows.append(row)
     return pd.concat([pd.DataFrame(rows), _cost_wide(cost, names)], ignore_index=True)
+
+
+def stopped_note(cut: frozenset[str]) -> str:
+    """The note of a table of fixed-sample intervals where a stopping rule cut variants short."""
+    if not cut:
+        return ""
+    names = ", ".join(f"`{v}`" for v in sorted(cut))
+    return (
+        f" {STOPPED_MARK} {names} stopped early (a stopping rule): their intervals here are "
+        "fixed-sample 95% intervals computed as if the number of questions had been fixed in "
+        "advance; after a stop that depended on the outcomes they do not hold at 95%. Quote "
+        "their confidence sequences at the stop (Decisions). The questions every variant "
+        "finished end where the first of them stopped, so every interval here is over a count "
+        "the stopping chose."
+    )
 
 
 def _scored_words(keep: set[str], unscored: set[str]) -> str:
@@ -303,7 +327,13 @@ def _variants_table(exp: Experiment, cov: pd.DataFrame) -> str:
 # --- the report ---------------------------------------------------------------------------------
 
 
-def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str]) -> pd.DataFrame:
+def _points(
+    q: pd.DataFrame,
+    exp: Experiment,
+    acc: pd.DataFrame,
+    keep: set[str],
+    cut: frozenset[str] = frozenset(),
+) -> pd.DataFrame:
     overall = acc[acc["dimension"] == "overall"].set_index("variant")
     rows = []
     for v in exp.variants:
@@ -320,10 +350,12 @@ def _points(q: pd.DataFrame, exp: Experiment, acc: pd.DataFrame, keep: set[str])
                 "ci_lo": o["ci_lo"],
                 "ci_hi": o["ci_hi"],
                 "baseline": v.name == exp.baseline,
+                "stopped": v.name in cut,
             }
         )
     return pd.DataFrame(
-        rows, columns=["variant", "protocol", "tokens", "acc", "ci_lo", "ci_hi", "baseline"]
+        rows,
+        columns=["variant", "protocol", "tokens", "acc", "ci_lo", "ci_hi", "baseline", "stopped"],
     )
 
 
@@ -406,35 +438,68 @@ IGNORES_STOPPING = (
     "questions had been fixed in advance, they are too narrow (and the p-value too small) for a "
     "variant stopped when its sequence decided; shown for reference, not to quote"
 )
+DECIDED_EARLY = ("better", "worse", "equivalent")
+
+
+def fixed_sample_caveat(decision: str) -> str:
+    """Why a stopped variant's fixed-sample figures do not hold, by how it stopped: "too
+    narrow" only where its sequence decided (it stopped because its difference looked large)."""
+    if decision in DECIDED_EARLY:
+        return "which ignore the optional stopping (too narrow after it)"
+    if decision == "contradicted":
+        return "which ignore that it stopped where its sequence contradicted itself"
+    return (
+        "which ignore that it stopped on its GPU budget (long debates, more often wrong, spend "
+        "it, so that stop depends on the outcomes too)"
+    )
 
 
 def early_stopped(decisions: pd.DataFrame | None) -> dict[str, pd.Series]:
-    """The variants the stopping rule stopped before their end (decided, contradicted, or budget
-    spent), with their row of `decision_table`."""
+    """The variants the stopping rule stopped (decided, contradicted, or budget spent), with
+    their row of `decision_table`."""
     if decisions is None or decisions.empty:
         return {}
     return {r["variant"]: r for _, r in decisions.iterrows() if r["decision"] != "undecided"}
 
 
-def stopped_sentence(d: pd.Series, baseline: str) -> str:
-    """A variant stopped early, in words: its sequence at the stop first (the figure to quote)."""
+def stopped_before_end(exp: Experiment, decisions: pd.DataFrame | None) -> frozenset[str]:
+    """The variants whose figures a stopping rule cut short: stopped (`early_stopped`) with
+    questions of their selection never run, and the baseline where it stopped because every
+    variant had (its question count then depends on theirs). Their fixed-sample intervals
+    (Wilson, Newcombe, McNemar, by rung) do not hold at their stated level."""
+    stopped = early_stopped(decisions)
+    short = {v.name for v in exp.variants if len(v.questions) < (len(v.order) or len(v.questions))}
+    out = {name for name in stopped if name in short}
+    compared = [v.name for v in exp.variants if v.name != exp.baseline]
+    if compared and all(n in stopped for n in compared) and exp.baseline in short:
+        out.add(str(exp.baseline))
+    return frozenset(out)
+
+
+def stopped_sentence(
+    d: pd.Series, baseline: str, pool: str = "", alpha: float | None = None, compared: int = 1
+) -> str:
+    """A variant stopped early, in words: its sequence at the stop first (the figure to quote),
+    over its pool and at its level; the difference at the stop labelled as overstated."""
+    from crawdad.stopping.claims import STOP_ESTIMATE, UNKNOWN_POOL, level_words
     from crawdad.stopping.decide import interval_words, target_name
 
     what = str(d["decision"])
     against = {"better": f"better than `{baseline}`", "worse": f"worse than `{baseline}`"}.get(
         what, f"equivalent to `{baseline}`" if what == "equivalent" else what
     )
+    about = f"{target_name(d['target'])}, over {pool or UNKNOWN_POOL}"
     if what == "contradicted":
         return (
             f"`{d['variant']}` stopped after {d['questions']} questions: its sequence about "
-            f"{target_name(d['target'])} contradicted itself (a miss at the stated alpha): no "
-            "interval, no claim."
+            f"{about} contradicted itself (a miss at the stated alpha): no interval, no claim."
         )
+    level = f" at {level_words(alpha, compared)}" if alpha is not None else ""
     return (
         f"`{d['variant']}` stopped after {d['questions']} questions, **{against}** (about "
-        f"{target_name(d['target'])}): the difference {_pts(d['estimate'])} points, its "
-        f"anytime-valid confidence sequence at the stop {interval_words(d['lower'], d['upper'])}"
-        " (the interval to quote)."
+        f"{about}): its anytime-valid confidence sequence at the stop "
+        f"{interval_words(d['lower'], d['upper'])}{level} (the interval to quote); "
+        f"{STOP_ESTIMATE}: {_pts(d['estimate'])} points."
     )
 
 
@@ -443,13 +508,19 @@ def _paired_section(
     base: str | None,
     decisions: pd.DataFrame | None = None,
     unscored: int = 0,
+    cut: frozenset[str] = frozenset(),
+    claim: tuple[str, float | None] = ("", None),
 ) -> Section:
+    """`cut`: the variants a stopping rule cut short (`stopped_before_end`); `claim`: the pool
+    in words and the rule's alpha, for the sentences of stopped variants."""
     if base is None:
         return Section(
             "Paired comparisons with the baseline",
             ["The experiment names no baseline (or one without a run): nothing to pair."],
         )
-    early = early_stopped(decisions)
+    stopped = early_stopped(decisions)
+    early = {v: d for v, d in stopped.items() if v in cut}
+    compared = max(1, len(decisions)) if decisions is not None else 1
     overall = paired[paired["group"] == "all"]
     lines = []
     if unscored:
@@ -458,12 +529,17 @@ def _paired_section(
             "are left out of every paired comparison."
         )
     for _, r in overall.iterrows():
-        if r["variant"] in early:
-            lines.append(
-                f"- {stopped_sentence(early[r['variant']], base)} For reference only, the "
-                "fixed-sample figures, which ignore the optional stopping (too narrow after it): "
-                + paired_sentence(r)
-            )
+        name = r["variant"]
+        if name in stopped:
+            head = stopped_sentence(stopped[name], base, claim[0], claim[1], compared)
+            if name in early:
+                caveat = fixed_sample_caveat(str(early[name]["decision"]))
+                lines.append(
+                    f"- {head} For reference only, the fixed-sample figures, {caveat}: "
+                    + paired_sentence(r)
+                )
+            else:  # stopped at its last question: the full-pass figures hold as they are
+                lines.append(f"- {head} Over every question it ran: {paired_sentence(r)}")
         else:
             lines.append(f"- {paired_sentence(r)}")
     shown = _paired_shown(paired)
@@ -477,10 +553,17 @@ def _paired_section(
             }
         )
         shown.insert(1, "stopped early", ["yes" if v in early else "" for v in paired["variant"]])
+        decided = [v for v, d in early.items() if d["decision"] in DECIDED_EARLY]
+        why = (
+            IGNORES_STOPPING
+            if decided
+            else "fixed-sample figures, computed as if the number of questions had been fixed "
+            "in advance, which it was not; shown for reference, not to quote"
+        )
         note += (
-            f" {names} stopped early: for them the CIs and p-values below are {IGNORES_STOPPING}."
-            " Their confidence sequences at the stop (the Decisions section) are the figures "
-            "that hold."
+            f" {names} stopped early: for them the CIs (by rung too) and p-values below are "
+            f"{why}. Their confidence sequences at the stop (the Decisions section) are the "
+            "figures that hold."
         )
     return Section(
         "Paired comparisons with the baseline",
@@ -506,12 +589,18 @@ def _compute_section(
     base: str | None,
     early: frozenset[str] = frozenset(),
 ) -> Section:
+    stopped = (
+        "; hollow without a bar: a variant stopped early by the stopping rule, whose "
+        "fixed-sample interval is not valid after the stop and is not shown"
+        if early
+        else ""
+    )
     blocks: list[Block] = [
         Plot(
             FIGURE,
             "Each variant at its mean completion tokens per question with its 95% CI (open "
             "marker: the baseline); lines: the self-consistency accuracy of each solo agent for "
-            "k = 1..K samples, at k times its tokens per sample",
+            f"k = 1..K samples, at k times its tokens per sample{stopped}",
             compute_figure,
             (points, cframe),
         )
@@ -543,16 +632,21 @@ def method_words(rule: Any) -> str:
     return " " + TESTS_DECIDE if tested(rule, "difference") else ""
 
 
-def stopping_guarantee(rule: Any, baseline: str, compared: int) -> str:
-    """The rule and what its decisions are about, in words: the target named where the numbers
-    stand, and the guarantee that goes with it."""
+def stopping_guarantee(
+    rule: Any, baseline: str, compared: int, pool: str = "", unscored: int = 0
+) -> str:
+    """The rule and what its decisions are about, in words: the target and the pool named
+    where the numbers stand, the level (alpha shared among the comparisons said so), and the
+    guarantee that goes with it. `unscored`: settled questions without an exact answer."""
+    from crawdad.stopping.claims import UNKNOWN_POOL, level_words
     from crawdad.stopping.decide import target_name
 
-    level = 100 * (1 - rule.alpha)
+    pool = pool or UNKNOWN_POOL
+    level = level_words(rule.alpha, compared)
     head = (
         f"**What these decisions are about: {target_name(rule.target)}** (`target = "
-        f'"{rule.target}"` in [stop]). The rule: alpha = {rule.alpha} shared among the '
-        f"{compared} variants compared with `{baseline}` (Bonferroni), margin = "
+        f'"{rule.target}"` in [stop]), over {pool}. The rule: alpha = {rule.alpha} shared among '
+        f"the {compared} variants compared with `{baseline}` (Bonferroni), margin = "
         f"{100 * rule.margin:.1f} points, at least {rule.min_questions} questions"
         + (f", at most {rule.max_questions}" if rule.max_questions else "")
         + (
@@ -560,38 +654,50 @@ def stopping_guarantee(rule: Any, baseline: str, compared: int) -> str:
             if rule.max_gpu_seconds
             else ""
         )
-        + ". "
+        + f". Every sequence below holds at {level}. "
     )
     if rule.target == "run":
         about = (
             "Each sequence is an anytime-valid confidence sequence for the difference a full "
-            "pass over this run's selected questions, with these sampled responses, would report "
-            "(questions sampled without replacement, in the run's seeded order): with probability "
-            f"at least {level:g}% every variant's sequence holds that difference at every moment "
-            "at once, however often it was looked at. So, with that probability, no variant is "
-            "called better or worse **than it would be on a full pass of this run**, nor "
-            "equivalent when that difference is beyond the margin. **The claim is about this "
-            "run, not about the models**: another run of the same models (other sampled "
-            "responses, other questions like these) may differ. For a claim about the models, "
-            'set target = "models".'
+            f"pass over {pool}, with these sampled responses, would report (questions sampled "
+            "without replacement, in the run's seeded order): with probability at least "
+            f"{100 * (1 - rule.alpha):g}% every variant's sequence holds that difference at "
+            "every moment at once, however often it was looked at. So, with that probability, "
+            "no variant is called better or worse **than it would be on a full pass of this "
+            "run**, nor equivalent when that difference is beyond the margin. **The claim is "
+            "about this run, not about the models**: another run of the same models (other "
+            "sampled responses, other questions) may differ. For a claim about the models' "
+            'answers to the pool, set target = "models".'
         )
     else:
         about = (
-            "Each sequence is an anytime-valid confidence sequence for the models' expected "
-            "difference on questions like these, over their sampling (an i.i.d. betting "
-            "sequence): with probability at least "
-            f"{level:g}% every variant's sequence holds its expected difference at every moment "
-            "at once, however often it was looked at. So, with that probability, no variant is "
-            "called better or worse than the models are, nor equivalent when their expected "
-            "difference is beyond the margin. It never closes on a figure, so it needs more "
-            "questions than a claim about this run alone would."
+            "Each sequence is an anytime-valid confidence sequence for the expected difference "
+            f"of the models' answers to {pool}, the questions coming in an order drawn at random, "
+            "under this run's settings (its prompts, temperatures and seeds; at temperature 0 or "
+            "with fixed seeds, the answers this run gave): an i.i.d. betting sequence. With "
+            f"probability at least {100 * (1 - rule.alpha):g}% every variant's sequence holds "
+            "its expected difference at every moment at once, however often it was looked at. "
+            "So, with that probability, no variant is called better or worse than its answers "
+            "to that pool are, nor equivalent when their expected difference is beyond the "
+            "margin. It never closes on a figure, so it needs more questions than a claim about "
+            "this run alone would. Nothing is claimed beyond that pool and those settings: "
+            "other questions, other temperatures or other seeds may differ (see the metrics "
+            "page, What a decision generalises to)."
+        )
+    left = ""
+    if unscored:
+        left = (
+            " Questions without an exact answer are left out of every sequence"
+            + (", and out of the population" if rule.target == "run" else "")
+            + "."
         )
     rest = (
         " A decision uses only questions every earlier one of which had finished for the "
-        "variant and the baseline, and only questions with an exact answer (those without one "
-        "are left out, and leave the population). An undecided variant is not equivalent: the "
-        "table says why it is undecided. A sequence that ran empty (contradicted) is a miss at "
-        "the stated alpha: it supports no claim at all."
+        f"variant and the baseline.{left} An undecided variant is not equivalent: the table says "
+        "why it is undecided. A sequence that ran empty (contradicted) is a miss at the stated "
+        "alpha: it supports no claim at all. The difference shown at the stop is the "
+        "sequence's estimate there; stopping early overstates it (a variant stops when its "
+        "difference looks large), so quote the interval."
     )
     return head + about + method_words(rule) + rest
 
@@ -603,6 +709,7 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
     from crawdad.analysis.metrics import stopping as ST
 
     from crawdad.run.experiment import recorded_rule
+    from crawdad.stopping.claims import STOP_ESTIMATE, level_words
     from crawdad.stopping.decide import interval_words, target_name
 
     rule = recorded_rule(exp.manifest.stop or {})
@@ -611,14 +718,17 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
     seqs = ST.sequence_frame(exp)
     spend = ST.spending_table(exp)
     compared = max(1, len(decisions))
+    level = f"sequence at the stop ({level_words(rule.alpha, compared)})"
     shown = pd.DataFrame(
         {
             "variant": decisions["variant"],
             "decision": decisions["decision"],
             "about": [target_name(t) for t in decisions["target"]],
             "questions": decisions["questions"],
-            "difference (points)": [_pts(x) if x == x else "–" for x in decisions["estimate"]],
-            "sequence": [
+            f"difference (points): {STOP_ESTIMATE}": [
+                _pts(x) if x == x else "–" for x in decisions["estimate"]
+            ],
+            level: [
                 interval_words(lo, hi)
                 for lo, hi in zip(decisions["lower"], decisions["upper"], strict=True)
             ],
@@ -629,10 +739,18 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
             ],
         }
     )
-    changed = _changed_rule(exp.manifest.stop_history)
+    changed = [
+        note
+        for note in (
+            _changed_rule(exp.manifest.stop_history),
+            _changed_selection(exp.manifest.selection_history),
+        )
+        if note
+    ]
+    unscored = int(decisions["unscored"].max()) if not decisions.empty else 0
     blocks: list[Block] = [
-        *([changed] if changed else []),
-        stopping_guarantee(rule, str(exp.baseline), compared),
+        *changed,
+        stopping_guarantee(rule, str(exp.baseline), compared, ST.experiment_pool(exp), unscored),
     ]
     contradicted = decisions[decisions["decision"] == "contradicted"]
     if not contradicted.empty:
@@ -644,12 +762,16 @@ def decisions_section(exp: Experiment, decisions: pd.DataFrame | None = None) ->
             "of the others' taken together, should not be relied on. Rerun with more questions "
             "or another seed to see whether it was chance."
         )
-    unscored = int(decisions["unscored"].max()) if not decisions.empty else 0
     if unscored:
         blocks.append(
             f"{_plural(unscored, 'settled question')} without an exact answer (a table of one's "
-            "own) are left out of every sequence and decision, and out of the population, so "
-            "that a sequence about this run closes on the scored questions."
+            "own) are left out of every sequence and decision"
+            + (
+                ", and out of the population, so that a sequence about this run closes on the "
+                "scored questions."
+                if rule.target == "run"
+                else "."
+            )
         )
     blocks += [
         Table(
@@ -764,6 +886,44 @@ def _changed_rule(history: list[Any]) -> str:
     )
 
 
+def _selection_words(selection: dict[str, Any] | None) -> str:
+    """A recorded selection (`ExperimentManifest.selection`) in words."""
+    from crawdad.stopping.claims import pool_words
+
+    if not selection:
+        return "not recorded"
+    return (
+        pool_words(
+            int(selection.get("selected") or 0),
+            str(selection.get("questions_file")),
+            selection.get("selection") or {},
+        )
+        + f", seed {selection.get('seed')}, sha256 {str(selection.get('sha256'))[:12]}"
+    )
+
+
+def _changed_selection(history: list[Any]) -> str:
+    """What the report says where a resume with --force changed a stopped experiment's
+    questions: which held from which question, and that the guarantee no longer holds."""
+    if len(history) < 2:
+        return ""
+    steps = "; ".join(
+        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
+        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_selection_words(c.selection)}"
+        for c in history
+    )
+    return (
+        "**The questions were changed while the experiment ran** (a resume with `--force` "
+        f"after decisions could be seen): {steps}. The decisions below hold at their stated "
+        "level only for questions fixed before any was seen; questions chosen after looking "
+        "could have been chosen for what the decisions showed, so **the guarantee no longer "
+        "holds as stated**: read the decisions as descriptive, not as decisions at the stated "
+        "error rate. The decisions below are recomputed over every question the experiment ever "
+        "selected, in the order its folders recorded, and may differ from those the resumed run "
+        "printed over its new questions."
+    )
+
+
 def _servers(exp: Experiment) -> list[Section]:
     """The servers the variants shared, over the experiment (its one series)."""
     manifests = [v.run.manifest for v in exp.variants if v.run.manifest is not None]
@@ -807,7 +967,14 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
         from crawdad.analysis.metrics.stopping import decision_table
 
         decisions = decision_table(exp)
-    early = frozenset(early_stopped(decisions))
+    early = stopped_before_end(exp, decisions)
+    claim: tuple[str, float | None] = ("", None)
+    if decisions is not None:
+        from crawdad.analysis.metrics.stopping import experiment_pool
+
+        from crawdad.run.experiment import recorded_rule
+
+        claim = (experiment_pool(exp), recorded_rule(exp.manifest.stop or {}).alpha)
     left = len(universe) - len(keep)
     notes = X.left_out_note(q, names, universe) if left else ""
     sections = [
@@ -820,17 +987,18 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
                     acc,
                     "Accuracy of the final answer and cost per question",
                     f"Over the {len(keep)} questions every variant finished ({left} left out"
-                    f"{': ' + notes if notes else ''}).{_scored_words(keep, unscored)}",
-                    shown=_variants_wide(acc, cost[~_clock_rows(cost)], names),
+                    f"{': ' + notes if notes else ''}).{_scored_words(keep, unscored)}"
+                    + stopped_note(early),
+                    shown=_variants_wide(acc, cost[~_clock_rows(cost)], names, early),
                     links=(("cost CSV", "cost.csv"),),
                     fold="never",
                 ),
                 Table("cost", cost[~_clock_rows(cost)], show=False),
             ],
         ),
-        _paired_section(paired, base, decisions, len(unscored)),
+        _paired_section(paired, base, decisions, len(unscored), early, claim),
         *([decisions_section(exp, decisions)] if decisions is not None else []),
-        _compute_section(_points(q, exp, acc, scored), cframe, match, paired, base, early),
+        _compute_section(_points(q, exp, acc, scored, early), cframe, match, paired, base, early),
         # each task's own sections over every variant (MAC's pair and graph variants together)
         *experiment_task_sections(whole.variants, base),
         Section(

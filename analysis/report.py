@@ -770,6 +770,10 @@ def _head(runs: list[Run]) -> list[str]:
             "crawdad's fake servers, not by real models: their numbers say nothing about any model.",
             "",
         ]
+    from crawdad.analysis.metrics.stopping import stopped_runs
+
+    for label, caveat in stopped_runs(runs).items():
+        md += [f"> **Run `{label}` stopped early**: {caveat}.", ""]
     for r in runs:
         if r.live:
             md += [

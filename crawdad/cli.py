@@ -6,6 +6,7 @@ import asyncio
 import errno
 import logging
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -639,6 +640,10 @@ def doctor(
         report = asyncio.run(diagnose_all(list(configs.values())))
     else:
         configs = {"": build_config(config, sets)}
+        if (keys := configs[""].serving.keys_file) is not None:  # servers of `crawdad serve`
+            from crawdad.backends import server_keys
+
+            server_keys.use_file(keys)
         report = asyncio.run(diagnose(configs[""], skip_served=True))
     served = check_served(configs, say=lambda line: typer.echo(line, err=True))
     for line in served.lines:
@@ -732,15 +737,43 @@ def serve(
         Path, typer.Option(help="Without --plan/--slurm: the folder of the servers' logs.")
     ] = Path("crawdad-servers"),
     progress: Annotated[bool, typer.Option(help="Show the start-up progress bar.")] = True,
+    setup: Annotated[
+        list[str],
+        typer.Option(
+            "--setup",
+            help="--slurm: a shell line the job runs first, as written (shown in the script's "
+            "header), such as 'source ~/venvs/crawdad/bin/activate' or 'module load cuda'.",
+        ),
+    ] = [],  # noqa: B006
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch",
+            help="Download the served models' weights here (Hugging Face ids, Ollama tags; "
+            "GGUF files checked), before a job whose nodes have no internet.",
+        ),
+    ] = False,
+    node: Annotated[
+        bool, typer.Option("--node", hidden=True, help="In a job: serve CONFIG (a job folder).")
+    ] = False,
+    wait_nodes: Annotated[
+        bool, typer.Option("--await", hidden=True, help="In a job: wait for every node.")
+    ] = False,
+    watch: Annotated[
+        int | None, typer.Option(hidden=True, help="--await: the servers' step's process.")
+    ] = None,
 ) -> None:
     """Serve a config's models: start them and keep them (restarted if they die) for several
     runs until Ctrl-C, printing the --set options that point a run at them; --plan prints
     where each server goes and starts nothing; --slurm writes a batch script that starts them
-    beside the driver.
+    beside the driver; --fetch downloads their weights.
 
     --set KEY=VALUE overrides a config key, such as --set agents.0.model=qwen3:8b."""
     from crawdad.serving import commands
     from crawdad.serving.gpus import simulated
+
+    if node or wait_nodes:
+        raise typer.Exit(commands.job_step(config, node=node, watch=watch))
 
     if commands.is_experiment(config):
         if sets:
@@ -748,6 +781,9 @@ def serve(
         configs = commands.experiment_configs(config)
     else:
         configs = {"": build_config(config, sets)}
+    if fetch:
+        commands.fetch_weights(configs)
+        return
     inventory = simulated(gpus, gpu_memory) if gpus is not None else None
     made = commands.make_plan(configs, inventory)
     if not (plan or slurm):
@@ -765,15 +801,17 @@ def serve(
         from crawdad.serving.slurm import slurm_script
 
         first = next(iter(configs.values()))
+        quoted = shlex.quote(str(config))
         text = slurm_script(
             made,
-            driver.replace("{config}", str(config)).replace("{name}", config.stem),
+            driver.replace("{config}", quoted).replace("{name}", shlex.quote(config.stem)),
             source=str(config),
+            serving=first.serving,
             job_name=f"crawdad-{config.stem}",
             nodes=nodes,
             time=time,
-            startup_timeout=first.serving.startup_timeout,
             sbatch=sbatch,
+            setup=setup,
         )
         if script is None:
             typer.echo(text, nl=False)

@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -116,6 +117,21 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def plain_text(value: str, what: str) -> str:
+    """A value that reaches a command line or a batch script: no newline or other control
+    character (in a SLURM script a newline in a name would start a command)."""
+    if found := _CONTROL.search(value):
+        raise ValueError(
+            f"{what} {value!r} holds a control character ({found.group()!r}): names, tags, "
+            "paths and flags of a served model must be plain text on one line"
+        )
+    return value
+
+
 class ServeConfig(Strict):
     """How crawdad serves this model itself (`crawdad serve`, or a run with no server up): the
     engine, the weights, and flags passed through. A model without it uses `base_urls`: a
@@ -145,6 +161,28 @@ class ServeConfig(Strict):
     def _replicas(cls, value: int | str) -> int | str:
         if isinstance(value, int) and not 1 <= value <= MAX_REPLICAS:
             raise ValueError(f'give 1 to {MAX_REPLICAS} servers, or "auto" (got {value})')
+        return value
+
+    @field_validator("weights", "executable")
+    @classmethod
+    def _plain(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else plain_text(value, f"serve.{info.field_name}")
+
+    @field_validator("args")
+    @classmethod
+    def _plain_args(cls, value: list[str]) -> list[str]:
+        return [plain_text(arg, "serve.args item") for arg in value]
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(
+                    f"serve.env key {key!r} is not an environment variable name: use letters, "
+                    "digits and _ (not first a digit), such as VLLM_LOGGING_LEVEL"
+                )
+            plain_text(text, f"serve.env.{key}")
         return value
 
 
@@ -182,6 +220,12 @@ class ModelSpec(Strict):
     max_tool_calls: int = Field(4, ge=1, le=32)  # per turn; then the model must answer
     # How crawdad starts this model's server itself (None: `base_urls` names a running one).
     serve: ServeConfig | None = None
+
+    @model_validator(mode="after")
+    def _plain_served_name(self) -> ModelSpec:
+        if self.serve is not None:  # the name a server is started with: it reaches a script
+            plain_text(self.model, "model")
+        return self
 
     @model_validator(mode="after")
     def _default_url(self) -> ModelSpec:
@@ -378,6 +422,12 @@ class InputLimits(Strict):
 
 
 SERVED_URLS_ENV = "CRAWDAD_SERVED_URLS"
+# The key the servers of a `crawdad serve --slurm` job require (the job's secret): its name is
+# what a served model's `api_key_env` becomes, so that the key itself never reaches a manifest.
+SERVED_KEY_ENV = "CRAWDAD_SERVED_API_KEY"
+# The job's keys file (base URL -> key, 0600), where each server has a key of its own: it becomes
+# `serving.keys_file` where the config has that setting, and is read again when it changes.
+SERVED_KEYS_ENV = "CRAWDAD_SERVED_KEYS"
 
 
 def served_urls_from_env() -> dict[str, list[str]]:
@@ -433,6 +483,12 @@ class ServingConfig(Strict):
     # false: the served models' servers run already (`crawdad serve`, `--keep-servers`) and
     # base_urls point at them; crawdad starts none.
     start: bool = True
+    # With start = false: the servers' API keys, as `crawdad serve` or `--keep-servers` wrote
+    # them (`keys.json`, mode 0600, beside the servers' logs); each server is sent its own.
+    keys_file: Path | None = None
+    # A planned port that another crawdad holds or another program listens on moves to the next
+    # free one (the start says so); false: the start is refused, naming what holds it.
+    replan_ports: bool = True
 
     @model_validator(mode="after")
     def _sane_timing(self) -> ServingConfig:
@@ -537,6 +593,9 @@ class RunConfig(Strict):
         """CRAWDAD_SERVED_URLS, set by a `crawdad serve --slurm` job that started the servers
         itself: each served model is pointed at them, instead of crawdad starting its own."""
         served = served_urls_from_env()
+        keys = os.environ.get(SERVED_KEYS_ENV, "").strip()
+        has_keys_file = "keys_file" in type(self.serving).model_fields
+        by_file = Path(keys) if keys and has_keys_file else None
         for spec in [*self.agents, self.extractor, *self.readers()]:
             urls = served.get(spec.model) if spec.serve is not None else None
             if urls:
@@ -544,6 +603,10 @@ class RunConfig(Strict):
                 backend = "openai" if urls[0].rstrip("/").endswith("/v1") else "ollama"
                 object.__setattr__(spec, "backend", backend)
                 object.__setattr__(spec, "serve", None)
+                if by_file is None and os.environ.get(SERVED_KEY_ENV) and spec.api_key is None:
+                    object.__setattr__(spec, "api_key_env", SERVED_KEY_ENV)
+        if served and by_file is not None and getattr(self.serving, "keys_file", 0) is None:
+            object.__setattr__(self.serving, "keys_file", by_file)
         return self
 
     @property

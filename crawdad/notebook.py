@@ -364,10 +364,22 @@ def report_tables(frames: Frames) -> dict[str, pd.DataFrame]:
     """Every table of the report over these frames (the functions `crawdad analyze` uses),
     by name: "table1", "persuasion", "calibration", ... (each has a `run` column). Accuracies
     and their intervals are fractions (table1's `acc`, `ci_lo`, `ci_hi`: 0.712, where the
-    report prints 71.2%)."""
+    report prints 71.2%). Where a stopping rule cut a run short, every table with intervals gets
+    an `interval_note` column: empty, or, for that run, why its fixed-sample intervals do not
+    hold at their stated level."""
+    from crawdad.analysis.metrics.stopping import stopped_runs
     from crawdad.analysis.report import compute_tables
 
-    return compute_tables(frames.debates, frames.turns)
+    tables = compute_tables(frames.debates, frames.turns)
+    stopped = stopped_runs(frames.runs)
+    if not stopped:
+        return tables
+    for name, table in tables.items():  # a stopped run's fixed-sample intervals say so
+        if {"run", "ci_lo"} <= set(table.columns):
+            tables[name] = table.assign(
+                interval_note=[stopped.get(str(r), "") for r in table["run"]]
+            )
+    return tables
 
 
 def report_figures(frames: Frames, run: str | None = None) -> dict[str, Figure]:
@@ -427,12 +439,16 @@ def decisions(folder: str | Path) -> pd.DataFrame:
     columns `variant`, `decision` (better, worse, equivalent, undecided, budget spent or
     contradicted), `questions` (used), `estimate`, `lower`, `upper` (the sequence at the stop, a
     difference of fractions: 0.032 is 3.2 points), `settled`, `unscored` (settled questions
-    without an exact answer, left out), `target`, `about` (what the decision is about, in
-    words), `reason` (why undecided)."""
+    without an exact answer, left out), `target`, `about` (what the decision is about, over
+    which pool of questions, in words), `reason` (why undecided), `estimate_note` (for a decided
+    variant: the estimate is the difference at the stop, which stopping early overstates)."""
     from crawdad.analysis.experiment_folder import load_experiment
     from crawdad.analysis.metrics.stopping import decision_table
+    from crawdad.stopping.claims import STOP_ESTIMATE
 
-    return decision_table(_stopping_experiment(load_experiment(Path(folder)), folder))
+    table = decision_table(_stopping_experiment(load_experiment(Path(folder)), folder))
+    stopped = table["decision"].isin(["better", "worse", "equivalent"])
+    return table.assign(estimate_note=[STOP_ESTIMATE if s else "" for s in stopped])
 
 
 def _stopping_experiment(exp: Any, folder: str | Path) -> Any:

@@ -464,6 +464,10 @@ class StartedServer(Record):
     context_length: int | None = None  # the longest context the server was started with
     reasoning_parser: str | None = None  # the engine's parser of reasoning traces, if any
     started_at: datetime | None = None  # UTC
+    pid: int | None = None  # the process crawdad started, whose server answered
+    port: int | None = None  # the port it listened on (a taken planned port is moved)
+    # How it was shown to be the server crawdad started: "api key", "socket" (ownership.py)
+    proven_by: list[str] = Field(default_factory=list)
 
     def identity(self) -> tuple[Any, ...]:
         """What tells one serving of a model from another (not the port or the time)."""
@@ -505,6 +509,16 @@ class StopChange(Record):
 
     rule: dict[str, Any] | None  # the rule (as in `stop`); None: no rule, every question runs
     from_question: Count  # questions finished (in the run or the baseline) when it took over
+    at: datetime  # UTC, when it took over
+
+
+class SelectionChange(Record):
+    """One selection of a stopped experiment and when it took over: the first from the start,
+    each later one when a resume with `--force` changed the questions after decisions could be
+    seen. A selection changed after looking no longer carries the decisions' stated guarantee."""
+
+    selection: dict[str, Any] | None  # as `ExperimentManifest.selection`; None: not recorded
+    from_question: Count  # questions the baseline had finished when it took over
     at: datetime  # UTC, when it took over
 
 
@@ -556,6 +570,14 @@ class ExperimentManifest(Record):
     # Every rule the experiment went through, oldest first (schema 3), where a resume with
     # --force changed [stop]; empty: the rule never changed (the guarantee holds as stated).
     stop_history: list[StopChange] = Field(default_factory=list)
+    # The questions the variants ran on, part of a stopped experiment's identity as its rule
+    # is: the questions file and its sha256, the selection (rungs, filters, sample, limit,
+    # order), the seed that draws the order and the questions selected. None: an experiment
+    # made before it was recorded.
+    selection: dict[str, Any] | None = None
+    # Every selection a stopped experiment went through, oldest first, where a resume with
+    # --force changed it; empty: it never changed.
+    selection_history: list[SelectionChange] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _plain_variant_names(self) -> ExperimentManifest:

@@ -183,6 +183,33 @@ async def test_a_one_agent_run_reports_no_consensus(tmp_path: Path) -> None:
     assert "acc " in line and "cons" not in line
 
 
+async def test_a_solo_run_of_two_agents_prints_no_consensus_rate(tmp_path: Path) -> None:
+    """Agents answering alone never saw each other's answers: they cannot reach consensus, so
+    the summary and the progress line print no consensus rate (the report says "answers agree")."""
+    import crawdad
+    from crawdad.run.runner import Progress
+
+    fakes = crawdad.fake_server("protocols/solo")
+    try:
+        summary = await crawdad.run_async(
+            "examples", tmp_path / "solo", "protocols/solo", limit=2, server=fakes.url
+        )
+    finally:
+        fakes.stop()
+    text = "\n".join(summary.lines())
+    assert summary.agents == 2 and summary.alone
+    assert (
+        "consensus rate" not in text and "no consensus to report (the agents answer alone)" in text
+    )
+    from crawdad.config import RunConfig
+    from crawdad.run.runner import Job, build_setup
+    from crawdad.run.store import RunStore
+
+    setup, _ = build_setup(RunConfig.model_validate({}))
+    line = Progress([Job(setup, RunStore(tmp_path / "solo"), [], summary)], False).postfix(0.0)
+    assert "acc " in line and "cons" not in line
+
+
 # --- 5: the report's sentences and the experiment figure ---------------------------------------
 
 

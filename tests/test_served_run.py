@@ -19,6 +19,7 @@ import pytest
 from crawdad.config import RetryConfig, RunConfig, SelectionConfig
 from crawdad.data.demo_questions import EXAMPLES
 from crawdad.data.questions import load_cladder, select
+from crawdad.errors import ServersNotReady
 from crawdad.records import ServerRestart
 from crawdad.run.runner import run_debates
 from crawdad.run.store import RunStore
@@ -190,9 +191,20 @@ async def test_keep_servers_leaves_them_running_and_says_how_to_use_them(
             "--set serving.start=false" in out and f"--set 'agents.0.base_urls=[\"{url}\"]'" in out
         )
         assert f"kill -- -{kept.pid}" in out
+        # the server's key, for the next run: a file of the user's alone, in no other file
+        keys_file = tmp_path / "run/servers/keys.json"
+        assert f"--set serving.keys_file={keys_file}" in out
+        assert keys_file.stat().st_mode & 0o777 == 0o600
+        (key,) = json.loads(keys_file.read_text()).values()
+        written = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and p != keys_file]
+        assert written and not any(key in p.read_text(errors="replace") for p in written)
+        assert key not in out and key not in " ".join(kept.cmdline())
         # the next run, pointed at them as told, starts nothing
         again = config.model_copy(deep=True)
         again.serving.start = False
+        with pytest.raises(ServersNotReady, match="refused the API key"):  # without the key
+            await run_debates(again, dataset, tmp_path / "run-nokey", progress=False)
+        again.serving.keys_file = keys_file
         summary = await run_debates(again, dataset, tmp_path / "run2", progress=False)
         assert summary.done_total == 2 and [p.pid for p in standins()] == [kept.pid]
     finally:
@@ -289,6 +301,9 @@ def test_crawdad_serve_keeps_the_servers_until_ctrl_c_and_says_how_to_use_them(
         assert len(standins()) == 3
         text = "".join(said)
         assert "--set serving.start=false" in text and "agents.1.base_urls" in text
+        keys = tmp_path / "logs/keys.json"  # each server's key, for the runs that use them
+        assert f"--set serving.keys_file={keys}" in text
+        assert keys.stat().st_mode & 0o777 == 0o600 and len(json.loads(keys.read_text())) == 3
         os.kill(serve.pid, signal.SIGINT)
         assert serve.wait(timeout=60) == 0
     finally:

@@ -111,7 +111,7 @@ async def test_a_server_that_dies_takes_its_workers_along_before_the_restart(
     watch = asyncio.create_task(sup.watch())
     try:
         first = [psutil.Process(p) for p in workers(tmp_path / "s0.log").values()]
-        request = asyncio.create_task(chat(server))
+        request = asyncio.create_task(chat(server, sup.secret_of(server)))
         assert (await events.next())[0] == "down"
         assert await events.next() == ("up", "s0")
         request.cancel()

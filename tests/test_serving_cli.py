@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,6 +112,19 @@ def _check_shell(script: Path) -> None:
     assert done.returncode == 0, done.stdout
 
 
+def _job(text: str) -> dict[str, Any]:
+    """The plan the script hands to each node's crawdad (job.json, a quoted here-document)."""
+    data = text.split("<<'CRAWDAD_JOB_JSON'\n", 1)[1].split("\nCRAWDAD_JOB_JSON\n", 1)[0]
+    return dict(json.loads(data))
+
+
+def _job_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CRAWDAD_"))}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["CRAWDAD_JOB_DIR"] = str(tmp_path / "job")
+    return env
+
+
 @pytest.mark.parametrize("nodes", ["1", "4"])
 def test_the_slurm_script_pins_gpus_bounds_every_wait_and_passes_shellcheck(
     cli: CLI, tmp_path: Path, nodes: str
@@ -129,54 +143,45 @@ def test_the_slurm_script_pins_gpus_bounds_every_wait_and_passes_shellcheck(
     script.write_text(text)
     _check_shell(script)
     assert "#SBATCH --gres=gpu:2" in text and "#SBATCH --array=0-3" in text
-    line = next(ln for ln in text.splitlines() if "setsid vllm serve deepseek-ai/" in ln)
-    assert line.lstrip().startswith('CUDA_VISIBLE_DEVICES="${gpus[1]}" ')
-    assert text.count("setsid") == 3  # each server its own process group
-    assert 'kill -TERM -- "-$pid"' in text and "trap stop_servers EXIT" in text
-    # Every wait has an end: the health loop its deadline, the stops their grace.
-    assert 'if [ "$SECONDS" -ge "$DEADLINE" ]' in text
-    for line in text.splitlines():
+    job = _job(text)
+    gpus = {s["weights"]: s["gpus"] for s in job["plan"]["servers"]}
+    assert gpus["deepseek-ai/DeepSeek-R1-Distill-Qwen-32B"] == [1]  # the node maps it to its own
+    assert "trap stop_all EXIT" in text and "wait -n" in text
+    for line in text.splitlines():  # every wait has an end
         if line.strip().startswith(("while ", "until ")):
-            assert "DEADLINE" in line or "deadline" in line or "curl" in line, line
+            assert "deadline" in line, line
     assert text.rstrip().endswith('exit "$status"')
-    if nodes == "4":
-        assert "srun --overlap" in text and "--host 0.0.0.0" in text
-    else:
-        assert "srun --overlap" not in text and "--host 127.0.0.1" in text
+    assert "--kill-on-bad-exit=1 crawdad serve --node" in text
+    assert job["bind"] == ("node" if nodes == "4" else "loopback") and job["nodes"] == int(nodes)
 
 
 def test_the_slurm_script_serves_and_stops_on_this_machine(
     cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not (shutil.which("curl") and shutil.which("setsid")):
-        pytest.skip("the script needs curl and setsid")
-    standin = tmp_path / "fake-vllm"  # `vllm serve W --port N ...` -> crawdad's fake server
-    standin.write_text(
-        "#!/bin/sh\nport=8000\n"
-        'while [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
-        f'exec {sys.executable} -m crawdad fake-server --kind openai --port "$port" --latency 0.01\n'
-    )
+    if not shutil.which("setsid"):
+        pytest.skip("the script needs setsid")
+    standin = tmp_path / "fake-vllm"  # `vllm serve W --port N ...` -> the stand-in engine
+    standin.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m crawdad.fake.standin "$@"\n')
     standin.chmod(0o755)
     config = served_toml(tmp_path / "c.toml", str(standin), "serving = { first_port = 18431 }\n")
     # The driver sees where the servers are (docs/tutorials/clusters.md runs a whole run so).
     text = _script(cli, config, "--driver", 'echo "$CRAWDAD_SERVED_URLS" > served.json')
     script = tmp_path / "job.sh"
     script.write_text(text)
-    env = {**os.environ, "CRAWDAD_SERVER_LOGS": str(tmp_path / "logs"), "CUDA_VISIBLE_DEVICES": ""}
-    env.pop("CRAWDAD_GPUS", None)
-    env["CUDA_VISIBLE_DEVICES"] = "0,1"
+    env = _job_env(tmp_path) | {"CUDA_VISIBLE_DEVICES": "0,1"}
     done = subprocess.run(
         ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "granite3.3-2b on 127.0.0.1 is up" in done.stdout
+    assert "every server is up" in done.stdout
     served = json.loads((tmp_path / "served.json").read_text())
     assert set(served) == {"qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"}
     for urls in served.values():  # from serving.first_port up (a port in use is skipped)
         assert len(urls) == 1 and re.fullmatch(r"http://127\.0\.0\.1:184\d\d/v1", urls[0])
-    for pid_file in (tmp_path / "logs").glob("*/*.pid"):  # every server's group is gone
+    (node,) = (tmp_path / "job" / "nodes").glob("*.json")
+    for server in json.loads(node.read_text())["servers"].values():  # every group is gone
         with pytest.raises(ProcessLookupError):
-            os.killpg(int(pid_file.read_text()), 0)
+            os.killpg(server["pid"], 0)
 
 
 def test_served_urls_from_the_environment_point_served_models_at_running_servers(
@@ -249,36 +254,36 @@ def test_doctor_accepts_an_experiment_file(
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ('echo "torch.OutOfMemoryError: CUDA out of memory" >&2; exit 1', "exited before"),
+        ('echo "torch.OutOfMemoryError: CUDA out of memory" >&2; exit 1', "exited with code 1"),
         ("exec sleep 300", "did not answer"),  # a server that never answers: the deadline
     ],
 )
 def test_the_slurm_script_ends_on_a_server_that_fails_or_never_answers(
     cli: CLI, tmp_path: Path, body: str, said: str
 ) -> None:
-    if not (shutil.which("curl") and shutil.which("setsid")):
-        pytest.skip("the script needs curl and setsid")
     standin = tmp_path / "bad-vllm"
     standin.write_text(f"#!/bin/sh\n{body}\n")
     standin.chmod(0o755)
-    config = served_toml(tmp_path / "c.toml", str(standin), "serving = { first_port = 18441 }\n")
+    timeout = "2" if "sleep" in body else "600"
+    serving = f"serving = {{ first_port = 18441, startup_timeout = {timeout} }}\n"
+    config = served_toml(tmp_path / "c.toml", str(standin), serving)
     script = tmp_path / "job.sh"
     script.write_text(_script(cli, config, "--driver", "touch driver-ran"))
-    env = {**os.environ, "CRAWDAD_SERVER_LOGS": str(tmp_path / "logs")}
-    env["CRAWDAD_STARTUP_TIMEOUT"] = "1" if "sleep" in body else "600"
     done = subprocess.run(
-        ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        ["bash", str(script)],
+        cwd=tmp_path,
+        env=_job_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1 and said in done.stderr
     if "exit 1" in body:
         assert "CUDA out of memory" in done.stderr  # the end of its log
     assert not (tmp_path / "driver-ran").exists()
-    for pid_file in (tmp_path / "logs").glob("*/*.pid"):
-        with pytest.raises(ProcessLookupError):
-            os.killpg(int(pid_file.read_text()), 0)
 
 
-def test_an_ollama_script_on_the_cpu_pulls_each_tag_within_a_limit(
+def test_an_ollama_script_on_the_cpu_serves_each_tag(
     cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CRAWDAD_GPUS", "none")
@@ -287,7 +292,7 @@ def test_an_ollama_script_on_the_cpu_pulls_each_tag_within_a_limit(
     script = tmp_path / "job.sh"
     script.write_text(text)
     _check_shell(script)
-    assert "--gres" not in text and "CUDA_VISIBLE_DEVICES=" not in text
-    for tag in ("qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"):
-        assert f"timeout 3600 ollama pull {tag}\n" in text
-    assert "OLLAMA_MAX_LOADED_MODELS=3" in text
+    assert "--gres" not in text and "CUDA_VISIBLE_DEVICES" not in text
+    (server,) = _job(text)["plan"]["servers"]  # its node pulls what it lacks as it starts
+    assert server["tags"] == ["qwen3:32b", "deepseek-r1:32b", "granite3.3:2b"]
+    assert server["env"]["OLLAMA_MAX_LOADED_MODELS"] == "3"

@@ -152,6 +152,101 @@ def test_a_single_run_resumed_with_another_half_width_is_refused_and_forced_kept
     assert [m["stop"]["half_width"] for m in kept] == [0.4]
 
 
+# --- the questions are part of a stopped experiment's identity -------------------------------
+
+
+def test_a_stopped_experiment_resumed_on_other_questions_is_refused_and_forced_is_reported(
+    tmp_path: Path, cli: Any, server: Any
+) -> None:
+    """Issue 52: an experiment resumed with --rung 3 after its decisions were printed was
+    accepted silently, and then printed a decision the report did not show."""
+    from crawdad.analysis.experiment_folder import load_experiment
+    from crawdad.analysis.experiment_report import decisions_section
+
+    from crawdad.run.store import read_experiment
+
+    file = tmp_path / "exp.toml"
+    file.write_text(EXPERIMENT.format(url=server.url))
+    out = tmp_path / "exp"
+    code, _, err = experiment(cli, file, out)
+    assert code in (0, 3), err
+    before = (out / "experiment.json").read_bytes()
+    first = read_experiment(out)
+    assert first is not None and first.selection is not None
+    assert first.selection["selection"]["limit"] == 12 and first.selection["sha256"]
+
+    code, _, err = experiment(cli, file, out, "--rung", "3")  # other questions, after looking
+    assert code != 0 and "stopped experiment run on other questions" in err, err
+    assert "questions.selection.rungs: [] -> [3]" in err and "--force" in err
+    code, _, err = cli(
+        "experiment", str(file), "--data", "examples", "--out", str(out), "--limit", "20",
+        "--no-progress",
+    )  # fmt: skip
+    assert code != 0 and "questions.selection.limit: 12 -> 20" in err
+    assert (out / "experiment.json").read_bytes() == before  # nothing changed
+
+    code, _, err = experiment(cli, file, out, "--rung", "3", "--force")
+    assert code in (0, 3), err
+    manifest = read_experiment(out)
+    assert manifest is not None and manifest.selection is not None
+    assert manifest.selection["selection"]["rungs"] == [3]
+    history = manifest.selection_history
+    assert [(c.selection or {})["selection"]["rungs"] for c in history] == [[], [3]]
+    assert history[0].from_question == 0 and history[1].from_question > 0
+    section = decisions_section(load_experiment(out))
+    report = " ".join(b for b in section.blocks if isinstance(b, str))
+    assert "The questions were changed while the experiment ran" in report
+    assert "the guarantee no longer holds as stated" in report
+
+    code, _, err = experiment(cli, file, out, "--rung", "3")  # the same questions: resumes
+    assert code in (0, 3), err
+    again = read_experiment(out)
+    assert again is not None and again.selection_history == history
+
+
+def test_a_stop_in_file_order_is_refused_before_any_work(
+    tmp_path: Path, cli: Any, server: Any
+) -> None:
+    """The file's order is no random sample (CLadder's file runs story by story): a stopping
+    rule's guarantee needs the seeded order."""
+    file = tmp_path / "exp.toml"
+    text = EXPERIMENT.format(url=server.url)
+    file.write_text(text.replace("[base]\n", '[base]\nselection = { order = "file" }\n'))
+    out = tmp_path / "exp"
+    code, _, err = experiment(cli, file, out)
+    assert code != 0 and "[stop] with selection.order = 'file'" in err, err
+    assert 'selection.order = "seeded"' in err and "Traceback" not in err
+    assert not (out / "experiment.json").exists()
+
+    config = paper_toml(server.url, tmp_path / "paper.toml", head="concurrency = 4\n")
+    code, _, err = cli(
+        "run", "--data", "examples", "--config", str(config), "--out", str(tmp_path / "r"),
+        "--limit", "8", "--no-progress", "--set", "selection.order=file",
+        "--stop", "half_width=0.4",
+    )  # fmt: skip
+    assert code != 0 and "selection.order = 'file'" in err, err
+    assert not (tmp_path / "r" / "debates.jsonl").exists()
+
+
+def test_a_stopped_run_resumed_on_other_questions_is_refused_and_forced_noted(
+    tmp_path: Path, cli: Any, server: Any
+) -> None:
+    from crawdad.run.store import RunStore
+
+    config = paper_toml(server.url, tmp_path / "paper.toml", head="concurrency = 4\n")
+    out = tmp_path / "r"
+    code, _, err = run(cli, config, out, "half_width=0.4", "min_questions=2")
+    assert code == 0, err
+    args = ["run", "--data", "examples", "--config", str(config), "--out", str(out)]
+    args += ["--limit", "10", "--no-progress", "--stop", "half_width=0.4"]
+    code, _, err = cli(*args, "--stop", "min_questions=2")
+    assert code != 0 and "questions.selection.limit: 8 -> 10" in err and "--force" in err
+    code, _, err = cli(*args, "--stop", "min_questions=2", "--force")
+    assert code == 0, err
+    notes = RunStore(out).read_manifest().notes
+    assert any("the questions of a stopped run were changed by --force" in n for n in notes)
+
+
 @pytest.mark.parametrize("where", ["file", "flag"])
 def test_a_mistyped_stopping_key_is_told_among_the_stopping_keys(
     tmp_path: Path, cli: Any, where: str

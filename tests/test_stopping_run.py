@@ -311,7 +311,15 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
         assert s.done_total <= table.loc[name, "settled"] + 6 * 4
         assert again[name].finished == 0 and again[name].decision == s.decision
     assert first["base"].done_total == len(dataset.questions)  # null is undecided: base ran on
-    assert "(a claim about the models: their expected difference lies in " in printed
+    # every printed decision names its pool and its level, alpha shared among the comparisons
+    decided = [ln for ln in printed.splitlines() if "decided:" in ln]
+    assert decided and all(
+        "(a claim about the models: the expected difference" in ln for ln in decided
+    )
+    pool = "of their answers to the 150 questions selected from crawdad-example-q-balanced.json"
+    assert all(pool in ln and "(the first 150 of the seeded order)" in ln for ln in decided)
+    assert all("at 95% confidence, alpha 5% shared by 3 comparisons" in ln for ln in decided)
+    assert not any("like these" in ln or "paper claims" in ln for ln in decided)
     seqs = sequences(out)
     assert set(seqs.columns) >= {"variant", "questions", "lower", "upper", "target", "about"}
     assert "base" not in set(seqs["variant"]) and set(seqs["target"]) == {"models"}
@@ -331,12 +339,56 @@ async def test_an_experiment_stops_its_decided_variants_and_resumes_to_the_same_
         assert "ignore the optional stopping" in line
     assert "[95% CI, ignores stopping]" in paired and "McNemar p (ignores stopping)" in paired
     assert "(points) [95% CI]" not in paired
-    # the GPU seconds a budget counts (the run folder's scan) are the report's
+    # claims the size of the evidence: the pool and the level named, nothing wider
+    assert "like these" not in report and "paper claims" not in report
+    decisions_part = report.split("## Decisions")[1].split("\n## ")[0]
+    assert "over the 150 questions selected from crawdad-example-q-balanced.json" in decisions_part
+    assert "95% confidence, alpha 5% shared by 3 comparisons" in decisions_part
+    assert "stopping early overstates it" in decisions_part
+    # the stopped variants' fixed-sample intervals: marked in Variants side by side, hollow
+    # without a bar in the figure, a column in the notebook's tables, a caveat in their own report
+    side = report.split("## Variants side by side")[1].split("\n## ")[0]
+    assert "\u2020 `better`, `worse` stopped early" in side
+    row = next(ln for ln in side.splitlines() if ln.startswith("| accuracy, all"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    names = [
+        c.strip() for c in side.split("| accuracy, all")[0].splitlines()[-2].strip("|").split("|")
+    ]
+    marked = {n for n, c in zip(names, cells, strict=True) if c.endswith("\u2020")}
+    assert marked == {"better", "worse"}
+    assert "hollow without a bar: a variant stopped early" in report
     from crawdad.analysis.experiment_folder import load_experiment as load_folder
+    from crawdad.analysis.experiment_report import stopped_before_end
 
+    exp = load_folder(out)
+    cut = stopped_before_end(exp, table.reset_index())
+    assert cut == {"better", "worse"}
+    import crawdad
+
+    frames = crawdad.load_frames(out)
+    noted = [t for t in crawdad.report_tables(frames).values() if "interval_note" in t]
+    assert noted
+    import pandas as pd
+
+    notes = pd.concat([t[["run", "interval_note"]] for t in noted]).groupby("run")["interval_note"]
+    notes = notes.first()
+    assert notes["better"].startswith("stopped early") and notes["worse"].startswith(
+        "stopped early"
+    )
+    assert notes["base"] == "" and notes["null"] == ""
+    assert set(decisions(out).set_index("variant").loc[["better", "worse"], "estimate_note"]) == {
+        "the difference at the stop; stopping early overstates it"
+    }
+    from crawdad.analysis.report import write_report
+
+    own = write_report([out / "better"], tmp_path / "better_report").read_text()
+    assert "Run `better` stopped early**: stopped early: its fixed-sample intervals" in own
+    base_own = write_report([out / "base"], tmp_path / "base_report").read_text()
+    assert "stopped early" not in base_own
+    # the GPU seconds a budget counts (the run folder's scan) are the report's
     from crawdad.run.store import RunStore
 
-    for v in load_folder(out).variants:
+    for v in exp.variants:
         scanned = sum(RunStore(out / v.name).scan().gpu_seconds.values())
         assert scanned == pytest.approx(float(v.questions["gpu_seconds"].sum()))
 
@@ -367,6 +419,9 @@ def test_a_single_run_stops_when_its_accuracy_is_known_closely_enough(
         )
     assert code == 0, err
     assert "decided: precise" in out and "questions not run" in out
+    line = next(ln for ln in out.splitlines() if "decided: precise" in ln)
+    assert "the 360 questions of crawdad-example-q-balanced.json" in line
+    assert "at 95% confidence)" in line and "shared" not in line  # one comparison: no sharing
     manifest = RunStore(tmp_path / "r").read_manifest()
     assert manifest.stop is not None and manifest.stop["half_width"] == 0.25
     assert manifest.schema_version >= 10 and manifest.stop["target"] == "models"  # since 10
@@ -407,7 +462,8 @@ def test_the_report_says_what_its_decisions_are_about() -> None:
     assert "**What these decisions are about: this run**" in run
     assert "The claim is about this run, not about the models" in run
     models = stopping_guarantee(stop_rule({}), "base", 2)
-    assert "about: the models**" in models and "the models' expected difference" in models
+    assert "about: the models**" in models
+    assert "expected difference of the models' answers to the run's selected questions" in models
     assert "this run, not" not in models
     assert "The tests decide" in models and "The tests decide" not in run  # the run: its edges
     assert "The tests decide" not in stopping_guarantee(stop_rule({"method": "cs"}), "base", 2)

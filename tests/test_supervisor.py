@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import re
 import socket
 import sys
@@ -87,7 +88,7 @@ class Events:
         return await asyncio.wait_for(self.seen.get(), 60)
 
 
-def serving(**kw: float) -> ServingConfig:
+def serving(**kw: float | bool) -> ServingConfig:
     """Timings far below the floors a config is held to (5 s), built without those checks, so
     that a freeze is seen in a second and a check comes every 0.1 s."""
     fast = {"startup_timeout": 60.0, "freeze_timeout": 1.0, "check_interval": 0.1}
@@ -111,10 +112,15 @@ def standins() -> list[psutil.Process]:
     return out
 
 
-async def chat(server: ServerPlan) -> None:
+def keyed(key: str | None) -> dict[str, str]:
+    """The header that carries a server's key (each start has its own: `secret_of`)."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def chat(server: ServerPlan, key: str | None) -> None:
     """One generation request (the stand-in's faults count these)."""
     body = {"model": server.served_name, "messages": [{"role": "user", "content": "hi"}]}
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with httpx.AsyncClient(trust_env=False, headers=keyed(key)) as client:
         # the server may die (or freeze) under the request
         with contextlib.suppress(httpx.HTTPError):
             await client.post(f"{server.base_url}/chat/completions", json=body, timeout=30)
@@ -128,10 +134,17 @@ async def test_start_health_record_and_stop_leave_no_process(tmp_path: Path) -> 
     try:
         async with httpx.AsyncClient(trust_env=False) as client:
             for server in plan.servers:
-                assert (await client.get(f"{server.base_url}/models")).status_code == 200
+                url, key = f"{server.base_url}/models", sup.secret_of(server)
+                assert (await client.get(url, headers=keyed(key))).status_code == 200
+                assert (await client.get(url)).status_code == 401  # its key guards it
         assert len(standins()) == 2
         records = {r.key: r for r in sup.records()}
         assert records["a"].command == plan.servers[0].command
+        assert {r.pid for r in records.values()} == set(sup.pids().values())
+        assert records["a"].proven_by == ["api key", "socket"]
+        assert not any(
+            sup.keys()[s.base_url] in (tmp_path / f"{s.key}.log").read_text() for s in plan.servers
+        )
         assert records["a"].gpus == ["0: Sim 80GB"] and records["b"].gpus == []
         assert sup.urls() == {"agents.0": [s.base_url for s in plan.servers]}
         assert "Uvicorn running" in (tmp_path / "a.log").read_text()
@@ -193,16 +206,20 @@ async def test_a_server_that_never_answers_is_bounded_by_the_startup_timeout(
     assert standins() == []
 
 
-async def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+async def test_a_taken_port_is_refused_before_anything_starts_if_not_replanned(
+    tmp_path: Path,
+) -> None:
     server = standin()
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", server.port))
         busy.listen()
-        sup = Supervisor(Plan(servers=[standin("other"), server]), serving(), tmp_path)
-        with pytest.raises(
-            ServerStartError, match=rf"port taken: s0 needs 127.0.0.1:{server.port}"
-        ):
+        config = serving(replan_ports=False)
+        sup = Supervisor(Plan(servers=[standin("other"), server]), config, tmp_path)
+        with pytest.raises(ServerStartError) as e:
             await sup.start()
+    said = str(e.value)
+    assert f"port {server.port} on 127.0.0.1 is taken: pid {os.getpid()}: " in said
+    assert "pytest" in said and "no server was started" in said  # what listens, named
     assert standins() == [] and not (tmp_path / "other.log").exists()
 
 
@@ -229,14 +246,14 @@ async def test_a_server_that_dies_or_freezes_is_restarted(
     watch = asyncio.create_task(sup.watch())
     try:
         first = standins()[0].pid
-        request = asyncio.create_task(chat(server))
+        request = asyncio.create_task(chat(server, sup.secret_of(server)))
         kind, why = await events.next()
         assert kind == "down" and reason in why
         assert await events.next() == ("up", "s0")
         request.cancel()
         assert [p.pid for p in standins()] != [first]  # a new process serves
-        async with httpx.AsyncClient(trust_env=False) as client:
-            assert (await client.get(f"{server.base_url}/models")).status_code == 200
+        async with httpx.AsyncClient(trust_env=False, headers=keyed(sup.secret_of(server))) as c:
+            assert (await c.get(f"{server.base_url}/models")).status_code == 200  # a new key
         assert sup.restart_counts()["s0"][0] == 1
         lines = (tmp_path / "restarts.jsonl").read_text().splitlines()
         restart = ServerRestart.model_validate_json(lines[0])
@@ -256,10 +273,10 @@ async def test_past_the_bound_of_restarts_it_gives_up_with_the_log(tmp_path: Pat
     await sup.start()
     watch = asyncio.create_task(sup.watch())
     try:
-        await chat(server)
+        await chat(server, sup.secret_of(server))
         assert (await events.next())[0] == "down"
         assert await events.next() == ("up", "s0")
-        await chat(server)
+        await chat(server, sup.secret_of(server))
         assert (await events.next())[0] == "down"
         kind, message = await events.next()
         assert kind == "gave up"
@@ -288,7 +305,8 @@ async def test_crawdad_serve_that_gives_a_server_up_stops_all_and_fails(
     while "Ctrl-C stops them" not in capsys.readouterr().out:  # both up
         assert not serve.done(), serve.exception()
         await asyncio.sleep(0.05)
-    await chat(dying)  # it dies, and may not be restarted
+    key = json.loads((tmp_path / "keys.json").read_text())[dying.base_url]  # crawdad serve's
+    await chat(dying, key)  # it dies, and may not be restarted
     with pytest.raises(ServeStopped) as stopped:
         await asyncio.wait_for(serve, 60)
     message = str(stopped.value)

@@ -344,6 +344,28 @@ async def test_a_variant_decided_by_the_stopping_rule_shows_its_decision_and_seq
         assert len(calls) == 1  # only that variant's sequence is computed again
 
 
+async def test_a_variant_stopped_early_shows_no_fixed_sample_interval(tmp_path: Path) -> None:
+    """Issue 52: a variant its rule stopped before its last question shows its accuracy without
+    the Wilson interval, which ignores the stopping; its decision names its pool and level."""
+    rights = {"base": lambda i: i % 2 == 0, "good": lambda i: True}
+    exp = stop_experiment(tmp_path / "exp", rights, 200, {"alpha": 0.05, "target": "models"})
+    manifest = exp / "good" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["dataset"]["n_selected"] = 300  # 100 of its questions never run: stopped early
+    manifest.write_text(json.dumps(data))
+    async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
+        data = await poll(client)
+        runs = {r["label"]: r for r in data["runs"]}
+        assert runs["good"]["interval"] is None and runs["good"]["accuracy"] == 1.0
+        assert runs["good"]["interval_note"].startswith("stopped early")
+        assert runs["base"]["interval"] is not None and runs["base"]["interval_note"] == ""
+        (good,) = data["decisions"]
+        assert good["decision"] == "better" and good["level"] == "95% confidence"
+        assert "the models: the expected difference" in good["about"]
+        assert "questions of" in good["about"] and "like these" not in good["about"]
+        assert good["estimate_note"] == "the difference at the stop; stopping early overstates it"
+
+
 async def test_without_a_stopping_rule_there_are_no_decisions(tmp_path: Path) -> None:
     rights = {"base": lambda i: i % 2 == 0, "good": lambda i: True}
     exp = stop_experiment(tmp_path / "exp", rights, 40, None)
@@ -387,6 +409,9 @@ async def test_a_decided_variant_says_decided_in_the_poll_and_the_header(tmp_pat
         async with TestClient(TestServer(Viewer.open([exp]).app(TOKEN))) as client:
             states = {r["label"]: r["state"] for r in (await poll(client))["runs"]}
             assert states == {"base": "writing", "good": "decided: better"}
+            runs = {r["label"]: r for r in (await poll(client))["runs"]}
+            # it ran every question: its interval holds as it is
+            assert runs["good"]["interval"] is not None and runs["good"]["interval_note"] == ""
             async with client.get("/", headers=AUTH) as r:
                 page = await r.text()
             chip = re.search(r'data-run="good">.*?</b>', page, re.S)

@@ -39,6 +39,11 @@ TITLE = "Accuracy against compute"
 MARKERS = {"crawdad": "o", "judge": "s", "simultaneous": "D", "solo": "^"}
 LOG_RATIO = 3.0
 LINE_STYLES = ("-", "--", ":", "-.")
+STOPPED = "stopped early"
+STOPPED_KEY = (
+    "hollow, no bar: stopped early by the stopping rule; its fixed-sample interval is not "
+    "valid after the stop and is not shown (its sequence at the stop: Decisions)"
+)
 POINT_COLOR = "#222222"  # a log x axis once the costliest point costs this many times the cheapest
 
 
@@ -269,7 +274,8 @@ def _draw_curves(ax: Axes, curves: pd.DataFrame, colors: Mapping[str, str], ends
 def compute_figure(
     points: pd.DataFrame, curves: pd.DataFrame, colors: Mapping[str, str] | None = None
 ) -> Figure:
-    """points: variant, protocol, tokens, acc, ci_lo, ci_hi, baseline (bool); curves:
+    """points: variant, protocol, tokens, acc, ci_lo, ci_hi, baseline (bool), and optionally
+    stopped (bool: stopped early by a stopping rule, drawn hollow without its interval); curves:
     `metrics.experiment.curve_frame` (variant, agent, model, k, tokens, acc)."""
     pts = points.dropna(subset=["acc"])
     pts = pts[pts["tokens"] > 0].reset_index(drop=True)
@@ -289,11 +295,14 @@ def compute_figure(
         col = solo or POINT_COLOR
         y = 100 * p["acc"]
         marker = MARKERS.get(str(p["protocol"]), "o")
-        face = "white" if p["baseline"] else col
+        stopped = bool(p.get("stopped", False))
+        face = "white" if p["baseline"] or stopped else col
+        # a stopped variant's fixed-sample interval ignores the stopping: not drawn
+        bar = None if stopped else [[y - 100 * p["ci_lo"]], [100 * p["ci_hi"] - y]]
         ax.errorbar(
             p["tokens"],
             y,
-            yerr=[[y - 100 * p["ci_lo"]], [100 * p["ci_hi"] - y]],
+            yerr=bar,
             fmt=marker,
             ms=5,
             mfc=face,
@@ -307,6 +316,7 @@ def compute_figure(
         k = curves.loc[curves["variant"] == p["variant"], "k"]
         name = f"{p['variant']} (k={int(k.max())})" if solo and len(k) else str(p["variant"])
         what = str(p["protocol"]) + (", baseline" if p["baseline"] else "")
+        what += f", {STOPPED}" if stopped else ""
         handle = Line2D([], [], ls="none", marker=marker, ms=5, mfc=face, mec=col, mew=1.2)
         key.append((handle, f"{i} {name} ({what})"))
     labels = [str(i) for i in range(1, len(pts) + 1)]
@@ -327,6 +337,10 @@ def compute_figure(
         # stay distinct, where a "1.2k" style reads 1.2k five times.
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True, min_n_ticks=3))
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    if "stopped" in pts and pts["stopped"].any():  # a legend entry says what the hollow ones are
+        key.append(
+            (Line2D([], [], ls="none", marker="o", ms=5, mfc="white", mec=POINT_COLOR), STOPPED_KEY)
+        )
     ys = np.r_[100 * pts["ci_lo"], 100 * pts["ci_hi"], 100 * curves["acc"]]
     pad = max(1.0, 0.06 * (ys.max() - ys.min()))
     ax.set_ylim(ys.min() - pad, min(ys.max() + pad, 100 + pad))

@@ -6,6 +6,7 @@ against a full pass projected from the measured cost per question."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,12 +15,14 @@ from crawdad.run.scheduler import (
     Outcome,
     budget_spent_of,
     decisions_of,
+    pool_of,
     prefix_decision,
     rule_judge,
     settled_prefix,
     undecided_reason,
 )
 from crawdad.scoring.scored import outcome
+from crawdad.stopping.claims import UNKNOWN_POOL
 from crawdad.stopping.decide import CONTRADICTED, target_words
 
 __all__ = [
@@ -28,9 +31,11 @@ __all__ = [
     "SPENDING_COLUMNS",
     "baseline_frame",
     "decision_table",
+    "experiment_pool",
     "outcomes_of",
     "sequence_frame",
     "spending_table",
+    "stopped_runs",
 ]
 
 SEQUENCE_COLUMNS = [
@@ -89,14 +94,23 @@ def outcomes_of(exp: Any) -> tuple[list[str], dict[str, dict[str, Outcome]]]:
     return order, outcomes
 
 
+def experiment_pool(exp: Any) -> str:
+    """The pool the experiment's questions were drawn from, in words (the baseline's run
+    manifest: `crawdad.run.scheduler.pool_of`); "" where no manifest says."""
+    by_name = {v.name: v for v in exp.variants}
+    first = by_name.get(exp.baseline) or (exp.variants[0] if exp.variants else None)
+    manifest = getattr(getattr(first, "run", None), "manifest", None)
+    return pool_of(manifest.dataset) if manifest is not None else ""
+
+
 def _rule(exp: Any) -> Any:
     from crawdad.run.experiment import recorded_rule
 
     return recorded_rule(exp.manifest.stop or {})
 
 
-def _frame(seq: pd.DataFrame, name: str, target: str, kind: str) -> pd.DataFrame:
-    about = target_words(target, "difference" if kind == "difference" else "accuracy")
+def _frame(seq: pd.DataFrame, name: str, target: str, kind: str, pool: str) -> pd.DataFrame:
+    about = target_words(target, "difference" if kind == "difference" else "accuracy", pool)
     return seq.assign(variant=name, target=target, about=about)[SEQUENCE_COLUMNS]
 
 
@@ -108,6 +122,7 @@ def sequence_frame(exp: Any) -> pd.DataFrame:
     order, outcomes = outcomes_of(exp)
     base = outcomes.get(exp.baseline) if exp.baseline else None
     compared = max(1, len(outcomes) - 1)
+    pool = experiment_pool(exp) or UNKNOWN_POOL
     frames = []
     for name, mine in outcomes.items():
         if name == exp.baseline:
@@ -116,7 +131,7 @@ def sequence_frame(exp: Any) -> pd.DataFrame:
         if not prefix.a:
             continue
         seq, _ = prefix_decision(prefix, rule, compared)
-        frames.append(_frame(seq, name, rule.target, "difference"))
+        frames.append(_frame(seq, name, rule.target, "difference", pool))
     if not frames:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)
     return pd.concat(frames, ignore_index=True)
@@ -134,7 +149,8 @@ def baseline_frame(exp: Any) -> pd.DataFrame:
     if not prefix.a:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)
     seq, _ = prefix_decision(prefix, rule, max(1, len(outcomes) - 1))
-    return _frame(seq, str(exp.baseline), rule.target, "accuracy").reset_index(drop=True)
+    pool = experiment_pool(exp) or UNKNOWN_POOL
+    return _frame(seq, str(exp.baseline), rule.target, "accuracy", pool).reset_index(drop=True)
 
 
 def decision_table(exp: Any) -> pd.DataFrame:
@@ -152,6 +168,7 @@ def decision_table(exp: Any) -> pd.DataFrame:
     base = outcomes.get(exp.baseline) if exp.baseline else None
     spent = {v.name: float(v.questions["gpu_seconds"].sum()) for v in exp.variants}
     seqs = sequence_frame(exp)
+    pool = experiment_pool(exp) or UNKNOWN_POOL
     rows = []
     for name, decision in decided.items():
         prefix = settled_prefix(order, outcomes[name], base)
@@ -182,7 +199,7 @@ def decision_table(exp: Any) -> pd.DataFrame:
                 "settled": settled,
                 "unscored": prefix.unscored,
                 "target": rule.target,
-                "about": target_words(rule.target),
+                "about": target_words(rule.target, pool=pool),
                 "reason": reason,
             }
         )
@@ -211,3 +228,45 @@ def spending_table(exp: Any) -> pd.DataFrame:
             row[f"saved_{col}"] = 0.0 if n == selected or abs(saved) < 1e-9 else saved
         rows.append(row)
     return pd.DataFrame(rows, columns=SPENDING_COLUMNS)
+
+
+def _rule_over(run: Any) -> dict[str, Any] | None:
+    """The stopping rule a run ran under: its own (`--stop`), or its experiment's `[stop]` (a
+    variant's folder lies in the experiment's)."""
+    from crawdad.errors import CrawdadError
+    from crawdad.run.store import is_experiment, read_experiment
+
+    manifest = run.manifest
+    if manifest is not None and manifest.stop is not None:
+        return dict(manifest.stop)
+    parent = Path(run.path).parent
+    if not is_experiment(parent):
+        return None
+    try:
+        exp = read_experiment(parent)
+    except CrawdadError:
+        return None
+    if exp is None or exp.stop is None or Path(run.path).name == exp.baseline:
+        return None  # the baseline runs on while any variant is undecided
+    return dict(exp.stop)
+
+
+def stopped_runs(runs: list[Any]) -> dict[str, str]:
+    """Runs (`crawdad.analysis.load.Run`) a stopping rule may have cut short, by label, each
+    with the caveat its fixed-sample intervals carry: run under a rule, with fewer finished
+    questions than it selected. Their Wilson, Newcombe, McNemar and per-rung figures ignore the
+    optional stopping."""
+    from crawdad.stopping.claims import FIXED_SAMPLE
+
+    out = {}
+    for run in runs:
+        manifest = run.manifest
+        if manifest is None or _rule_over(run) is None:
+            continue
+        finished = int((~run.debates["errored"]).sum()) if "errored" in run.debates else 0
+        if finished < manifest.dataset.n_selected:
+            out[run.label] = (
+                f"{FIXED_SAMPLE} (it ran under a stopping rule and finished {finished} of its "
+                f"{manifest.dataset.n_selected} selected questions)"
+            )
+    return out

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import msgspec
 import openai
 
+from crawdad.backends import server_keys
 from crawdad.backends.base import (
     FAKE_HEADER,
     GARBAGE_ERRORS,
@@ -98,7 +99,9 @@ def status_error(status: int, message: str, url: str, model: str) -> BackendErro
         )
     if status in (401, 403):
         return BackendError(
-            f"{url} refused the API key ({status}); set api_key_env in the config", endpoint=url
+            f"{url} refused the API key ({status}); set api_key_env in the config (a server of "
+            "`crawdad serve` or --keep-servers: set serving.keys_file to its keys.json)",
+            endpoint=url,
         )
     transient = status in (408, 409, 429) or status >= 500
     return BackendError(f"{url} answered {status}: {message}", transient=transient, endpoint=url)
@@ -239,11 +242,19 @@ class OpenAIBackend:
         self._structured_form = STRUCTURED_FORMS[0]
         self._timeout = timeout
         self._http = StreamConnections(url, self._timeout, self._timeout)  # streamed chats
+        self._api_key = api_key
         self._headers = {
             "Authorization": f"Bearer {api_key or 'not-needed'}",
             "Accept": "text/event-stream",
         }
         self._whole_headers = {**self._headers, "Accept": "application/json"}
+
+    def _auth(self) -> dict[str, str]:
+        """The config's key, else the key of crawdad's own server there (a new one after each
+        restart: looked up per request), else none."""
+        if self._api_key:
+            return {}
+        return server_keys.headers_for(self.url)
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -322,7 +333,9 @@ class OpenAIBackend:
         url = f"{self.url}/chat/completions"
         async with (
             asyncio.timeout(self._timeout),
-            await self._http.post(url, json=body, headers=self._whole_headers) as resp,
+            await self._http.post(
+                url, json=body, headers={**self._whole_headers, **self._auth()}
+            ) as resp,
         ):
             raw = await resp.read()
             if resp.status >= 400:
@@ -339,7 +352,9 @@ class OpenAIBackend:
         url = f"{self.url}/chat/completions"
         async with (
             asyncio.timeout(self._timeout),
-            await self._http.post(url, json=body, headers=self._headers) as resp,
+            await self._http.post(
+                url, json=body, headers={**self._headers, **self._auth()}
+            ) as resp,
         ):
             if resp.status >= 400:
                 raise StatusError(resp.status, await resp.text(errors="replace"))
@@ -347,7 +362,7 @@ class OpenAIBackend:
 
     async def _models(self) -> list[Any]:
         try:
-            page = await self._client.models.list()
+            page = await self._client.models.list(extra_headers=self._auth() or None)
             return list(page.data)
         except Exception as e:
             if isinstance(e, openai.APIError) or failure_kind(e):
@@ -387,7 +402,7 @@ class OpenAIBackend:
             async with (
                 asyncio.timeout(limits.seconds),
                 self._client._client.stream(
-                    "GET", f"{root}{path}", headers={"Accept-Encoding": "identity"}
+                    "GET", f"{root}{path}", headers={"Accept-Encoding": "identity", **self._auth()}
                 ) as resp,
             ):
                 fake = FAKE_HEADER in resp.headers

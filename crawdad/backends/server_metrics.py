@@ -49,6 +49,8 @@ from urllib.parse import urlparse
 
 import aiohttp
 
+from crawdad.backends import server_keys
+
 ServerKind = Literal["vllm", "sglang", "llamacpp", "ollama"]
 
 # field -> the metric family names that carry it, newest first (counters without `_total`).
@@ -418,7 +420,8 @@ class MetricsReader:
         self.none: NoMetrics | None = None
 
     async def _get(self, path: str) -> tuple[int, bytes]:
-        headers = {"Accept-Encoding": "gzip, deflate"}
+        # llama-server's /metrics and /slots need the key of crawdad's own server
+        headers = {"Accept-Encoding": "gzip, deflate", **server_keys.headers_for(self.root)}
         # A redirect is not followed: figures come from the server itself, never from a page it
         # points at (a 3xx is an answer without metrics).
         async with self.session.get(

@@ -4,7 +4,9 @@ process in seconds.
 
     python -m crawdad.fake.standin [serve WEIGHTS] --port N [--host H] [--served-model-name M]
 
-Other flags (vLLM's `--max-model-len`, ...) are accepted and ignored. It serves the paper's
+Other flags (vLLM's `--max-model-len`, ...) are accepted and ignored. An API key, as vLLM takes
+it (`--api-key`, else the variable `VLLM_API_KEY`), guards `/v1/*` as vLLM's does: a missing or
+wrong key is 401 `{"error": "Unauthorized"}`; `/health`, `/version` and `/metrics` stay open. It serves the paper's
 three fake models and every `--served-model-name` (a name with "granite" or "extract" in it is
 played by the fake extractor, any other by a Qwen3-like debater).
 
@@ -77,6 +79,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--served-model-name", action="append", default=[])
+    parser.add_argument("--api-key", default=None)
     args, _ = parser.parse_known_args(argv)
     return args
 
@@ -201,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         health_delay=slow_health,
+        api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
     )
     if slow_health:
         _fired()

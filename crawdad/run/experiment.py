@@ -43,14 +43,18 @@ from crawdad.run.runner import (
     run_jobs,
     server_pools,
 )
-from crawdad.run.scheduler import Scheduler, rule_judge
+from crawdad.run.scheduler import Scheduler, check_random_order, pool_of, rule_judge
 from crawdad.run.store import (
     EXPERIMENT,
     RunStore,
     Scan,
+    changed_selection_history,
     changed_stop_history,
     read_experiment,
+    selection_change_note,
+    selection_differences,
     selection_for,
+    selection_identity,
     stop_change_note,
     stop_differences,
 )
@@ -305,6 +309,15 @@ async def _run_experiment(
     on_summary: Callable[[list[RunSummary]], None] | None,
     supervisor: Any | None,
 ) -> list[RunSummary]:
+    first = dataset[next(iter(configs))] if isinstance(dataset, Mapping) else dataset
+    first_config = next(iter(configs.values()))
+    if manifest.stop is not None:
+        check_random_order(first_config.selection.order, str(manifest.file))
+    info = getattr(first, "info", None)
+    if info is not None:  # the questions: a stopped experiment's identity, as its rule is
+        manifest = manifest.model_copy(
+            update={"selection": selection_identity(info, first_config.seed)}
+        )
     earlier = _earlier_manifest(out, manifest, force)
     lock = _lock(out)
     grouped = any(c.schedule == "grouped" for c in configs.values())
@@ -347,7 +360,8 @@ async def _run_experiment(
         every = min(c.server_metrics for c in configs.values())  # the servers are shared
         scheduler = None
         if manifest.stop is not None:
-            scheduler = experiment_scheduler(manifest, jobs, scans, concurrency)
+            words = pool_of(info) if info is not None else ""
+            scheduler = experiment_scheduler(manifest, jobs, scans, concurrency, words)
         return await run_jobs(
             jobs,
             gate,
@@ -369,7 +383,11 @@ async def _run_experiment(
 
 
 def experiment_scheduler(
-    manifest: ExperimentManifest, jobs: list[Job], scans: list[Scan], concurrency: int
+    manifest: ExperimentManifest,
+    jobs: list[Job],
+    scans: list[Scan],
+    concurrency: int,
+    pool: str = "",
 ) -> Scheduler:
     """The scheduler of an experiment with a stopping rule: every variant against the baseline,
     alpha shared among them (Bonferroni), over the run's order of questions."""
@@ -393,6 +411,7 @@ def experiment_scheduler(
         max_questions=rule.max_questions,
         max_gpu_seconds=rule.max_gpu_seconds,
         say=tqdm.write,
+        pool=pool,
     )
 
 
@@ -416,6 +435,16 @@ def _earlier_manifest(
             "any of them was seen. Resume with the rule it was run under (the same [stop] and "
             "--stop), use another --out folder, or pass --force to change it anyway (the "
             "report then says that the guarantee no longer holds as stated)."
+        )
+    if old.stop is not None and (diffs := selection_differences(old.selection, manifest.selection)):
+        raise StoreError(
+            f"{out} holds a stopped experiment run on other questions:\n  - "
+            + "\n  - ".join(diffs)
+            + "\nIts decisions were made on those questions and hold only for questions fixed "
+            "before any decision was seen. Resume with the selection it was run with (the same "
+            "--rung, --limit, filters and data file), use another --out folder, or pass --force "
+            "to change them anyway (the manifest keeps the history, and the report then says "
+            "that the guarantee no longer holds as stated)."
         )
     return old
 
@@ -443,8 +472,18 @@ def _write_manifest(
                 old.stop_history, old.stop, old.created_at, manifest.stop, finished
             )
             log.warning("%s: %s", out, stop_change_note(history))
+        selections = old.selection_history
+        if old.stop is not None and selection_differences(old.selection, manifest.selection):
+            selections = changed_selection_history(
+                old.selection_history, old.selection, old.created_at, manifest.selection, finished
+            )
+            log.warning("%s: %s", out, selection_change_note(selections))
         manifest = manifest.model_copy(
-            update={"created_at": old.created_at, "stop_history": history}
+            update={
+                "created_at": old.created_at,
+                "stop_history": history,
+                "selection_history": selections,
+            }
         )
     with Folder(out) as folder:
         folder.write_text(EXPERIMENT, manifest.model_dump_json(indent=2))

@@ -27,7 +27,7 @@ from crawdad.doctor import DoctorReport, diagnose, require_ready
 from crawdad.errors import ConfigError, CrawdadError, StoreWriteError
 from crawdad.prompts import load_prompts
 from crawdad.protocols import DebateSetup, Participant, run_debate
-from crawdad.records import DebateRecord, RunManifest, StartedServer
+from crawdad.records import ALONE, DebateRecord, RunManifest, StartedServer
 from crawdad.run.progress_line import (
     BAR_MAX,
     LineState,
@@ -39,7 +39,7 @@ from crawdad.run.progress_line import (
 )
 from crawdad.run.progress_line import clock as clock_text
 from crawdad.run.response_store import ResponseStore, SharedPool
-from crawdad.run.scheduler import Scheduler
+from crawdad.run.scheduler import Scheduler, check_random_order, pool_of
 from crawdad.run.server_series import ServerSampler
 from crawdad.run.store import RunStore, Scan
 from crawdad.run.watch import Watchdog, host_of, stall_note, stalls
@@ -77,6 +77,7 @@ class RunSummary:
     decision: str | None = None  # a stopping rule's decision, in words: the rest is not run
     undecided: str | None = None  # a stopping rule that decided nothing: why, in words
     agents: int = 2  # debaters: with one, there is no consensus to report
+    alone: bool = False  # agents that answer alone (`records.ALONE`): they never reach consensus
     servers: list[str] = field(default_factory=list)  # the servers' verdicts (server_series.py)
 
     @property
@@ -118,11 +119,13 @@ class RunSummary:
         done, scored = self.done_total, self.done_total - self.unscored
         if not done:
             return "no debate of this selection is finished yet: no accuracy to report"
-        consensus = (
-            f"consensus rate {self.consensus / done:.1%}"
-            if self.agents > 1
-            else "consensus n/a (one agent)"
-        )
+        if self.agents < 2:
+            consensus = "consensus n/a (one agent)"
+        elif self.alone:  # agents that never saw each other's answers cannot agree on one
+            consensus = "no consensus to report (the agents answer alone)"
+        else:
+            consensus = f"consensus rate {self.consensus / done:.1%}"
+
         if self.graphs:
             return (
                 f"graphs exactly right (the same edges as the truth) over these {done}: "
@@ -395,6 +398,7 @@ def make_job(
         unknown_ids=sorted(outside - known, key=_id_order) if known is not None else [],
         graphs=setup.task.answers is None,
         agents=len(setup.agents),
+        alone=setup.protocol.kind in ALONE,
     )
     todo = [q for q in questions if str(q.question_id) not in scan.finished]
     return Job(setup, store, todo, summary, name, [str(q.question_id) for q in questions])
@@ -508,7 +512,7 @@ class Progress:
             label=self.labels[id(job)] if len(self.jobs) > 1 else "",
             rate=rate if now - self._start >= 1 else None,
             accuracy=Accuracy(s.correct, scored, s.unscored).value,
-            consensus=s.consensus / done if s.agents > 1 and s.done_total else None,
+            consensus=s.consensus / done if s.agents > 1 and not s.alone and s.done_total else None,
             errors=s.errored,
             tokens_per_s=self.tokens_per_second(now) if servers else None,
             servers=self.servers(now) if servers else [],
@@ -713,6 +717,7 @@ async def _run_debates(
         started = supervisor.records() if supervisor is not None else None
         manifest = manifest_for(config, dataset, setup, servers, simulated, started)
         if stop is not None:
+            check_random_order(config.selection.order, "--stop")
             manifest = manifest.model_copy(update={"stop": stop.model_dump(mode="json")})
         scan = store.open(manifest, force=force)
         try:
@@ -732,6 +737,7 @@ async def _run_debates(
                     max_questions=stop.max_questions,
                     max_gpu_seconds=stop.max_gpu_seconds,
                     say=tqdm.write,
+                    pool=pool_of(dataset.info),
                 )
 
             def report(summaries: list[RunSummary]) -> None:

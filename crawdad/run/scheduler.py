@@ -56,6 +56,35 @@ class BudgetSpent:
     outcome: str = BUDGET_SPENT
 
 
+def pool_of(dataset: Any) -> str:
+    """The pool a run's questions were drawn from, in words, from its `DatasetInfo`
+    (`crawdad.stopping.claims.pool_words`)."""
+    from pathlib import PurePath
+
+    from crawdad.resources import examples
+    from crawdad.stopping.claims import pool_words
+
+    name = PurePath(dataset.questions_file).name
+    source = str(dataset.source)
+    if source in ("examples", str(examples())):  # `--data examples`: the package's own
+        source = "crawdad's examples"
+    where = source if PurePath(source).name == name else f"{name} in {source}"
+    return pool_words(dataset.n_selected, where, dataset.selection)
+
+
+def check_random_order(order: str, source: str) -> None:
+    """A stopping rule needs questions in a random order: the sequences are valid for a pool
+    whose questions come in an order drawn at random, and the file's order is no random sample
+    (CLadder's file runs story by story). Refused before any work."""
+    if order != "seeded":
+        raise ConfigError(
+            f"{source}: [stop] with selection.order = {order!r}: a stopping rule decides on the "
+            "first questions of the run's order, and its guarantee holds only where that order "
+            "is drawn at random; the file's order is no random sample. Set selection.order = "
+            '"seeded" (the default), or leave [stop] out to run every question in file order'
+        )
+
+
 def budget_spent_of(decision: Any, seconds: float, budget: float | None, questions: int) -> Any:
     """A variant's final word from its records: its rule's decision where there is one, else
     `BudgetSpent` where its records count `budget` GPU seconds (`seconds`), else None (it ran
@@ -246,6 +275,9 @@ class Scheduler:
     # many GPU seconds (`crawdad.records.gpu_seconds`; None: no budget).
     max_gpu_seconds: float | None = None
     say: Callable[[str], None] = print  # a decision, as it happens
+    # The questions the run's order was drawn from, in words (`crawdad.stopping.claims.
+    # pool_words`): every decision printed names it.
+    pool: str = ""
     outcomes: dict[str, dict[str, Outcome]] = field(default_factory=dict)
     decided: dict[str, Any] = field(default_factory=dict)  # job -> its decision
     # job -> question id -> the GPU seconds of its latest record, finished or failed (kept only
@@ -403,7 +435,7 @@ class Scheduler:
             return
         self.out_of_budget[name] = BudgetSpent(seconds, budget, self._settled.get(name, 0))
         if announce:
-            self.say(describe(name, self.out_of_budget[name], self.baseline))
+            self.say(self._describe(name, self.out_of_budget[name]))
 
     def _look(self, name: str, force: bool = False, announce: bool = True) -> None:
         if self.judge is None or name in self.decided or name == self.baseline:
@@ -422,7 +454,7 @@ class Scheduler:
         if decision is not None:
             self.decided[name] = decision
             if announce:
-                self.say(describe(name, decision, self.baseline))
+                self.say(self._describe(name, decision))
 
     def _advance(self, name: str, base: Mapping[str, Outcome] | None) -> int:
         """The job's settled prefix, moved on from where it was (outcomes are only ever added,
@@ -440,11 +472,9 @@ class Scheduler:
     def verdict(self, name: str) -> str | None:
         """A stopped job's reason, in words (None: it ran on)."""
         if name in self.decided:
-            return describe(name, self.decided[name], self.baseline).removeprefix(f"[{name}] ")
+            return self._describe(name, self.decided[name]).removeprefix(f"[{name}] ")
         if name in self.out_of_budget:
-            return describe(name, self.out_of_budget[name], self.baseline).removeprefix(
-                f"[{name}] "
-            )
+            return self._describe(name, self.out_of_budget[name]).removeprefix(f"[{name}] ")
         if self.judge is not None and name == self.baseline and not self.needs(name):
             if self.out_of_budget:
                 return "the baseline stopped: every variant is decided or has spent its budget"
@@ -461,14 +491,27 @@ class Scheduler:
         why = undecided_reason(prefix, self.max_questions)
         return f"undecided (which never means equivalent): {why}"
 
+    def _describe(self, name: str, decision: Any) -> str:
+        comparisons = max(1, len(self.names) - 1) if self.baseline is not None else 1
+        return describe(name, decision, self.baseline, self.pool, comparisons)
+
     def undecided(self) -> list[str]:
         return [n for n in self.names if n != self.baseline and n not in self.decided]
 
 
-def describe(name: str, decision: Any, baseline: str | None) -> str:
-    """A decision in one line, as the run prints it: what it is about (its target), the
-    questions it used and its interval in points."""
-    from crawdad.stopping.decide import Kind, interval_words, target_name
+def describe(
+    name: str,
+    decision: Any,
+    baseline: str | None,
+    pool: str = "",
+    comparisons: int = 1,
+) -> str:
+    """A decision in one line, as the run prints it: what it is about (its target, over `pool`,
+    the questions its order was drawn from: `crawdad.stopping.claims.pool_words`), the questions
+    it used, its interval in points and the level it holds at (alpha shared among `comparisons`
+    said so)."""
+    from crawdad.stopping.claims import UNKNOWN_POOL, level_words
+    from crawdad.stopping.decide import Kind, interval_words, target_name, target_words
 
     label = f"[{name}] " if name else ""
     if isinstance(decision, BudgetSpent):
@@ -479,27 +522,33 @@ def describe(name: str, decision: Any, baseline: str | None) -> str:
         )
     what = getattr(decision, "outcome", str(decision))
     used = getattr(decision, "questions", None)
-    target = target_name(getattr(decision, "target", "run"))
+    target = getattr(decision, "target", "run")
     after = f" after {used} questions" if used is not None else ""
+    alpha = getattr(decision, "alpha", None)
+    level = (
+        f", at {level_words(alpha * comparisons, comparisons)}" if isinstance(alpha, float) else ""
+    )
     if what == "contradicted":
-        alpha = getattr(decision, "alpha", None)
         at = f" = {alpha:g}" if isinstance(alpha, float) else ""
         return (
-            f"{label}contradicted{after}: its sequence about {target} ran empty, a miss (one a "
-            f"sequence at alpha{at} makes with probability at most alpha); no claim either way, "
-            "and it starts no new debate"
+            f"{label}contradicted{after}: its sequence about {target_name(target)} ran empty, a "
+            f"miss (one a sequence at alpha{at} makes with probability at most alpha); no claim "
+            "either way, and it starts no new debate"
         )
     lo, hi = getattr(decision, "lower", None), getattr(decision, "upper", None)
     against = f" than {baseline}" if baseline and what in ("better", "worse") else ""
     against = f" to {baseline}" if baseline and what == "equivalent" else against
     kind: Kind = "difference" if baseline else "accuracy"
-    if target == "the models":
-        figure = f"their expected {kind}"
+    about = target_words(target, kind, pool or UNKNOWN_POOL)
+    bounds = isinstance(lo, float | int) and isinstance(hi, float | int)
+    interval = interval_words(float(lo or 0), float(hi or 0), kind) if bounds else ""
+    if getattr(decision, "method", "cs") == "test" and what in ("better", "worse", "equivalent"):
+        # the test decides; the sequence, which needs more evidence to leave 0, shows the size
+        claim = f" (a claim about {about}, decided by its sequential test{level}" + (
+            f"; its confidence sequence at the stop: {interval})" if bounds else ")"
+        )
+    elif bounds:
+        claim = f" (a claim about {about}: it lies in {interval}{level})"
     else:
-        figure = f"the {kind} a full pass would report"
-    claim = (
-        f" (a claim about {target}: {figure} lies in {interval_words(float(lo), float(hi), kind)})"
-        if isinstance(lo, float | int) and isinstance(hi, float | int)
-        else f" (a claim about {target})"
-    )
+        claim = f" (a claim about {about}{level})"
     return f"{label}decided: {what}{against}{after}{claim}; it starts no new debate"

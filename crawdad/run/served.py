@@ -4,6 +4,12 @@ from the supervisor, and the request pools told when a server is being restarted
 
 The runner stays a runner: it calls `served_run` around its work and hands the pools to
 `PoolListener`; planning lives in `crawdad.serving.plan`, processes in the supervisor.
+
+Each server start has a secret of its own as its API key: the run's clients are told it in
+memory (`backends.server_keys`), at the start and after each restart (`PoolListener.server_up`).
+Servers kept for later runs (`crawdad serve`, `--keep-servers`) write theirs to `keys.json`
+(0600) beside their logs, and a run with `serving.start = false` reads it from
+`serving.keys_file`.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -58,9 +65,12 @@ def apply_urls(config: RunConfig, plan: Plan) -> RunConfig:
     return apply_plan(config, plan)
 
 
-def overrides(plan: Plan) -> list[str]:
-    """The `--set` options that point a run at the plan's servers (kept running)."""
+def overrides(plan: Plan, keys: Path | None = None) -> list[str]:
+    """The `--set` options that point a run at the plan's servers (kept running), and at the
+    file of their keys."""
     out = ["--set serving.start=false"]
+    if keys is not None:
+        out.append(f"--set {shlex.quote(f'serving.keys_file={keys.absolute()}')}")
     engines = {place: s.engine for s in plan.servers for place in s.models}
     for place, urls in plan.urls().items():
         listed = ", ".join(f'"{u}"' for u in urls)
@@ -92,7 +102,8 @@ async def served_experiment(
     serve is served once), each variant pointed at its servers; the logs in DIR/servers. Its
     contexts are sized for the longest of each variant's `questions` where they are given."""
     if not any(serves_any(c) and c.serving.start for c in configs.values()):
-        yield configs, None
+        with _keys_file(next(iter(configs.values())).serving):
+            yield configs, None
         return
     from crawdad.serving.plan import plan_configs, question_tokens_of
     from crawdad.serving.supervisor import Supervisor
@@ -112,21 +123,57 @@ async def served_experiment(
     )
     with _sigterm_as_ctrl_c():
         await supervisor.start()
+        plan = supervisor.plan  # its ports as reserved
         try:
-            yield (
-                {n: apply_urls(c, variant_plan(plan, n)) for n, c in configs.items()},
-                supervisor,
-            )
+            with _told_keys(supervisor):
+                yield (
+                    {n: apply_urls(c, variant_plan(plan, n)) for n, c in configs.items()},
+                    supervisor,
+                )
         finally:
             await supervisor.stop()
 
 
-def kept_text(plan: Plan, how: str) -> str:
-    """The servers left running, and the options that point a run at them."""
+@contextlib.contextmanager
+def _told_keys(supervisor: Supervisor) -> Any:
+    """The run's clients hold each server's key (in memory) while the block runs."""
+    from crawdad.backends import server_keys
+
+    listener = supervisor.listener
+    if isinstance(listener, PoolListener):
+        listener.secret = supervisor.secret_of
+    keys = supervisor.keys()
+    for url, key in keys.items():
+        server_keys.remember(url, key)
+    try:
+        yield
+    finally:
+        server_keys.forget([s.base_url for s in supervisor.plan.servers])
+
+
+@contextlib.contextmanager
+def _keys_file(serving: ServingConfig) -> Any:
+    """With `serving.keys_file` (servers that run already): their keys read while the block
+    runs."""
+    if serving.keys_file is None:
+        yield
+        return
+    from crawdad.backends import server_keys
+
+    server_keys.use_file(serving.keys_file)
+    try:
+        yield
+    finally:
+        server_keys.drop_file(serving.keys_file)
+
+
+def kept_text(plan: Plan, how: str, keys: Path | None = None) -> str:
+    """The servers left running, and the options that point a run at them (and at `keys`,
+    the file of their keys)."""
     lines = [f"servers {how}:"]
     lines += [f"  {s.key}: {s.base_url} ({s.engine}, {s.weights})" for s in plan.servers]
     lines.append("point a run at them with:")
-    lines += [f"  {line}" for line in overrides(plan)]
+    lines += [f"  {line}" for line in overrides(plan, keys)]
     return "\n".join(lines)
 
 
@@ -144,13 +191,15 @@ async def keep_serving(
         logs,
         listener=listener,
         progress=progress,
+        share_keys=True,
         give_up_hint="crawdad serve stopped every server it started: fix the cause, then start "
         "it again.",
     )
     with _sigterm_as_ctrl_c():
         await supervisor.start()
         try:
-            print(kept_text(plan, f"running (logs in {logs}); Ctrl-C stops them"), flush=True)
+            how = f"running (logs in {logs}); Ctrl-C stops them"
+            print(kept_text(supervisor.plan, how, supervisor.keys_path), flush=True)
             watch = asyncio.create_task(supervisor.watch())
             given_up = asyncio.create_task(listener.given_up.wait())
             try:
@@ -195,6 +244,8 @@ class PoolListener:
         self.pools: list[ModelPool] = []
         self.halt: Callable[[str], None] | None = None
         self.given_up: str | None = None
+        # the key of a server's current start (`Supervisor.secret_of`): a restart brings a new one
+        self.secret: Callable[[ServerPlan], str | None] | None = None
 
     def attach(self, pools: list[ModelPool], halt: Callable[[str], None], urls: list[str]) -> None:
         self.pools, self.halt = pools, halt
@@ -209,6 +260,10 @@ class PoolListener:
             pool.hold(server.base_url)
 
     def server_up(self, server: ServerPlan) -> None:
+        if self.secret is not None:
+            from crawdad.backends import server_keys
+
+            server_keys.remember(server.base_url, self.secret(server))
         for pool in self.pools:
             pool.release(server.base_url)
 
@@ -267,7 +322,8 @@ async def served_run(
     A plan made here sizes its contexts for the longest of `questions`."""
     if plan is None:
         if not serves_any(config) or not config.serving.start:
-            yield config, None
+            with _keys_file(config.serving):
+                yield config, None
             return
         plan = make_plan(config, questions)
     from crawdad.serving.supervisor import Supervisor
@@ -283,14 +339,17 @@ async def served_run(
     )
     with _sigterm_as_ctrl_c():
         await supervisor.start()
+        plan = supervisor.plan  # its ports as reserved
         try:
-            yield apply_urls(config, plan), supervisor
+            with _told_keys(supervisor):
+                yield apply_urls(config, plan), supervisor
         finally:
             if keep:
                 supervisor.detach()
                 from tqdm.auto import tqdm
 
                 groups = " ".join(f"-{pid}" for pid in supervisor.pids().values())
-                tqdm.write(kept_text(plan, f"kept running (stop them with `kill -- {groups}`)"))
+                how = f"kept running (stop them with `kill -- {groups}`)"
+                tqdm.write(kept_text(plan, how, supervisor.keys_path))
             else:
                 await supervisor.stop()

@@ -29,9 +29,11 @@ from pydantic import ValidationError
 from crawdad.config import SelectionConfig, diff_settings, normalized_config, result_settings
 from crawdad.errors import CrawdadError, StoreError, StoreWriteError, UnsafePathError
 from crawdad.records import (
+    DatasetInfo,
     DebateRecord,
     ExperimentManifest,
     RunManifest,
+    SelectionChange,
     ServedBy,
     StopChange,
     gpu_seconds,
@@ -179,6 +181,60 @@ def stop_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> 
     return diff_settings(before, after, "stop")
 
 
+def selection_identity(dataset: DatasetInfo, seed: Any) -> dict[str, Any]:
+    """What a stopped run's questions are, as its identity: the questions file and its sha256,
+    the selection (rungs, filters, sample, limit, order), the seed that draws the order, and
+    the questions selected."""
+    return {
+        "questions_file": dataset.questions_file,
+        "sha256": dataset.sha256,
+        "selection": _full_selection(dataset.selection),
+        "seed": seed,
+        "selected": dataset.n_selected,
+    }
+
+
+def _full_selection(selection: dict[str, Any]) -> dict[str, Any]:
+    """A recorded selection with its defaults spelled out, so that the same one compares equal."""
+    try:
+        return SelectionConfig.model_validate(selection).model_dump(mode="json")
+    except ValidationError:
+        return dict(selection)
+
+
+def selection_differences(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """How a stopped run's questions would change (`selection_identity`): `[]` when they would
+    not, or when the old ones were never recorded. Decisions hold at their stated level only for
+    questions fixed before any was seen: a resume may not change them without --force."""
+    if old is None or new is None:
+        return []
+    before = {**old, "selection": _full_selection(old.get("selection") or {})}
+    after = {**new, "selection": _full_selection(new.get("selection") or {})}
+    return diff_settings(before, after, "questions") if before != after else []
+
+
+def changed_selection_history(
+    history: list[SelectionChange],
+    old: dict[str, Any] | None,
+    since: datetime,
+    new: dict[str, Any] | None,
+    finished: int,
+) -> list[SelectionChange]:
+    """The selections a stopped experiment went through once `new` replaces `old` after
+    `finished` questions (the first, from question 0, put first where the history is empty)."""
+    earlier = list(history) or [SelectionChange(selection=old, from_question=0, at=since)]
+    return [*earlier, SelectionChange(selection=new, from_question=finished, at=datetime.now(UTC))]
+
+
+def selection_change_note(history: list[SelectionChange]) -> str:
+    """The note a manifest keeps of questions changed by --force."""
+    return (
+        f"the questions of a stopped run were changed by --force after "
+        f"{history[-1].from_question} finished question(s); decisions made on questions changed "
+        "after results were seen no longer carry their stated guarantee (see selection_history)"
+    )
+
+
 def changed_stop_history(
     history: list[StopChange],
     old: dict[str, Any] | None,
@@ -270,7 +326,13 @@ class RunStore:
                     manifest, f"manifest.json was damaged (kept as {aside}); replaced by --force"
                 )
             stop_diffs = stop_differences(old.stop, manifest.stop)
-            if diffs := manifest_differences(old, manifest) + stop_diffs:
+            sel_diffs = []
+            if old.stop is not None and manifest.stop is not None:  # a stopped run's questions
+                sel_diffs = selection_differences(
+                    selection_identity(old.dataset, _seed_of(old)),
+                    selection_identity(manifest.dataset, _seed_of(manifest)),
+                )
+            if diffs := manifest_differences(old, manifest) + stop_diffs + sel_diffs:
                 if not force:
                     raise StoreError(
                         f"{self.path} holds a run made with other settings:\n  - "
@@ -286,6 +348,16 @@ class RunStore:
                         old.stop_history, old.stop, old.created_at, manifest.stop, finished
                     )
                     note = stop_change_note(history)
+                if sel_diffs:
+                    finished = len(self.scan(seed=_seed_of(old)).finished)
+                    note = "; ".join(
+                        [
+                            *([note] if note else []),
+                            f"{'; '.join(sel_diffs)}: the questions of a stopped run were "
+                            f"changed by --force after {finished} finished question(s); its "
+                            "decisions no longer carry their stated guarantee",
+                        ]
+                    )
                 manifest = manifest.model_copy(update={"stop_history": history})
                 stamp = old.created_at.strftime("%Y%m%dT%H%M%S")
                 self._dir.rename(MANIFEST, f"manifest.{stamp}.json")

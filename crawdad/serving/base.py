@@ -129,6 +129,17 @@ class Engine(Protocol):
         """The path that answers 200 once the server can take requests ("/health", ...)."""
         ...
 
+    def api_key(self, secret: str) -> tuple[dict[str, str], list[str]]:
+        """How the server gets its per-start secret as its API key: (environment, arguments
+        added to its command line); ({}, []) for an engine without keys (Ollama). The
+        environment is preferred: arguments show in `ps`."""
+        ...
+
+    def key_path(self) -> str | None:
+        """A GET path that needs the API key (None: the engine has none): the ownership proof
+        (`ownership.key_proof`)."""
+        ...
+
     def installed(self) -> bool: ...
 
     def install_hint(self) -> str:

@@ -149,3 +149,41 @@ def check_served(
         check.lines.append(f"plan    {len(plan.servers)} server(s) fit on {where}")
         check.lines += [f"        - {note}" for note in plan.notes]
     return check
+
+
+# -- SLURM jobs and weights --------------------------------------------------------------------
+
+
+def job_step(job: Path, *, node: bool, watch: int | None) -> int:
+    """`crawdad serve --node JOB` (serve this node's share of a job) or `--await JOB` (print the
+    served URLs once every node's servers answer): the steps of a `--slurm` script."""
+    import json
+    import os
+    import sys
+
+    from crawdad.serving.node import AWAIT_MARGIN, await_nodes, read_job, serve_node
+
+    if node:
+        return serve_node(job)
+    raw = os.environ.get("CRAWDAD_STARTUP_TIMEOUT", "").strip()
+    try:
+        timeout = float(raw) if raw else read_job(job).serving.startup_timeout + AWAIT_MARGIN
+    except ValueError:
+        raise CrawdadError(f"CRAWDAD_STARTUP_TIMEOUT={raw!r}: give seconds, such as 1200") from None
+    try:
+        urls = await_nodes(job, timeout, watch)
+    except CrawdadError as e:
+        print(f"crawdad: {e}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps(urls), flush=True)
+    return 0
+
+
+def fetch_weights(configs: dict[str, RunConfig]) -> None:
+    """`crawdad serve --fetch`: every served model's weights onto this machine."""
+    import sys
+
+    from crawdad.serving.prefetch import fetch
+
+    count = fetch(configs, lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"{count} served model weight(s) ready on this machine", file=sys.stderr)

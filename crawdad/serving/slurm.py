@@ -1,21 +1,99 @@
-"""`crawdad serve --slurm`: a SLURM batch script from a plan. It pins each server to its GPUs,
-starts the servers on every allocated node (each in its own process group), waits for each to
-answer within a time limit, runs the driver beside them with CRAWDAD_SERVED_URLS pointing its
-served models at them, and stops every server when the driver ends, fails or the job is
-cancelled. Run without SLURM (`bash job.sh`), it serves on this machine alone."""
+"""`crawdad serve --slurm`: a SLURM batch script from a plan. The script itself only sets up:
+it writes the plan as data (`job.json`, a quoted here-document of one JSON line) and a key
+(`secret`, 0600) into the job's folder, starts `crawdad serve --node` on every node (one `srun`
+task each; without SLURM, on this machine), waits for every node's servers
+(`crawdad serve --await`), and runs the driver beside them. crawdad's own supervisor starts,
+keeps (restarts) and stops each node's servers, on ports chosen on the node when the job runs.
+A node whose crawdad or servers end ends the job with a message, at once (`wait -n`).
+
+Nothing from a config becomes code: every value that reaches the script is quoted
+(`shlex.quote`), comments included, and the plan travels as JSON. The only shell written by the
+user is the `--driver` line and the `--setup` lines, both shown in the script's header.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import shlex
 from collections.abc import Iterable
 
+from crawdad.config import ServingConfig
+from crawdad.errors import CrawdadError
 from crawdad.serving.base import Plan, ServerPlan
-from crawdad.serving.engines import engine
+from crawdad.serving.node import (
+    AWAIT_MARGIN,
+    JOB_FILE,
+    KEYS_FILE,
+    SECRET_FILE,
+    JobSpec,
+    keyless,
+)
 
-STOP_GRACE = 30  # seconds between a server's SIGTERM and its SIGKILL
-PULL_TIMEOUT = 3600  # seconds for `ollama pull` of one tag
-POLL = 2  # seconds between health checks
+STOP_GRACE = 30  # seconds between the node's SIGTERM and its SIGKILL
+CRAWDAD_CPUS = 2  # crawdad and the driver
+CRAWDAD_MEM_GIB = 8
+HEREDOC = "CRAWDAD_JOB_JSON"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TIME = re.compile(r"^[0-9]+(-[0-9]+)?(:[0-9]+){0,2}$")
+
+
+def comment(text: str) -> str:
+    """A comment line that stays one: control characters (a newline would start a command)
+    shown as '?'."""
+    return "# " + _CONTROL.sub("?", text)
+
+
+def cpus_for(server: ServerPlan) -> int:
+    """A GPU server: 2, and 2 per GPU (tokenizer, scheduler, one worker per GPU); a CPU server
+    computes on them: 8."""
+    return 2 + 2 * len(server.gpus) if server.gpus else 8
+
+
+def mem_gib_for(server: ServerPlan) -> int:
+    """Host memory: what the server holds on all its GPUs (the weights pass through host memory
+    as they load), or on the CPU all it holds; a quarter more, at least 4 GiB."""
+    held = server.memory_gib * max(1, len(server.gpus))
+    return max(4, math.ceil(held * 1.25))
+
+
+def requests(plan: Plan) -> tuple[int, int]:
+    """(--cpus-per-task, --mem in GiB) of one node: each server's share and crawdad's."""
+    cpus = CRAWDAD_CPUS + sum(cpus_for(s) for s in plan.servers)
+    mem = CRAWDAD_MEM_GIB + sum(mem_gib_for(s) for s in plan.servers)
+    return cpus, mem
+
+
+def _plain(text: str, what: str) -> str:
+    if _CONTROL.search(text):
+        raise CrawdadError(f"{what} {text!r} holds a newline or control character: one line")
+    return text
+
+
+def _job_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:64] or "crawdad"
+
+
+def _sbatch_lines(plan: Plan, job_name: str, nodes: int, time: str, sbatch: list[str]) -> list[str]:
+    if not _TIME.match(time):
+        raise CrawdadError(f"--time {time!r}: use SLURM's form, such as 24:00:00 or 2-00:00:00")
+    given = [_plain(line.strip(), "--sbatch") for line in sbatch if line.strip()]
+    options = {re.split(r"[= ]", line, maxsplit=1)[0] for line in given}
+    cpus, mem = requests(plan)
+    gpus = len(plan.gpus)
+    name = _job_name(job_name)
+    return [
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        *([f"#SBATCH --gres=gpu:{gpus}"] if gpus else []),
+        *([] if options & {"--cpus-per-task", "-c"} else [f"#SBATCH --cpus-per-task={cpus}"]),
+        *([] if any(o.startswith("--mem") for o in options) else [f"#SBATCH --mem={mem}G"]),
+        f"#SBATCH --time={time}",
+        f"#SBATCH --output={name}-%j.out",
+        *(f"#SBATCH {line}" for line in given),
+    ]
 
 
 def slurm_script(
@@ -23,230 +101,146 @@ def slurm_script(
     driver: str,
     *,
     source: str,
+    serving: ServingConfig | None = None,
     job_name: str = "crawdad",
     nodes: int = 1,
     time: str = "24:00:00",
-    startup_timeout: float = 1200.0,
     sbatch: Iterable[str] = (),
+    setup: Iterable[str] = (),
 ) -> str:
     """The batch script: `driver` (a shell command line, such as `crawdad run ...`) runs on the
-    first node once every server of every node answers."""
-    servers = [_bound(s) for s in plan.servers] if nodes > 1 else list(plan.servers)
-    gpus = len(plan.gpus)
+    first node once every server of every node answers. `setup` (shell lines, such as
+    `source ~/venvs/crawdad/bin/activate`) runs first, as written."""
+    serving = serving or ServingConfig()
+    if nodes > 1 and (bare := [s.key for s in plan.servers if keyless(s)]):
+        raise CrawdadError(
+            f"servers {', '.join(bare)} take no API key (Ollama, llama-cpp-python), so on "
+            "several nodes anyone on the network could use them: serve them on one node "
+            "(--nodes 1), or with vLLM, SGLang or llama-server"
+        )
+    setup = [_plain(line, "--setup") for line in setup if line.strip()]
+    spec = JobSpec(
+        plan=plan, serving=serving, nodes=nodes, bind="node" if nodes > 1 else "loopback"
+    )
+    data = json.dumps(spec.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":"))
+    assert "\n" not in data and data != HEREDOC
+    cpus, mem = requests(plan)
     head = [
         "#!/usr/bin/env bash",
-        "# shellcheck disable=SC2317  # the functions below run from traps and from srun",
-        f"#SBATCH --job-name={job_name}",
-        f"#SBATCH --nodes={nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        *([f"#SBATCH --gres=gpu:{gpus}"] if gpus else []),
-        f"#SBATCH --time={time}",
-        f"#SBATCH --output={job_name}-%j.out",
-        *(f"#SBATCH {line.strip()}" for line in sbatch if line.strip()),
+        *_sbatch_lines(plan, job_name, nodes, time, list(sbatch)),
+        "# shellcheck disable=SC2016,SC2317  # lines quoted for later; functions run from traps",
         "#",
-        f"# Written by `crawdad serve --slurm {source}` from this plan (each node alike):",
-        *(f"#   {line}" for line in describe(plan)),
-        "# Each server runs pinned to its GPUs in its own process group. The driver starts once",
-        "# every server answers (at most STARTUP_TIMEOUT seconds), and every server is stopped",
-        "# when the driver ends, fails, or the job is cancelled.",
+        comment(f"Written by `crawdad serve --slurm {shlex.quote(source)}` from this plan (every"),
+        "# node alike; each node chooses its ports when the job starts):",
+        *(comment(f"  {line}") for line in describe(plan)),
+        comment(
+            f"Requests: {cpus} CPUs ({CRAWDAD_CPUS} for crawdad, 2 + 2 per GPU for each GPU "
+            "server, 8 for a CPU one)"
+        ),
+        comment(
+            f"and {mem} GiB ({CRAWDAD_MEM_GIB} for crawdad, 1.25 x what each server holds); "
+            "--sbatch lines win."
+        ),
+        "# crawdad's supervisor runs each node's servers (`crawdad serve --node`): it restarts",
+        "# one that dies, and a node whose servers cannot be kept ends the job.",
+        "# Environment setup (--setup; shell, run as written):",
+        *(comment(f"  {line}") for line in setup or ["(none: crawdad must be on PATH)"]),
+        "# Driver (--driver; shell, run as written once every server answers):",
+        *(comment(f"  {line}") for line in driver.strip().splitlines()),
         "set -euo pipefail",
         "",
-        f'STARTUP_TIMEOUT="${{CRAWDAD_STARTUP_TIMEOUT:-{int(startup_timeout)}}}"'
-        "  # seconds for all servers to answer",
-        f"STOP_GRACE={STOP_GRACE}  # seconds between a server's SIGTERM and its SIGKILL",
-        'LOGS="${CRAWDAD_SERVER_LOGS:-$PWD/servers-${SLURM_JOB_ID:-local}}"',
-        "export LOGS STOP_GRACE",
-        'mkdir -p "$LOGS"',
-        "command -v curl > /dev/null || { echo 'crawdad: curl is needed to wait for the servers'"
-        " >&2; exit 1; }",
+    ]
+    body = [
+        *setup,
+        "command -v crawdad > /dev/null || {",
+        "  echo 'crawdad: crawdad is not on PATH here: give `crawdad serve --slurm` a --setup"
+        " line that activates its environment' >&2",
+        "  exit 1",
+        "}",
+        'JOB="${CRAWDAD_JOB_DIR:-$PWD/crawdad-job-${SLURM_JOB_ID:-$$}}"',
+        'mkdir -p "$JOB"',
+        'chmod 700 "$JOB"',
+        "# A job run again in the same folder: its nodes' earlier records are not this run's.",
+        'rm -f -- "$JOB"/nodes/*.json "$JOB"/nodes/*.failed',
+        f'CRAWDAD_STARTUP_TIMEOUT="${{CRAWDAD_STARTUP_TIMEOUT:-'
+        f'{int(serving.startup_timeout) + AWAIT_MARGIN}}}"',
+        "# Weights come from `crawdad serve --fetch`, run before the job where the internet is:",
+        "# a compute node does not download (export HF_HUB_OFFLINE=0 before sbatch to let it).",
+        'export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"',
+        "export JOB CRAWDAD_STARTUP_TIMEOUT",
+        f"cat > \"$JOB/{JOB_FILE}\" <<'{HEREDOC}'",
+        data,
+        HEREDOC,
+        f'(umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d " \\n" > "$JOB/{SECRET_FILE}")',
+        "",
+        *_start(),
+        "",
+        "# In the background: a trap (scancel's SIGTERM) runs during `wait`, not during $(...).",
+        'crawdad serve --await "$JOB" --watch "$SERVING" > "$JOB/urls.json" &',
+        "AWAITING=$!",
+        'wait "$AWAITING"',
+        'CRAWDAD_SERVED_URLS=$(cat "$JOB/urls.json")',
+        f'CRAWDAD_SERVED_API_KEY=$(cat "$JOB/{SECRET_FILE}")',
+        f'CRAWDAD_SERVED_KEYS="$JOB/{KEYS_FILE}"',
+        "export CRAWDAD_SERVED_URLS CRAWDAD_SERVED_API_KEY CRAWDAD_SERVED_KEYS",
+        "echo 'crawdad: every server is up; running the driver'",
+        f"DRIVER_LINE={shlex.quote(driver.strip())}",
+        'setsid bash -c "$DRIVER_LINE" &',
+        "DRIVER=$!",
+        "set +e",
+        "wait -n",
+        "status=$?",
+        "set -e",
+        'if kill -0 "$DRIVER" 2> /dev/null; then',
+        '  echo "crawdad: the servers ended (exit $status) while the driver ran: see $JOB/nodes;'
+        ' stopping the job" >&2',
+        "  status=1",
+        "else",
+        '  echo "crawdad: the driver ended (exit $status); stopping the servers"',
+        "fi",
+        'exit "$status"',
         "",
     ]
-    return "\n".join(
-        [
-            *head,
-            *_serve_here(servers, gpus),
-            "",
-            *_start(nodes),
-            "",
-            *_wait(servers),
-            "",
-            *_served_urls(servers),
-            "",
-            f"echo {shlex.quote('crawdad: every server is up; running the driver')}",
-            "set +e",
-            driver.strip(),
-            "status=$?",
-            "set -e",
-            'echo "crawdad: the driver ended (exit $status); stopping the servers"',
-            'exit "$status"',
-            "",
-        ]
-    )
+    return "\n".join([*head, *body])
 
 
 def describe(plan: Plan) -> list[str]:
-    """One line per server: where, how much memory, which port."""
+    """One line per server: where, how much memory (its port is chosen when the job starts)."""
     lines = []
     for s in plan.servers:
         where = f"GPU {','.join(map(str, s.gpus))}" if s.gpus else "CPU"
         share = f"{s.memory_fraction:.3f} of each GPU, " if s.memory_fraction else ""
+        names = ", ".join(shlex.quote(n) for n in s.tags or [s.served_name])
         lines.append(
-            f"{s.key}: {', '.join(s.tags or [s.served_name])} on {where}, {share}"
-            f"{s.memory_gib:.1f} GiB, port {s.port}"
+            f"{s.key}: {names} ({s.engine}, {shlex.quote(s.weights)}) on {where}, {share}"
+            f"{s.memory_gib:.1f} GiB"
         )
     return lines
 
 
-def _bound(server: ServerPlan) -> ServerPlan:
-    """The server listening on every interface: the driver reaches it from another node."""
-    moved = server.model_copy(update={"host": "0.0.0.0"})
-    env = dict(server.env)
-    if "OLLAMA_HOST" in env:
-        env["OLLAMA_HOST"] = f"0.0.0.0:{server.port}"
-    command = engine(server.engine, server.executable).command(moved)
-    return moved.model_copy(update={"command": command, "env": env})
-
-
-def _serve_here(servers: list[ServerPlan], gpus: int) -> list[str]:
-    default = ",".join(str(i) for i in range(max(gpus, 1)))
-    lines = [
-        "serve_here() {",
-        "  # This node's servers. SLURM sets CUDA_VISIBLE_DEVICES to the job's GPUs on the node;",
-        "  # the plan's GPU i is the i-th of them.",
-        *(
-            [
-                "  local gpus=() pids=() logs",
-                f'  IFS=, read -r -a gpus <<< "${{CUDA_VISIBLE_DEVICES:-{default}}}"',
-            ]
-            if any(s.gpus for s in servers)
-            else ["  local pids=() logs"]
-        ),
-        '  logs="$LOGS/$(hostname -s)"',
-        '  mkdir -p "$logs"',
-        "  stop_here() {",
-        "    local pid deadline=$((SECONDS + STOP_GRACE))",
-        '    for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2> /dev/null || true; done',
-        '    for pid in "${pids[@]}"; do',
-        '      while kill -0 -- "-$pid" 2> /dev/null && [ "$SECONDS" -lt "$deadline" ]; do',
-        "        sleep 1",
-        "      done",
-        '      kill -KILL -- "-$pid" 2> /dev/null || true',
-        "    done",
-        "  }",
-        "  trap 'stop_here; exit 0' TERM INT",
-    ]
-    for server in servers:
-        env = [
-            f"{k}={shlex.quote(v)}" for k, v in server.env.items() if k != "CUDA_VISIBLE_DEVICES"
-        ]
-        if server.gpus:
-            pinned = ",".join(f"${{gpus[{i}]}}" for i in server.gpus)
-            env.insert(0, f'CUDA_VISIBLE_DEVICES="{pinned}"')
-        lines += [
-            f"  # {describe(Plan(servers=[server]))[0]}",
-            "  " + " ".join([*env, "setsid", shlex.join(server.command), "\\"]),
-            f'    > "$logs/{server.key}.log" 2>&1 &',
-            '  pids+=("$!")',
-            f'  echo "$!" > "$logs/{server.key}.pid"',
-        ]
-    lines += ["  wait", "  stop_here", "}"]
-    return lines
-
-
-def _start(nodes: int) -> list[str]:
-    if nodes > 1:
-        start = [
-            'mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-            "# One task per node serves there; the driver runs here, on the first node.",
-            'srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\',
-            '  bash -c "set -euo pipefail; $(declare -f serve_here); serve_here" &',
-        ]
-    else:
-        start = ["HOSTS=(127.0.0.1)", "serve_here &"]
+def _start() -> list[str]:
+    srun = 'srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1'
     return [
-        *start,
+        "# One crawdad per node serves the plan there; the driver runs here, on the first node.",
+        'if [ -n "${SLURM_JOB_ID:-}" ]; then',
+        f'  {srun} crawdad serve --node "$JOB" &',
+        "else",
+        '  crawdad serve --node "$JOB" &',
+        "fi",
         "SERVING=$!",
-        "stop_servers() {",
+        "DRIVER=",
+        "AWAITING=",
+        "stop_all() {",
         "  trap - EXIT",
-        "  local deadline=$((SECONDS + STOP_GRACE + 10)) file",
+        f"  local deadline=$((SECONDS + {STOP_GRACE}))",
+        '  if [ -n "$AWAITING" ]; then kill -TERM "$AWAITING" 2> /dev/null || true; fi',
+        '  if [ -n "$DRIVER" ]; then kill -TERM -- "-$DRIVER" 2> /dev/null || true; fi',
         '  kill -TERM "$SERVING" 2> /dev/null || true',
         '  while kill -0 "$SERVING" 2> /dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 1; done',
         '  kill -KILL "$SERVING" 2> /dev/null || true',
-        "  # Whatever is left on this node: each server's whole process group.",
-        '  for file in "$LOGS/$(hostname -s)"/*.pid; do',
-        '    if [ -f "$file" ]; then kill -KILL -- "-$(cat "$file")" 2> /dev/null || true; fi',
-        "  done",
+        '  if [ -n "$DRIVER" ]; then kill -KILL -- "-$DRIVER" 2> /dev/null || true; fi',
         "}",
-        "trap stop_servers EXIT",
+        "trap stop_all EXIT",
         "trap 'exit 143' TERM",
         "trap 'exit 130' INT",
     ]
-
-
-def _wait(servers: list[ServerPlan]) -> list[str]:
-    lines = [
-        "DEADLINE=$((SECONDS + STARTUP_TIMEOUT))",
-        "wait_up() {  # wait_up KEY HOST URL: until URL answers, the server exits, or the deadline",
-        "  local here log",
-        '  here="$LOGS/$(hostname -s)"',
-        '  log="$LOGS/*/$1.log"',
-        '  until curl -fsS -o /dev/null --max-time 10 "$3" 2> /dev/null; do',
-        "    # A server of this node that exited (the others: their deadline) ends the wait.",
-        '    if [ -f "$here/$1.pid" ] && ! kill -0 -- "-$(cat "$here/$1.pid")" 2> /dev/null \\',
-        '      || ! kill -0 "$SERVING" 2> /dev/null; then',
-        '      echo "crawdad: $1 on $2 exited before it answered $3; the end of its log:" >&2',
-        '      tail -n 20 "$here/$1.log" >&2 || true',
-        "      exit 1",
-        "    fi",
-        '    if [ "$SECONDS" -ge "$DEADLINE" ]; then',
-        '      echo "crawdad: $1 on $2 did not answer $3 within $STARTUP_TIMEOUT s ($log)" >&2',
-        "      exit 1",
-        "    fi",
-        f"    sleep {POLL}",
-        "  done",
-        '  echo "crawdad: $1 on $2 is up ($3)"',
-        "}",
-        'for host in "${HOSTS[@]}"; do',
-    ]
-    for server in servers:
-        url = f"http://$host:{server.port}{server.health_path}"
-        lines.append(f'  wait_up {server.key} "$host" "{url}"')
-        exe = shlex.quote(server.command[0])
-        for tag in server.tags:  # Ollama: pull what the node does not have yet
-            lines.append(
-                f'  OLLAMA_HOST="$host:{server.port}" timeout {PULL_TIMEOUT} {exe} pull '
-                f"{shlex.quote(tag)}"
-            )
-    lines.append("done")
-    return lines
-
-
-def _served_urls(servers: list[ServerPlan]) -> list[str]:
-    """CRAWDAD_SERVED_URLS: each served model name -> every node's servers of it."""
-    ports: dict[str, list[tuple[int, str]]] = {}
-    for server in servers:
-        suffix = "" if server.engine == "ollama" else "/v1"
-        for name in server.tags or [server.served_name]:
-            ports.setdefault(name, []).append((server.port, suffix))
-    lines = [
-        "json_urls() {  # json_urls SUFFIX PORT...: every node's URL on each port, a JSON list",
-        '  local suffix=$1 host port out=""',
-        "  shift",
-        '  for host in "${HOSTS[@]}"; do',
-        '    for port in "$@"; do out+="${out:+, }\\"http://$host:$port$suffix\\""; done',
-        "  done",
-        "  printf '[%s]' \"$out\"",
-        "}",
-    ]
-    formats, args = [], []
-    for name, where in ports.items():
-        formats.append(json.dumps(name).replace("%", "%%") + ": %s")
-        suffix = where[0][1]
-        args.append(f'"$(json_urls "{suffix}" {" ".join(str(p) for p, _ in where)})"')
-    fmt = shlex.quote("{" + ", ".join(formats) + "}")
-    lines += [
-        "# The driver's served models point at these servers instead of starting their own.",
-        f"CRAWDAD_SERVED_URLS=$(printf {fmt} {' '.join(args)})",
-        "export CRAWDAD_SERVED_URLS",
-    ]
-    return lines

@@ -5,6 +5,11 @@ every one of them (the whole process group: an engine's own workers too).
 
 The run talks to it through `urls()` and a `Listener` (told when a server goes down, comes
 back, or is given up); `watch()` is the task that keeps them alive while the run goes.
+
+Ownership: the plan's ports are reserved first (`ports.reserve`: a port another crawdad holds,
+or that something listens on, is moved to a free one, and the note says so); each start gets a
+fresh secret as its API key (`secret_of`); a health answer counts only once `_prove` has shown
+that the server answering is the one started (`ownership.prove`: the key, the socket).
 """
 
 from __future__ import annotations
@@ -30,12 +35,14 @@ from crawdad.records import ServerRestart, StartedServer
 from crawdad.safe_files import Folder
 from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.causes import failure_text, last_line, log_tail
+from crawdad.serving.ownership import new_secret, prove, tree_pids, who_listens
+from crawdad.serving.ports import PortTaken, Reservation, reserve, with_port
 from crawdad.serving.processes import (
     Started,
     check_installed,
+    engine_of,
     forget,
     health_url,
-    port_free,
     spawn,
     stop_group,
 )
@@ -46,6 +53,8 @@ STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group
 START_POLL = 0.25  # seconds between health checks while a server loads
 PROBE_MAX = 30.0  # seconds a health check of a running server may take (a late answer counts)
 TICK = 1.0  # seconds between refreshes of the start bar's elapsed time and log lines
+PROVE_WAIT = 30.0  # seconds a healthy server has to answer the ownership proof's requests
+KEYS_FILE = "keys.json"  # the servers' keys for a later run (`crawdad serve`, --keep-servers)
 
 # What a run's user reads after a server was given up (`crawdad serve` says its own).
 RESUME_HINT = "Finished debates are kept: fix the cause, then run the same command again to resume."
@@ -84,6 +93,9 @@ class Managed:
     probe: asyncio.Task[None] | None = None  # the health check in flight, if any
     silent_since: float = 0.0  # of the restart going on: its last sign of life (monotonic)
     silent_for: float = 0.0  # and for how long it had been silent when it was seen down
+    secret: str | None = None  # this start's API key (None: the engine takes none)
+    proven_by: list[str] = field(default_factory=list)  # how it was shown to be ours
+    answered: int | None = None  # the status of its last health answer
 
 
 class Supervisor:
@@ -103,10 +115,13 @@ class Supervisor:
         say: Callable[[str], None] = tqdm.write,
         outlive: bool = False,
         give_up_hint: str = RESUME_HINT,
+        share_keys: bool = False,
     ) -> None:
         """`outlive`: the servers may outlive crawdad (`--keep-servers`: `detach` at the end);
         otherwise every process of each dies with crawdad, even a SIGKILLed crawdad (its
-        keeper stops them: crawdad/serving/keeper.py)."""
+        keeper stops them: crawdad/serving/keeper.py). `share_keys` (and `outlive`): the
+        servers' keys are written to `keys.json` in the folder (mode 0600) for later runs
+        (`serving.keys_file`)."""
         self.plan = plan
         self.serving = serving
         self.root = Path(folder)
@@ -124,6 +139,8 @@ class Supervisor:
         # `still_every` seconds while servers start
         self.terminal = progress and bool(getattr(sys.stderr, "isatty", lambda: False)())
         self.still_every = STILL_EVERY
+        self._held: list[Reservation] = []  # the ports reserved for this plan's servers
+        self.share_keys = share_keys or outlive
 
     # --- what the run asks --------------------------------------------------------------------
 
@@ -144,6 +161,16 @@ class Supervisor:
             if m.state in ("restarting", "failed")
         )
 
+    def secret_of(self, server: ServerPlan) -> str | None:
+        """The API key of the server's current start (None: none, or not started). Held in
+        memory: never written to a manifest, a log or a command line crawdad records."""
+        m = self.servers.get(server.key)
+        return m.secret if m is not None else None
+
+    def keys(self) -> dict[str, str]:
+        """Each started server's base URL -> its current key."""
+        return {m.plan.base_url: m.secret for m in self.servers.values() if m.secret}
+
     def restart_counts(self) -> dict[str, tuple[int, float]]:
         """Server key -> (restarts, seconds down) in this session."""
         return {k: (m.restart_count, m.downtime) for k, m in self.servers.items()}
@@ -158,14 +185,7 @@ class Supervisor:
 
         for line in await asyncio.to_thread(clean_leftovers):
             self.say(line)
-        taken = [s for s in self.plan.servers if not port_free(s.host, s.port)]
-        if taken:
-            raise ServerStartError(
-                "port taken: "
-                + ", ".join(f"{s.key} needs {s.host}:{s.port}" for s in taken)
-                + ", and another program listens there. Stop it, or set serving.first_port "
-                "to a free range (no server was started)"
-            )
+        self._reserve()
         self._client = httpx.AsyncClient(trust_env=False)
         try:
             for m in self.servers.values():
@@ -173,8 +193,12 @@ class Supervisor:
             await self._wait_all(list(self.servers.values()))
             await self._pull_tags()
             assert self._client is not None
-            self._records = [await self._started_record(m) for m in self.servers.values()]
+            self._records = [
+                (await self._started_record(m)).model_copy(update=self._answered(m))
+                for m in self.servers.values()
+            ]
             self._write_status()
+            self._write_keys()
         except BaseException:
             await self.stop()
             raise
@@ -192,6 +216,61 @@ class Supervisor:
             return await started_record(m.plan, self.plan.gpus, self._client, m.started_at, hashing)
         finally:
             hashing.close()
+
+    def _reserve(self) -> None:
+        """Hold every planned port (`ports.reserve`); a taken one moves to a free port, the plan
+        (its command lines and URLs) follows, and the note says why."""
+        planned = {s.port for s in self.plan.servers}
+        servers, notes = [], []
+        try:
+            for s in self.plan.servers:
+                held = reserve(
+                    s.host, s.port, avoid=planned - {s.port}, move=self.serving.replan_ports
+                )
+                self._held.append(held)
+                planned.add(held.port)
+                if held.why is not None:
+                    notes.append(
+                        f"server {s.key}: port {held.wanted} is taken ({held.why}): it serves "
+                        f"on port {held.port} instead"
+                    )
+                servers.append(with_port(s, held.port))
+        except BaseException as e:
+            self._release()
+            if isinstance(e, PortTaken):
+                raise ServerStartError(f"{e} (no server was started)") from None
+            raise
+        if notes:
+            self.plan = self.plan.model_copy(
+                update={"servers": servers, "notes": [*self.plan.notes, *notes]}
+            )
+            self.servers = {s.key: Managed(s, health_url(s)) for s in servers}
+            for line in notes:
+                self.say(line)
+
+    def _release(self) -> None:
+        for held in self._held:
+            held.release()
+        self._held = []
+
+    def _answered(self, m: Managed) -> dict[str, Any]:
+        """The manifest's word on the server that answered: its process, port, proof."""
+        pid = m.proc.pid if m.proc is not None else None
+        return {"pid": pid, "port": m.plan.port, "proven_by": list(m.proven_by)}
+
+    def _write_keys(self) -> None:
+        """`keys.json` (0600): each server's URL and key, for a later run (`crawdad serve`,
+        `--keep-servers`) to read through `serving.keys_file`."""
+        if self.share_keys:
+            from crawdad.serving.ownership import write_keys
+
+            with Folder(self.root, *self.parts) as folder:
+                write_keys(folder, KEYS_FILE, self.keys())
+
+    @property
+    def keys_path(self) -> Path | None:
+        """Where `keys.json` is written (None: not written)."""
+        return self.folder / KEYS_FILE if self.share_keys else None
 
     async def _pull_tags(self) -> None:
         """Ollama servers get their tags pulled now, with progress, not at the first request."""
@@ -215,7 +294,7 @@ class Supervisor:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
             os.lseek(fd, 0, os.SEEK_END)
             os.write(fd, f"--- crawdad {stamp}: {' '.join(server.command)}\n".encode())
-            m.proc = spawn(server, fd, dies_with_us=not self.outlive)
+            m.proc = spawn(self._keyed(m), fd, dies_with_us=not self.outlive)
         except OSError as e:
             raise ServerStartError(f"server {server.key}: {server.command[0]}: {e}") from None
         finally:
@@ -223,13 +302,59 @@ class Supervisor:
         m.state, m.since = "starting", time.monotonic()
         m.started_at = datetime.now(UTC)
 
+    def _keyed(self, m: Managed) -> ServerPlan:
+        """The server to spawn: with a fresh secret as its API key, in the environment where
+        the engine reads one (else on its command line); the plan itself never holds it."""
+        m.secret, m.proven_by = None, []
+        engine = engine_of(m.plan)
+        if engine is None:
+            return m.plan
+        secret = new_secret()
+        env, args = engine.api_key(secret)
+        if not (env or args):
+            return m.plan
+        m.secret = secret
+        return m.plan.model_copy(
+            update={"env": {**m.plan.env, **env}, "command": [*m.plan.command, *args]}
+        )
+
     async def _healthy(self, m: Managed, within: float) -> bool:
         assert self._client is not None
+        # llama-cpp-python's health is /v1/models, behind the key
+        headers = (
+            {"Authorization": f"Bearer {m.secret}"} if m.secret and "/v1/" in m.health else None
+        )
         try:
-            r = await self._client.get(m.health, timeout=within)
+            r = await self._client.get(m.health, timeout=within, headers=headers)
         except httpx.HTTPError:
+            m.answered = None
             return False
+        m.answered = r.status_code
         return r.status_code == 200
+
+    async def _prove(self, m: Managed) -> str | None:
+        """None once the server answering at `m`'s port is shown to be the one crawdad started
+        (`m.proven_by` says how); else why it is not (its start fails)."""
+        assert m.proc is not None and self._client is not None
+        engine = engine_of(m.plan)
+        key_path = engine.key_path() if engine is not None and m.secret else None
+        deadline = time.monotonic() + PROVE_WAIT
+        while True:
+            pids = await asyncio.to_thread(tree_pids, m.proc.pid)
+            found = await prove(m.plan, m.secret, key_path, pids, self._client)
+            if found.refused is not None:
+                return f"answered, but is not the server crawdad started: {found.refused}"
+            if found.undecided is None:
+                m.proven_by = found.by
+                return None
+            if time.monotonic() >= deadline or m.proc.poll() is not None:
+                return f"answered its health check, but could not be proven ours: {found.undecided}"
+            await asyncio.sleep(START_POLL)
+
+    def _port_note(self, m: Managed) -> str:
+        """What holds the server's port, where something else does (a start that failed)."""
+        found = who_listens(m.plan.host, m.plan.port)
+        return f" ({m.plan.host}:{m.plan.port} is held by {found})" if found else ""
 
     async def _wait_up(self, m: Managed, bar: tqdm[Any] | None = None) -> str | None:
         """Wait until `m` answers its health check: None, or why it will not."""
@@ -237,9 +362,12 @@ class Supervisor:
         while True:
             assert m.proc is not None
             if (code := m.proc.poll()) is not None:
-                return f"exited with code {code} while starting"
+                return f"exited with code {code} while starting" + self._port_note(m)
             within = max(0.1, min(5.0, deadline - time.monotonic()))
-            if await self._healthy(m, within):
+            healthy = await self._healthy(m, within)
+            if healthy or m.answered in (401, 403):  # an answer: is it our server's?
+                if (refused := await self._prove(m)) is not None:
+                    return refused
                 now = time.monotonic()
                 m.state, m.since, m.alive_at = "up", now, now
                 if bar is not None:
@@ -429,6 +557,7 @@ class Supervisor:
         m.downtime += down
         self._append(m, reason, at, down, tail, back=True)
         self._write_status()
+        self._write_keys()
         self.say(f"server {m.plan.key} is back after {down:.0f} s")
         if self.listener is not None:
             self.listener.server_up(m.plan)
@@ -526,6 +655,7 @@ class Supervisor:
 
     async def _stop_all(self) -> None:
         await asyncio.gather(*(self._stop_one(m) for m in self.servers.values()))
+        self._release()
         self._write_status()
         if self._client is not None:
             await self._client.aclose()

@@ -3,9 +3,13 @@ the confidence sequence and, for the models, the sequential tests (`sequence`, `
 
 A rule names its **target**, what its decisions are about:
 
-- `models` (the default): the models' expected accuracy (or a variant's expected difference
-  from the baseline) on questions like these, over the models' sampling: an i.i.d. betting
-  sequence, valid for what a paper claims; it never closes, so it needs more questions.
+- `models` (the default): the expected accuracy of the models' answers (or a variant's expected
+  difference from the baseline) over the pool the run's questions were drawn from (CLadder's
+  file, or the selection: `crawdad.stopping.claims.pool_words`), under the run's settings: an
+  i.i.d. betting sequence over questions drawn in a random order; it never closes, so it needs
+  more questions. At temperature 0 or with crawdad's fixed seeds the answers are fixed, and the
+  claim is about those answers to that pool; other questions, temperatures or seeds are outside
+  it (docs/explanation/metrics.md, "What a decision generalises to").
 - `run`: what a full pass over this run's selected questions, with these responses, would
   report: a sequence over a finite population sampled without replacement, which closes on the
   exact figure at the last question. A claim about one run, not about the models.
@@ -36,6 +40,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crawdad.stopping.betting import CLAIMS, evidence, threshold
+from crawdad.stopping.claims import UNKNOWN_POOL
 from crawdad.stopping.sequences import (
     THETA,
     TRUNCATION,
@@ -52,15 +57,19 @@ Target = Literal["models", "run"]
 TARGETS: tuple[Target, ...] = ("models", "run")
 
 
-def target_words(target: str, kind: Kind = "difference") -> str:
-    """What a decision of `target` is about, in words (every place that shows one says it)."""
+def target_words(target: str, kind: Kind = "difference", pool: str = UNKNOWN_POOL) -> str:
+    """What a decision of `target` is about, in words (every place that shows one says it):
+    `pool` names the questions (`crawdad.stopping.claims.pool_words`)."""
     what = "difference from the baseline" if kind == "difference" else "accuracy"
     if target == "run":
         return (
-            f"this run: the {what} a full pass over its selected questions, with these "
-            "responses, would report (not a claim about the models)"
+            f"this run: the {what} a full pass over {pool}, with these responses, would report "
+            "(not a claim about the models)"
         )
-    return f"the models: the expected {what} on questions like these, over the models' sampling"
+    return (
+        f"the models: the expected {what} of their answers to {pool}, under this run's "
+        "settings (its prompts, temperatures and seeds)"
+    )
 
 
 def target_name(target: str) -> str:
@@ -101,9 +110,10 @@ class Rule(BaseModel):
     target: Target = Field(
         default="models",
         description=(
-            "what decisions are about: 'models' (the models' expected accuracy on questions "
-            "like these: an i.i.d. sequence) or 'run' (what a full pass over this run's "
-            "selected questions would report: closes at its last question)"
+            "what decisions are about: 'models' (the expected accuracy of the models' answers "
+            "to the run's pool of questions under its settings: an i.i.d. sequence) or 'run' "
+            "(what a full pass over this run's selected questions would report: closes at its "
+            "last question)"
         ),
     )
     alpha: float = Field(

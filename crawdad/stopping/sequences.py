@@ -3,7 +3,8 @@ Waudby-Smith and Ramdas (2023), "Estimating means of bounded random variables by
 (JRSS-B). Two targets:
 
 - **the models** (`population=None`): the expected value of i.i.d. outcomes in [0, 1] (section 4:
-  the models' expected accuracy on questions like these, over their sampling). The next value's
+  the expected accuracy of the models' answers to the run's pool of questions, drawn in a random
+  order, under its settings: `crawdad.stopping.claims`). The next value's
   expectation under a candidate mean m is m itself; nothing closes the sequence, however many
   values it sees.
 - **this run** (`population=N`): the mean of a finite population of N values sampled without

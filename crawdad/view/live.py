@@ -41,6 +41,10 @@ from crawdad.view.index import Entry, RunIndex, Source
 
 WINDOW_S = 300.0  # debates/min and tokens/s: over the last 5 minutes
 HOUR_S = 3600.0  # the servers' charts: the last hour
+STOPPED_INTERVAL = (
+    "stopped early: its fixed-sample interval is not valid after the stop and is not shown; "
+    "its sequence at the stop is under Decisions"
+)
 MAX_POINTS = 1000  # per server, whatever the sampling interval (an hour at 3.6 s)
 SENT_POINTS = 240  # points per series in one answer (every n-th kept beyond that)
 NEWEST = 12  # newest debates listed
@@ -319,6 +323,19 @@ def _order(run: RunIndex) -> list[str] | None:
         return None
 
 
+def _pool(run: RunIndex) -> str:
+    """The pool the run's questions were drawn from, in words (its manifest's dataset); "" when
+    the manifest cannot say."""
+    from crawdad.records import DatasetInfo
+    from crawdad.run.scheduler import pool_of
+
+    try:
+        data = json.loads(run.manifest_text() or "null")
+        return pool_of(DatasetInfo.model_validate(data["dataset"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def _thinned(seq: Any) -> dict[str, list[float]]:
     """The sequence's questions, lower and upper bounds, at most SEQUENCE_POINTS of them (every
     n-th, the newest always kept), up to a contradiction (an empty intersection has none)."""
@@ -363,6 +380,7 @@ class Decisions:
         if key == self.key:
             return self.variants  # nothing new since the last poll: nothing computed
         from crawdad.run.experiment import recorded_rule
+        from crawdad.stopping.claims import STOP_ESTIMATE, UNKNOWN_POOL, level_words
         from crawdad.stopping.decide import CONTRADICTED, interval_words, target_words
 
         try:
@@ -370,6 +388,8 @@ class Decisions:
         except (CrawdadError, TypeError, ValueError):  # an invalid [stop]: no decisions to show
             return []
         comparisons = max(1, len(exp.variants) - 1)  # as the run's scheduler shares alpha
+        pool = _pool(base) or UNKNOWN_POOL
+        level = level_words(rule.alpha, comparisons)
         theirs = _outcomes(base)
         out = []
         for name, run in runs.items():
@@ -389,7 +409,9 @@ class Decisions:
                 "margin": rule.margin,
                 "decision": "undecided",
                 "target": rule.target,
-                "about": target_words(rule.target),
+                "about": target_words(rule.target, pool=pool),
+                "level": level,
+                "estimate_note": "",
                 "questions": 0,
                 "settled": len(a),
                 "unscored": prefix.unscored,
@@ -415,6 +437,7 @@ class Decisions:
                     entry["reason"] = CONTRADICTED
                 elif decision.outcome != "undecided":
                     entry["reason"] = ""
+                    entry["estimate_note"] = STOP_ESTIMATE
                 if entry["estimate"] is not None and math.isnan(entry["estimate"]):
                     entry["estimate"] = None
             self.done[name] = (seen, entry)
@@ -474,13 +497,19 @@ class Live:
             last = next((e.finished_at for e in reversed(run.recent) if e.finished_at), None)
             end = now if live or last is None else last
             ci = wilson(t.correct, t.scored)
+            # a variant its stopping rule stopped before its last question: its fixed-sample
+            # interval does not hold
+            selected = _selected(run, self.selected)
+            stopped = self.decided.get(label, "undecided") != "undecided" and (
+                selected is None or t.done < selected
+            )
             out_runs.append(
                 {
                     "label": label,
                     "live": live,
                     "state": self.state(label, live),
                     "done": t.done,
-                    "selected": _selected(run, self.selected),
+                    "selected": selected,
                     "errors": t.errors,
                     "retries": t.retries,
                     "loops": t.loops,
@@ -490,7 +519,8 @@ class Live:
                     "unscored": t.unscored,
                     "accuracy": t.accuracy.value,
                     "accuracy_of": t.accuracy.of(),
-                    "interval": list(ci) if ci else None,
+                    "interval": list(ci) if ci and not stopped else None,
+                    "interval_note": STOPPED_INTERVAL if stopped else "",
                     "last_finished": last,
                     "models": run.models,
                     **rates(run.recent, end),

@@ -52,6 +52,15 @@ class LlamaCpp:
     def health_path(self) -> str:
         return "/v1/models" if self.python else "/health"
 
+    def api_key(self, secret: str) -> tuple[dict[str, str], list[str]]:
+        # llama-server: --api-key's variable; llama-cpp-python: its settings' api_key, which
+        # pydantic-settings reads from API_KEY
+        return {"API_KEY" if self.python else "LLAMA_API_KEY": secret}, []
+
+    def key_path(self) -> str | None:
+        # llama-server leaves /health and /v1/models open; /props needs the key
+        return "/v1/models" if self.python else "/props"
+
     def installed(self) -> bool:
         if self.python:
             return _common.has_module(_common.resolve(self.executable), "llama_cpp")

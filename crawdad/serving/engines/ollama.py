@@ -35,6 +35,12 @@ class Ollama:
     def health_path(self) -> str:
         return "/api/version"
 
+    def api_key(self, secret: str) -> tuple[dict[str, str], list[str]]:
+        return {}, []  # Ollama takes no key: its ownership is proven by the socket alone
+
+    def key_path(self) -> str | None:
+        return None
+
     def installed(self) -> bool:
         return _common.resolve(self.executable) is not None
 

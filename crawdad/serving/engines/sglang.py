@@ -37,6 +37,12 @@ class SGLang:
     def health_path(self) -> str:
         return "/health"
 
+    def api_key(self, secret: str) -> tuple[dict[str, str], list[str]]:
+        return {}, ["--api-key", secret]  # SGLang reads no variable for it
+
+    def key_path(self) -> str | None:
+        return "/v1/models"  # everything but /health* and /metrics needs the key
+
     def installed(self) -> bool:
         return _common.has_module(_common.resolve(self.executable), "sglang")
 

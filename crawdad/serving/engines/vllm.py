@@ -54,6 +54,12 @@ class VLLM:
     def health_path(self) -> str:
         return "/health"
 
+    def api_key(self, secret: str) -> tuple[dict[str, str], list[str]]:
+        return {"VLLM_API_KEY": secret}, []  # read as --api-key is; it guards /v1/* only
+
+    def key_path(self) -> str | None:
+        return "/v1/models"
+
     def installed(self) -> bool:
         """Whether what the run will start can start: the Python that runs the server has
         vLLM's OpenAI server module, or the `vllm` program is there."""

@@ -109,6 +109,7 @@ function drawChips(runs) {
 function drawRuns(runs) {
   const rows = runs.map((run) => {
     const acc = run.accuracy === null ? "–"
+      : run.interval === null ? `${pct(run.accuracy)} ${run.accuracy_of}${run.interval_note ? " (" + run.interval_note + ")" : ""}`
       : `${pct(run.accuracy)} (${pct(run.interval[0])}–${pct(run.interval[1])}) ${run.accuracy_of}`;
     const models = Object.entries(run.models || {}).map(([a, m]) => `${a}: ${m}`).join(", ");
     const errors = run.errors + (run.invalid_lines ? ` (+${run.invalid_lines} unreadable lines)` : "");
@@ -372,10 +373,11 @@ function drawDecisions(decisions) {
     const cell = el("span");
     cell.appendChild(what);
     cell.appendChild(el("span", against));
-    cell.appendChild(el("div", `about ${d.target === "run" ? "this run" : "the models"}`, "hint"));
+    cell.appendChild(el("div", `about ${d.about || (d.target === "run" ? "this run" : "the models")}`, "hint"));
+    if (d.level) cell.appendChild(el("div", d.level, "hint"));
     if (d.reason) cell.appendChild(el("div", d.reason, "hint"));
     const interval = d.estimate === null ? "–"
-      : `${signed(100 * d.estimate, 1)} pts; ${d.interval || "–"}`;
+      : `${signed(100 * d.estimate, 1)} pts${d.estimate_note ? " (" + d.estimate_note + ")" : ""}; ${d.interval || "–"}`;
     const used = d.decision === "undecided"
       ? `${fmt(d.settled, 0)} counted so far` : `after ${fmt(d.questions, 0)} of ${fmt(d.settled, 0)} counted`;
     const chart = d.sequence && d.sequence.questions.length ? band(d) : el("span", d.decision === "contradicted" ? "no interval: the sequence contradicted itself" : "no question settled yet", "hint");
