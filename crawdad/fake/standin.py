@@ -151,6 +151,8 @@ def _load_slowly(seconds: float) -> bool:
             return False
     print(file=sys.stderr, flush=True)
     return True
+
+
 def _workers() -> None:
     from crawdad.fake.standin_workers import start
 
