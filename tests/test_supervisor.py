@@ -344,17 +344,18 @@ class Tokens(Events):
         return self.last
 
 
-async def stream_until(server: ServerPlan, tokens: Tokens, until: float) -> None:
+async def stream_until(server: ServerPlan, key: str | None, tokens: Tokens, until: float) -> None:
     """Streamed requests one after another until `until` (monotonic), each chunk noted."""
     body = {
         "model": server.served_name,
         "messages": [{"role": "user", "content": "hi"}],
         "stream": True,
     }
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with httpx.AsyncClient(trust_env=False, headers=keyed(key)) as client:
         while time.monotonic() < until:
             url = f"{server.base_url}/chat/completions"
             async with client.stream("POST", url, json=body, timeout=30) as r:
+                assert r.status_code == 200
                 async for _chunk in r.aiter_bytes():
                     tokens.last = time.monotonic()
 
@@ -373,7 +374,8 @@ async def test_a_server_whose_health_is_late_is_kept_while_its_tokens_come(
     assert sup.probe_timeout < 2.0
     watch = asyncio.create_task(sup.watch())
     try:
-        await stream_until(server, tokens, time.monotonic() + 4 * config.freeze_timeout)
+        until = time.monotonic() + 4 * config.freeze_timeout
+        await stream_until(server, sup.secret_of(server), tokens, until)
         assert tokens.last > 0 and tokens.seen.empty()  # never taken as frozen
         kind, why = await tokens.next()
         seen = time.monotonic()
@@ -399,7 +401,7 @@ async def test_a_frozen_server_is_acted_on_in_time_and_its_downtime_covers_the_f
     watch = asyncio.create_task(sup.watch())
     try:
         sent = time.monotonic()
-        request = asyncio.create_task(chat(server))
+        request = asyncio.create_task(chat(server, sup.secret_of(server)))
         kind, why = await events.next()
         seen = time.monotonic()
         assert kind == "down" and "frozen" in why
