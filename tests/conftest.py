@@ -129,3 +129,25 @@ def kidney(tmp_path: Path) -> Path:
     path = tmp_path / "kidney.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def _listed_slow() -> set[str]:
+    lines = SLOW_TESTS.read_text().splitlines()
+    return {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests listed in tests/slow_tests.txt are marked `slow` too (chosen from `--durations`,
+    without editing their files). The tests marked `slow` run first, so that pytest-xdist's
+    workers (handed two tests at a time: `--maxschedchunk 2`) share them at the start and finish
+    on short tests together, rather than one worker running a long test alone at the end; the
+    order is otherwise the files' (a stable sort). No test depends on another's state, so the
+    order changes no outcome."""
+    listed = _listed_slow()
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -508,6 +508,7 @@ def test_a_page_script_is_its_blocks_in_order() -> None:
     assert argv[0] == sys.executable and "crawdad.load_frames" in script
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("page", TUTORIALS, ids=name_of)
 def test_a_tutorial_runs_as_one_script(page: Path, tmp_path: Path) -> None:
