@@ -15,6 +15,7 @@ from crawdad.analysis.formatting import md_cell
 from crawdad.analysis.metrics.servers import (
     restarts_folder,
     series_folder,
+    server_restarts,
     server_series,
     server_summary,
     started_servers,
@@ -145,7 +146,35 @@ def servers_section(
         blocks.append(Table("servers_series", series, show=False))
     if not started.empty:
         blocks.append(_started_table(started, shared=restarts_folder(folder) != Path(folder)))
+        restarts = server_restarts(folder)
+        if not restarts.empty:
+            blocks.append(_restarts_table(restarts))
     return Section(HEADING, blocks)
+
+
+def _restarts_table(restarts: pd.DataFrame) -> Table:
+    """Each restart of a server crawdad started, and why."""
+    shown = restarts.rename(
+        columns={
+            "at": "at (UTC)",
+            "cause": "likely cause (its log)",
+            "silent_s": "silent before (s)",
+            "downtime_s": "down (s)",
+        }
+    )
+    return Table(
+        "server_restarts",
+        restarts,
+        "Each restart and why",
+        "A server is restarted when it exits, or when it is frozen: neither a health answer nor "
+        "a token of any request for `serving.freeze_timeout` seconds (a busy server may answer "
+        "its health late; its tokens show that it works). Its downtime runs from its last sign "
+        "of life (a health answer, a token) to its health answer after the restart; "
+        '"silent before" is the part before crawdad acted. "given up": past '
+        "`serving.max_restarts`, the run stopped.",
+        shown=shown,
+        hide=(),
+    )
 
 
 def _started_table(started: pd.DataFrame, shared: bool = False) -> Table:

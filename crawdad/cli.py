@@ -645,7 +645,7 @@ def doctor(
 
             server_keys.use_file(keys)
         report = asyncio.run(diagnose(configs[""], skip_served=True))
-    served = check_served(configs)
+    served = check_served(configs, say=lambda line: typer.echo(line, err=True))
     for line in served.lines:
         typer.echo(line)
     report.problems.extend(served.problems)

@@ -459,6 +459,11 @@ def _default_agents() -> list[AgentConfig]:
     ]
 
 
+MIN_FREEZE = 5.0  # seconds: serving.freeze_timeout's floor
+MIN_CHECK, MAX_CHECK = 0.05, 60.0  # seconds: serving.check_interval's range
+MIN_STARTUP = 5.0  # seconds: serving.startup_timeout's floor
+
+
 class ServingConfig(Strict):
     """How crawdad runs the servers it starts itself (models with a `serve` table)."""
 
@@ -466,8 +471,12 @@ class ServingConfig(Strict):
     startup_timeout: float = Field(1200.0, gt=0, le=604_800)
     max_restarts: int = Field(3, ge=0, le=10_000)  # per server within restart_window; then stop
     restart_window: float = Field(1800.0, gt=0, le=31_536_000)  # seconds (a year at most)
-    # A server whose health check has not answered for this long is taken as frozen: restarted.
-    freeze_timeout: float = Field(120.0, gt=0)
+    # A server that has neither answered its health check nor sent a token of any request for
+    # this long is taken as frozen: restarted (a busy one may answer its health late). 5 s or more.
+    freeze_timeout: float = Field(120.0, gt=0, le=604_800)
+    # Seconds between checks of each running server (its exit, its health, its tokens): a frozen
+    # one is restarted within freeze_timeout + check_interval of its last sign of life.
+    check_interval: float = Field(1.0, gt=0)
     # The share of each GPU's memory the plan may give out (the rest: CUDA context, fragments).
     gpu_memory_limit: float = Field(0.9, gt=0, le=1)
     first_port: int = Field(8100, ge=1024, le=65000)  # ports are taken from here upwards
@@ -480,6 +489,31 @@ class ServingConfig(Strict):
     # A planned port that another crawdad holds or another program listens on moves to the next
     # free one (the start says so); false: the start is refused, naming what holds it.
     replan_ports: bool = True
+
+    @model_validator(mode="after")
+    def _sane_timing(self) -> ServingConfig:
+        """Timings that would restart healthy servers, or give up on a start at once, are
+        refused here, each naming the key to change."""
+        if not MIN_CHECK <= self.check_interval <= MAX_CHECK:
+            raise ValueError(
+                f"serving.check_interval = {self.check_interval:g} s: set it between "
+                f"{MIN_CHECK:g} and {MAX_CHECK:g} s (1 s is the default)"
+            )
+        floor = max(MIN_FREEZE, 4 * self.check_interval)
+        if self.freeze_timeout < floor:
+            raise ValueError(
+                f"serving.freeze_timeout = {self.freeze_timeout:g} s would restart servers that "
+                f"are only busy: set it to {floor:g} s or more (at least {MIN_FREEZE:g} s and 4 "
+                f"checks of serving.check_interval = {self.check_interval:g} s; 120 s is the "
+                "default)"
+            )
+        if self.startup_timeout < max(MIN_STARTUP, self.check_interval):
+            raise ValueError(
+                f"serving.startup_timeout = {self.startup_timeout:g} s is too short for any "
+                f"server to load its model: set it to {MIN_STARTUP:g} s or more (1200 s is the "
+                "default; a large model on vLLM takes minutes)"
+            )
+        return self
 
 
 class RunConfig(Strict):

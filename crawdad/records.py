@@ -491,10 +491,14 @@ class ServerRestart(Record):
 
     schema_version: Version = SCHEMA_VERSION  # the version of this schema the line was written in
     key: str  # the server (StartedServer.key)
-    at: datetime  # UTC, when it was seen down
-    reason: str  # "exited with code -9", "no health answer for 120 s", ...
+    at: datetime  # UTC, when it was seen down (and crawdad acted)
+    # "exited with code -9", "frozen: no health answer and no tokens for 121 s", ...
+    reason: str
     cause: str | None = None  # the likely cause read from its log (out of memory, ...)
-    downtime: Seconds = 0.0  # from seen down to answering its health check again
+    # From its last sign of life (a health answer, a token) to answering its health check again.
+    downtime: Seconds = 0.0
+    # Of which before crawdad acted: from its last sign of life to `at` (0: not known, older lines).
+    silent_for: Seconds = 0.0
     back: bool = True  # False: it was not brought back (the bound, or it failed to start)
 
 

@@ -34,9 +34,7 @@ MODELS = ["agents.0", "agents.1", "extractor"]
 
 
 def paper_config() -> RunConfig:
-    config = RunConfig(seed=3, concurrency=4, retry=RetryConfig(initial_wait=0, attempts=2))
-    config.serving.freeze_timeout = 2.0
-    return config
+    return RunConfig(seed=3, concurrency=4, retry=RetryConfig(initial_wait=0, attempts=2))
 
 
 def endpoints(out: Path) -> set[str]:

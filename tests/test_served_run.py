@@ -35,7 +35,6 @@ def served(tmp_path: Path, fault: str = "") -> tuple[RunConfig, Plan]:
     # Two tries a request: the restart may cost a request the try it was on when its server
     # died (before the supervisor saw it), never the ones that wait for the restart.
     config = RunConfig(seed=3, concurrency=4, retry=RetryConfig(initial_wait=0, attempts=2))
-    config.serving.freeze_timeout = 2.0
     return config.serve_all_from(server.base_url, "openai"), Plan(servers=[server])
 
 
@@ -66,6 +65,10 @@ async def test_a_server_killed_mid_run_is_restarted_and_every_debate_finishes(
     row = table.df.iloc[0]  # type: ignore[union-attr]
     assert (row["server"], row["engine"], row["restarts"]) == ("paper", "vllm", 1)
     assert "1 restart," in table.line  # type: ignore[union-attr]
+    why = next(b for b in section.blocks if getattr(b, "name", "") == "server_restarts")
+    row = why.df.iloc[0]  # type: ignore[union-attr]
+    assert row["reason"] == "exited with code -9" and row["outcome"] == "back"
+    assert row["downtime_s"] >= row["silent_s"] >= 0
 
 
 def served_toml(tmp_path: Path, env: dict[str, str]) -> Path:

@@ -264,7 +264,7 @@ def test_the_slurm_script_ends_on_a_server_that_fails_or_never_answers(
     standin = tmp_path / "bad-vllm"
     standin.write_text(f"#!/bin/sh\n{body}\n")
     standin.chmod(0o755)
-    timeout = "2" if "sleep" in body else "600"
+    timeout = "5" if "sleep" in body else "600"  # 5 s: the shortest a config may set
     serving = f"serving = {{ first_port = 18441, startup_timeout = {timeout} }}\n"
     config = served_toml(tmp_path / "c.toml", str(standin), serving)
     script = tmp_path / "job.sh"

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import io
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -20,7 +24,7 @@ import pytest
 
 from crawdad.config import ServingConfig
 from crawdad.errors import ConfigError
-from crawdad.fake.standin import START_ERRORS
+from crawdad.fake.standin import LOADING, START_ERRORS
 from crawdad.records import ServerRestart
 from crawdad.serving.base import GPU, Plan, ServerPlan
 from crawdad.serving.causes import likely_cause
@@ -85,7 +89,10 @@ class Events:
 
 
 def serving(**kw: float | bool) -> ServingConfig:
-    return ServingConfig.model_validate({"startup_timeout": 60, "freeze_timeout": 1.0} | kw)
+    """Timings far below the floors a config is held to (5 s), built without those checks, so
+    that a freeze is seen in a second and a check comes every 0.1 s."""
+    fast = {"startup_timeout": 60.0, "freeze_timeout": 1.0, "check_interval": 0.1}
+    return ServingConfig.model_construct(**(fast | kw))
 
 
 def descendants() -> list[psutil.Process]:
@@ -324,3 +331,193 @@ async def test_a_missing_ollama_tag_is_pulled_with_progress_and_a_bad_one_named(
         assert await pull_missing(plan("qwen3:8b"), progress=False) is True
         with pytest.raises(PullError, match="pulling missing:1b failed: pull model manifest"):
             await pull_missing(plan("missing:1b"), progress=False)
+
+
+class Tokens(Events):
+    """Events, and the run's word on the tokens it got from the server (as PoolListener's
+    `last_progress`): the time of the last chunk a request of the test read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = 0.0
+
+    def last_progress(self, server: ServerPlan) -> float:
+        return self.last
+
+
+async def stream_until(server: ServerPlan, key: str | None, tokens: Tokens, until: float) -> None:
+    """Streamed requests one after another until `until` (monotonic), each chunk noted."""
+    body = {
+        "model": server.served_name,
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+    }
+    async with httpx.AsyncClient(trust_env=False, headers=keyed(key)) as client:
+        while time.monotonic() < until:
+            url = f"{server.base_url}/chat/completions"
+            async with client.stream("POST", url, json=body, timeout=30) as r:
+                assert r.status_code == 200
+                async for _chunk in r.aiter_bytes():
+                    tokens.last = time.monotonic()
+
+
+async def test_a_server_whose_health_is_late_is_kept_while_its_tokens_come(
+    tmp_path: Path,
+) -> None:
+    """Health answers 2 s late (past the 1 s probe timeout): while tokens come for four freeze
+    timeouts it is not restarted; once they stop it is, within freeze_timeout + a check."""
+    env = {"CRAWDAD_STANDIN_FAULT": "slow-health:2", "CRAWDAD_STANDIN_ONCE": str(tmp_path / "once")}
+    server = standin(env=env)
+    tokens = Tokens()
+    config = serving()
+    sup = Supervisor(Plan(servers=[server]), config, tmp_path, listener=tokens, progress=False)
+    await sup.start()
+    assert sup.probe_timeout < 2.0
+    watch = asyncio.create_task(sup.watch())
+    try:
+        until = time.monotonic() + 4 * config.freeze_timeout
+        await stream_until(server, sup.secret_of(server), tokens, until)
+        assert tokens.last > 0 and tokens.seen.empty()  # never taken as frozen
+        kind, why = await tokens.next()
+        seen = time.monotonic()
+        assert kind == "down" and why.startswith("frozen: no health answer and no tokens for")
+        bound = config.freeze_timeout + config.check_interval
+        assert config.freeze_timeout <= seen - tokens.last <= bound + 1.0  # scheduling slack
+        assert await tokens.next() == ("up", "s0")
+    finally:
+        watch.cancel()
+        await sup.stop()
+    restart = ServerRestart.model_validate_json((tmp_path / "restarts.jsonl").read_text())
+    assert config.freeze_timeout <= restart.silent_for <= bound + 1.0
+    assert restart.downtime > restart.silent_for and restart.back
+
+
+async def test_a_frozen_server_is_acted_on_in_time_and_its_downtime_covers_the_freeze(
+    tmp_path: Path,
+) -> None:
+    """SIGSTOPped at its first request: acted on within freeze_timeout + one check of the
+    freeze, and its downtime counts from its last health answer, not from when it was seen."""
+    sup, server, events = await restart_once(tmp_path, "freeze-after")
+    config = sup.serving
+    watch = asyncio.create_task(sup.watch())
+    try:
+        sent = time.monotonic()
+        request = asyncio.create_task(chat(server, sup.secret_of(server)))
+        kind, why = await events.next()
+        seen = time.monotonic()
+        assert kind == "down" and "frozen" in why
+        bound = config.freeze_timeout + config.check_interval
+        assert config.freeze_timeout <= seen - sent <= bound + 1.0  # scheduling slack
+        assert await events.next() == ("up", "s0")
+        back = time.monotonic()
+        request.cancel()
+    finally:
+        watch.cancel()
+        await sup.stop()
+    restart = ServerRestart.model_validate_json((tmp_path / "restarts.jsonl").read_text())
+    assert config.freeze_timeout <= restart.silent_for <= bound + 1.0
+    # from its last sign of life (at most a check before the request froze it) to back
+    assert restart.downtime >= back - sent - config.check_interval - 1.0
+    assert restart.downtime >= restart.silent_for + 0.1  # and the restart itself
+    assert sup.restart_counts()["s0"][1] == pytest.approx(restart.downtime, abs=0.01)
+
+
+def slow_start(tmp_path: Path) -> tuple[ServerPlan, Path]:
+    gate = tmp_path / "gate"
+    env = {"CRAWDAD_STANDIN_FAULT": "slow-start:60", "CRAWDAD_STANDIN_GATE": str(gate)}
+    return standin(env=env), gate
+
+
+async def test_a_slow_start_without_a_terminal_says_how_long_and_the_last_log_line(
+    tmp_path: Path,
+) -> None:
+    server, gate = slow_start(tmp_path)
+    lines: list[str] = []
+    loading = asyncio.Event()
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if LOADING in line:
+            loading.set()
+
+    sup = Supervisor(Plan(servers=[server]), serving(), tmp_path, progress=False, say=say)
+    sup.still_every = 0.2  # 30 s in use
+    start = asyncio.create_task(sup.start())
+    try:
+        await asyncio.wait_for(loading.wait(), 60)
+        gate.touch()  # the stand-in listens now
+        await asyncio.wait_for(start, 60)
+    finally:
+        await sup.stop()
+    still = [line for line in lines if line.startswith("still starting s0: ")]
+    assert still and all(re.match(r"still starting s0: \d+ s, last log line: ", x) for x in still)
+    assert any(f"last log line: {LOADING}: " in x for x in still)  # after its \r, uncoloured
+    assert not any(re.search(r"[\x00-\x1f]", x) for x in lines)
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal (tqdm draws on it); `shown` is set once `text` is drawn."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.shown = asyncio.Event()
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if self.text in s:
+            self.shown.set()
+        return super().write(s)
+
+
+async def test_a_slow_start_on_a_terminal_shows_elapsed_time_and_the_last_log_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, gate = slow_start(tmp_path)
+    terminal = Terminal(LOADING)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    lines: list[str] = []
+    sup = Supervisor(Plan(servers=[server]), serving(), tmp_path, say=lines.append)
+    assert sup.terminal
+    start = asyncio.create_task(sup.start())
+    try:
+        await asyncio.wait_for(terminal.shown.wait(), 60)
+        gate.touch()
+        await asyncio.wait_for(start, 60)
+    finally:
+        await sup.stop()
+    drawn = terminal.getvalue()
+    assert re.search(rf"starting s0.*\d+ s; s0: {LOADING}: \d+ steps", drawn)
+    assert "\x1b[32m" not in drawn  # the log's colours never reach the terminal
+    assert lines == []  # a bar, not lines
+
+
+async def test_hashing_the_weights_for_the_manifest_shows_its_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWDAD_CACHE_DIR", str(tmp_path / "cache"))
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(b"\0" * (20 * 1024 * 1024))  # three chunks
+    lines: list[str] = []
+    server = standin(weights=str(weights))
+    sup = Supervisor(Plan(servers=[server]), serving(), tmp_path, progress=False, say=lines.append)
+    sup.still_every = 0.0  # a line per chunk (30 s in use)
+    await sup.start()
+    await sup.stop()
+    hashed = [x for x in lines if x.startswith("still hashing s0's weights for the manifest: ")]
+    assert [x.split(": ")[1].split(",")[0] for x in hashed] == [
+        "8 MB of 21 MB",
+        "17 MB of 21 MB",
+        "21 MB of 21 MB",
+    ]
+    assert (
+        sup.records()[0].weights_hash
+        == f"sha256:{hashlib.sha256(weights.read_bytes()).hexdigest()}"
+    )
+    lines.clear()
+    sup = Supervisor(Plan(servers=[server]), serving(), tmp_path, progress=False, say=lines.append)
+    await sup.start()  # the hash is cached: nothing to show
+    await sup.stop()
+    assert lines == []

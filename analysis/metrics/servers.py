@@ -261,6 +261,29 @@ def read_restarts(where: Path) -> list[ServerRestart]:
     return found
 
 
+RESTART_COLUMNS = ["server", "at", "reason", "cause", "silent_s", "downtime_s", "outcome"]
+
+
+def server_restarts(folder: Path) -> pd.DataFrame:
+    """One row per time a server crawdad started went down: when (UTC), why (it exited, with
+    its code; or it froze: no health answer and no token for so long), the likely cause read
+    from its log, how long it had been silent before crawdad acted, its downtime from its last
+    sign of life, and whether it came back."""
+    rows = [
+        {
+            "server": r.key,
+            "at": r.at.strftime("%Y-%m-%d %H:%M:%S"),
+            "reason": r.reason,
+            "cause": r.cause or "",
+            "silent_s": round(r.silent_for, 1),
+            "downtime_s": round(r.downtime, 1),
+            "outcome": "back" if r.back else "given up",
+        }
+        for r in read_restarts(restarts_folder(folder))
+    ]
+    return pd.DataFrame(rows, columns=RESTART_COLUMNS)
+
+
 def started_servers(folder: Path, started: Sequence[StartedServer] | None = None) -> pd.DataFrame:
     """The servers crawdad started for a run (the manifest's `started`, schema 9) with their
     restarts and seconds down (`servers/restarts.jsonl`): one row per server; empty for a run

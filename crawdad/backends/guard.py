@@ -61,9 +61,10 @@ class StreamGuard:
     verdict: Verdict = None
     # When the last chunk came (the start, before any): the pool reports requests that stall.
     last_progress: float = field(default_factory=time.monotonic)
+    last_chunk: float = 0.0  # when the last chunk came (0: none yet): the server's sign of life
 
     def feed(self, delta: str) -> Verdict:
-        self.last_progress = time.monotonic()
+        self.last_progress = self.last_chunk = time.monotonic()
         if self.verdict:
             return self.verdict
         if self.loop is not None and self.loop.feed(delta):

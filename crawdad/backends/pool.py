@@ -81,6 +81,7 @@ class Endpoint:
     held: bool = False  # its server is being restarted: no request until it is back
     supervised: bool = False  # crawdad runs its server: one that cannot be reached is restarted
     restarts: int = 0  # times its server was restarted (a request sent before one is not blamed)
+    last_answer: float = 0.0  # when a request here was last answered whole (monotonic; 0: never)
     _down_streak: int = 0
 
     @property
@@ -102,6 +103,12 @@ class Endpoint:
         if not self.active:
             return 0.0
         return now - max(g.last_progress for g in self.active)
+
+    def last_progress(self) -> float:
+        """When its server last showed it works: a chunk of a request in flight, or a whole
+        answer (monotonic; 0.0: never). The supervisor's freeze rule reads it."""
+        chunks = max((g.last_chunk for g in self.active), default=0.0)
+        return max(self.last_answer, chunks)
 
     def stalled(self, now: float, after: float) -> tuple[int, float]:
         """(requests in flight, the longest wait) when none of them has had a chunk or an answer
@@ -298,6 +305,7 @@ class ModelPool:
 
     def _on_success(self, endpoint: Endpoint, result: ChatResult) -> None:
         endpoint.served += 1
+        endpoint.last_answer = time.monotonic()
         endpoint.completion_tokens += result.completion_tokens or 0
         endpoint.unreachable_since = None
         endpoint._down_streak = 0

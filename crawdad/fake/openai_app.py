@@ -14,6 +14,7 @@ not know, so by default a form the server lacks is ignored, not refused.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -68,6 +69,9 @@ class OpenAISettings(CommonSettings):
     # What the server tells of its load: vLLM's /metrics (its names since 0.9, or 0.8's
     # `gpu_*` ones), llama-server's /metrics and /slots, or nothing (llama-cpp-python's server).
     metrics: MetricsStyle = "vllm"
+    # Seconds /health waits before it answers: llama-cpp-python's server answers it only between
+    # generations, so a busy one answers late (here: always this late, the worst case).
+    health_delay: float = Field(default=0.0, ge=0)
 
 
 class OpenAIStyle:
@@ -323,6 +327,8 @@ def build_openai_app(engine: Engine, settings: OpenAISettings) -> web.Applicatio
         return web.json_response({"version": settings.version})
 
     async def health(request: web.Request) -> web.Response:
+        if settings.health_delay:
+            await asyncio.sleep(settings.health_delay)
         return web.Response()
 
     async def metrics(request: web.Request) -> web.Response:

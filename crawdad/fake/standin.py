@@ -17,7 +17,13 @@ seconds, so that a test's outcome does not depend on timing:
   stderr and exits 1 before listening; `fail-start:hang` never listens (a start that times out);
 - `die-after:N` is SIGKILLed by itself when the N-th generation request arrives;
 - `freeze-after:N` stops itself (SIGSTOP) at the N-th: it neither answers nor exits, as a
-  server whose GPU hangs.
+  server whose GPU hangs;
+- `slow-health:SECONDS` answers /health that late (llama-cpp-python's while it generates) and
+  streams its tokens at a pace (10 ms each), so that requests show it works meanwhile;
+- `slow-start:SECONDS` loads for that long before it listens, printing vLLM's lines as it goes
+  (coloured, and a progress bar's carriage returns): a start a user waits for. With
+  `CRAWDAD_STANDIN_GATE=FILE` it listens as soon as FILE exists, so that a test waits for an
+  event, not for the seconds.
 
 With `CRAWDAD_STANDIN_ONCE=FILE`, the fault fires only while FILE does not exist, and the
 stand-in creates FILE as it fires: the restarted server then serves normally.
@@ -48,6 +54,8 @@ if TYPE_CHECKING:
 
 FAULT_ENV = "CRAWDAD_STANDIN_FAULT"
 ONCE_ENV = "CRAWDAD_STANDIN_ONCE"
+GATE_ENV = "CRAWDAD_STANDIN_GATE"
+LOADING = "Loading safetensors checkpoint shards"  # vLLM's line while it loads weights
 WORKERS_ENV = "CRAWDAD_STANDIN_WORKERS"
 FLOOD_ENV = "CRAWDAD_STANDIN_FLOOD"
 
@@ -126,6 +134,25 @@ def _arm(server: FakeServer, kind: str, after: int) -> None:
     server.engine.generate = counted  # type: ignore[method-assign]
 
 
+def _load_slowly(seconds: float) -> bool:
+    """Print vLLM's loading lines for `seconds` (or until the gate file exists); False when
+    SIGTERM or SIGINT came meanwhile (they are blocked: taken here by sigtimedwait)."""
+    import time
+
+    gate = os.environ.get(GATE_ENV)
+    print("\x1b[32mINFO\x1b[0m Starting to load model stand-in...", flush=True)
+    began = time.monotonic()
+    step = 0
+    while time.monotonic() - began < seconds and not (gate and Path(gate).exists()):
+        step += 1
+        sys.stderr.write(f"\r{LOADING}: {step} steps | {time.monotonic() - began:.1f} s")
+        sys.stderr.flush()
+        if signal.sigtimedwait({signal.SIGTERM, signal.SIGINT}, 0.1) is not None:
+            return False
+    print(file=sys.stderr, flush=True)
+    return True
+
+
 def _workers() -> None:
     from crawdad.fake.standin_workers import start
 
@@ -163,20 +190,26 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(START_ERRORS.get(arg, f"stand-in: failing as told ({arg})"), file=sys.stderr)
         return 1
+    if kind == "slow-start" and not _load_slowly(float(arg)):
+        return 0
     # Imported only now: a start that fails says so at once, as an engine that checks first.
     from crawdad.fake.latency import LatencyModel
     from crawdad.fake.server import FakeServer
 
+    slow_health = float(arg) if kind == "slow-health" else 0.0
     _workers()
     _flood()
     server = FakeServer(
         "openai",
         _models(args.served_model_name),
-        latency=LatencyModel(capacity=64),
+        latency=LatencyModel(capacity=64, per_token_seconds=0.01 if slow_health else 0.0),
         host=args.host,
         port=args.port,
+        health_delay=slow_health,
         api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
     )
+    if slow_health:
+        _fired()
     if kind in ("die-after", "freeze-after"):
         _arm(server, kind, int(arg))
     server.start()

@@ -19,7 +19,6 @@ import contextlib
 import os
 import shlex
 import signal
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -268,15 +267,14 @@ class PoolListener:
         for pool in self.pools:
             pool.release(server.base_url)
 
-    def answering(self, server: ServerPlan, within: float) -> bool:
-        """Requests of the run in flight there got a chunk or an answer in the last `within`
-        seconds: the server works, whatever its health check says."""
-        now = time.monotonic()
-        return any(
-            e.active and e.silent_for(now) < within
-            for pool in self.pools
-            for e in pool.endpoints
-            if e.url == server.base_url.rstrip("/")
+    def last_progress(self, server: ServerPlan) -> float:
+        """When a request of the run there last got a chunk or a whole answer (monotonic; 0.0:
+        never): the server works, whatever its health check says (a busy llama-cpp-python
+        answers it late)."""
+        url = server.base_url.rstrip("/")
+        return max(
+            (e.last_progress() for pool in self.pools for e in pool.endpoints if e.url == url),
+            default=0.0,
         )
 
     def gave_up(self, message: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from crawdad.errors import CrawdadError
 from crawdad.safe_files import Folder
 
 # (cause, what the engines print for it, what to do). The patterns are the real messages of
@@ -91,3 +92,38 @@ def failure_text(key: str, what: str, tail: list[str], log: Path | None) -> str:
     where = f" (the whole log: {log})" if log is not None else ""
     shown = "\n".join(f"  | {line}" for line in tail) if tail else "  (its log is empty)"
     return f"server {key} {what}.{cause}\nThe end of its log{where}:\n{shown}"
+
+
+# ANSI escape sequences (CSI "ESC [ ... letter", OSC "ESC ] ... BEL/ST", and two-character ones)
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, limit: int = 120) -> str:
+    """`text` safe to show on a terminal: escape sequences and control characters gone (a
+    server's log cannot move the cursor or recolour the screen), at most `limit` characters."""
+    text = _CONTROL.sub(" ", _ANSI.sub("", text))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def last_line(folder: Path, name: str, limit: int = 4096) -> str:
+    """The last non-blank line of the log `name` in `folder`, made `printable` ("" when none):
+    only its last `limit` bytes are read, a progress bar's carriage returns end a line too, and
+    anything but a regular file (a FIFO, a device) is not read."""
+    import os
+    import stat
+
+    try:
+        with Folder(folder, create=False) as f:
+            fd = f.open_fd(name, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as log:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return ""
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - limit))
+            data = log.read(limit)
+    except (OSError, CrawdadError):  # gone, or a link
+        return ""
+    lines = re.split(r"[\r\n]+", data.decode("utf-8", "replace"))
+    return next((shown for line in reversed(lines) if (shown := printable(line))), "")

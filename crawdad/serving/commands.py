@@ -4,6 +4,7 @@ of served models: kept out of cli.py, which only parses the options."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,12 +77,26 @@ class ServedCheck:
     problems: list[str] = field(default_factory=list)  # what stops a run from starting
 
 
-def check_served(configs: dict[str, RunConfig], gpus: list[GPU] | None = None) -> ServedCheck:
+def check_served(
+    configs: dict[str, RunConfig],
+    gpus: list[GPU] | None = None,
+    say: Callable[[str], None] | None = None,
+    every: float | None = None,
+) -> ServedCheck:
     """Each served model's engine installed (else the line that installs it), its weights
-    present, and the plan fits (else what would)."""
+    present, and the plan fits (else what would). `say` is told what is being checked before
+    each engine's version probe (an import of vLLM takes half a minute), and every `every`
+    seconds (STILL_EVERY) while a check lasts."""
     from crawdad.serving.engines import engine
     from crawdad.serving.plan import plan_configs, served_places
     from crawdad.serving.sizes import footprint
+    from crawdad.serving.waits import STILL_EVERY, heartbeat
+
+    def told(line: str) -> None:
+        if say is not None:
+            say(line)
+
+    beat = every or STILL_EVERY
 
     check = ServedCheck()
     engines: set[tuple[str, str | None]] = set()
@@ -95,19 +110,26 @@ def check_served(configs: dict[str, RunConfig], gpus: list[GPU] | None = None) -
             if (serve.engine, serve.executable) not in engines:
                 engines.add((serve.engine, serve.executable))
                 found = engine(serve.engine, serve.executable)
-                if not found.installed():
+                told(
+                    f"checking {serve.engine} ({found.executable}): is it installed, which version"
+                )
+                with heartbeat(f"checking {serve.engine} ({found.executable})", told, beat):
+                    installed = found.installed()
+                    version = found.version() if installed else None
+                if not installed:
                     check.problems.append(
                         f"{where}: {serve.engine} is not installed ({found.executable} not "
                         f"found)\n      fix: {found.install_hint()}"
                     )
                 else:
-                    version = found.version() or "version unknown"
-                    check.lines.append(f"{serve.engine:7} {found.executable}: {version}")
+                    said = version or "version unknown"
+                    check.lines.append(f"{serve.engine:7} {found.executable}: {said}")
             if serve.weights in weights:
                 continue
             weights.add(serve.weights)
             try:
-                size = footprint(spec.model, serve)
+                with heartbeat(f"reading the size of {serve.weights}", told, beat):
+                    size = footprint(spec.model, serve)
             except CrawdadError as e:
                 check.problems.append(f"{where}: {e}")
                 missing = True

@@ -14,7 +14,7 @@ from crawdad.records import StartedServer
 from crawdad.serving import bounded
 from crawdad.serving.base import GPU, ServerPlan
 from crawdad.serving.processes import engine_of
-from crawdad.serving.weights import weights_hash
+from crawdad.serving.weights import Progress, weights_hash
 
 _MAX_VERSION_ANSWER = 65_536  # bytes of a /version answer (real: under 100)
 
@@ -55,10 +55,14 @@ async def _answered_version(client: httpx.AsyncClient, url: str) -> str | None:
 
 
 async def started_record(
-    server: ServerPlan, gpus: list[GPU], client: httpx.AsyncClient, started_at: datetime | None
+    server: ServerPlan,
+    gpus: list[GPU],
+    client: httpx.AsyncClient,
+    started_at: datetime | None,
+    hashing: Progress | None = None,
 ) -> StartedServer:
     """The manifest's entry for one server that answers (a large GGUF is hashed in a thread,
-    once: the hash is cached by path, size and mtime)."""
+    once: the hash is cached by path, size and mtime; `hashing` is told of its progress)."""
     names = {g.index: g.name for g in gpus}
     return StartedServer(
         key=server.key,
@@ -66,7 +70,7 @@ async def started_record(
         engine_version=await server_version(server, client),
         command=list(server.command),
         weights=server.weights,
-        weights_hash=await asyncio.to_thread(weights_hash, server.engine, server.weights),
+        weights_hash=await asyncio.to_thread(weights_hash, server.engine, server.weights, hashing),
         served_name=server.served_name,
         models=list(server.models),
         base_url=server.base_url,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from crawdad.errors import CrawdadError
 from crawdad.records import ServerRestart, StartedServer
 from crawdad.safe_files import Folder
 from crawdad.serving.base import Plan, ServerPlan
-from crawdad.serving.causes import failure_text, log_tail
+from crawdad.serving.causes import failure_text, last_line, log_tail
 from crawdad.serving.ownership import new_secret, prove, tree_pids, who_listens
 from crawdad.serving.ports import PortTaken, Reservation, reserve, with_port
 from crawdad.serving.processes import (
@@ -46,9 +47,12 @@ from crawdad.serving.processes import (
     stop_group,
 )
 from crawdad.serving.served_by import started_record
+from crawdad.serving.waits import STILL_EVERY, BytesProgress
 
 STOP_GRACE = 10.0  # seconds a server has to exit after SIGTERM before its group is SIGKILLed
 START_POLL = 0.25  # seconds between health checks while a server loads
+PROBE_MAX = 30.0  # seconds a health check of a running server may take (a late answer counts)
+TICK = 1.0  # seconds between refreshes of the start bar's elapsed time and log lines
 PROVE_WAIT = 30.0  # seconds a healthy server has to answer the ownership proof's requests
 KEYS_FILE = "keys.json"  # the servers' keys for a later run (`crawdad serve`, --keep-servers)
 
@@ -81,11 +85,14 @@ class Managed:
     proc: Started | None = None  # its keeper, and the server's pid
     state: State = "stopped"
     since: float = 0.0  # when the state began (monotonic)
-    failing_since: float | None = None  # its health checks have failed since then
     restarts: deque[float] = field(default_factory=deque)  # when, within the window
     restart_count: int = 0
     downtime: float = 0.0
     started_at: datetime | None = None
+    alive_at: float = 0.0  # its last health answer (monotonic)
+    probe: asyncio.Task[None] | None = None  # the health check in flight, if any
+    silent_since: float = 0.0  # of the restart going on: its last sign of life (monotonic)
+    silent_for: float = 0.0  # and for how long it had been silent when it was seen down
     secret: str | None = None  # this start's API key (None: the engine takes none)
     proven_by: list[str] = field(default_factory=list)  # how it was shown to be ours
     answered: int | None = None  # the status of its last health answer
@@ -128,6 +135,10 @@ class Supervisor:
         self.servers = {s.key: Managed(s, health_url(s)) for s in plan.servers}
         self._client: httpx.AsyncClient | None = None
         self._records: list[StartedServer] = []
+        # a bar on a terminal (elapsed time, each server's last log line); else a line every
+        # `still_every` seconds while servers start
+        self.terminal = progress and bool(getattr(sys.stderr, "isatty", lambda: False)())
+        self.still_every = STILL_EVERY
         self._held: list[Reservation] = []  # the ports reserved for this plan's servers
         self.share_keys = share_keys or outlive
 
@@ -183,9 +194,7 @@ class Supervisor:
             await self._pull_tags()
             assert self._client is not None
             self._records = [
-                (
-                    await started_record(m.plan, self.plan.gpus, self._client, m.started_at)
-                ).model_copy(update=self._answered(m))
+                (await self._started_record(m)).model_copy(update=self._answered(m))
                 for m in self.servers.values()
             ]
             self._write_status()
@@ -193,6 +202,20 @@ class Supervisor:
         except BaseException:
             await self.stop()
             raise
+
+    async def _started_record(self, m: Managed) -> StartedServer:
+        """Its manifest entry; a weights file hashed for it shows its progress."""
+        assert self._client is not None
+        hashing = BytesProgress(
+            f"hashing {m.plan.key}'s weights for the manifest",
+            terminal=self.terminal,
+            say=self.say,
+            every=self.still_every,
+        )
+        try:
+            return await started_record(m.plan, self.plan.gpus, self._client, m.started_at, hashing)
+        finally:
+            hashing.close()
 
     def _reserve(self) -> None:
         """Hold every planned port (`ports.reserve`); a taken one moves to a free port, the plan
@@ -340,12 +363,13 @@ class Supervisor:
             assert m.proc is not None
             if (code := m.proc.poll()) is not None:
                 return f"exited with code {code} while starting" + self._port_note(m)
-            healthy = await self._healthy(m, min(5.0, self.serving.startup_timeout))
+            within = max(0.1, min(5.0, deadline - time.monotonic()))
+            healthy = await self._healthy(m, within)
             if healthy or m.answered in (401, 403):  # an answer: is it our server's?
                 if (refused := await self._prove(m)) is not None:
                     return refused
                 now = time.monotonic()
-                m.state, m.since, m.failing_since = "up", now, None
+                m.state, m.since, m.alive_at = "up", now, now
                 if bar is not None:
                     bar.update(1)
                 return None
@@ -363,11 +387,12 @@ class Supervisor:
         with tqdm(
             total=len(servers),
             desc=f"starting {names}",
-            unit="server",
-            disable=not self.progress,
+            bar_format="{desc}: {n_fmt}/{total_fmt} up{postfix}",  # a rate would mean nothing
+            disable=not self.terminal,
             leave=False,
         ) as bar:
             tasks = {asyncio.create_task(self._wait_up(m, bar)): m for m in servers}
+            shown = asyncio.create_task(self._show_wait(servers, bar, "starting"))
             failed: list[str] = []
             try:
                 pending = set(tasks)
@@ -375,10 +400,42 @@ class Supervisor:
                     done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
                     failed += [self._failure(tasks[t], why) for t in done if (why := t.result())]
             finally:
+                shown.cancel()
                 for task in tasks:
                     task.cancel()
         if failed:
             raise ServerStartError("\n\n".join(failed))
+
+    def _last_log_line(self, m: Managed) -> str:
+        """Its log's last line; "" while the server has written nothing (only crawdad's own
+        line with its command)."""
+        line = last_line(self.folder, self._log_name(m))
+        return "" if line.startswith("--- crawdad ") else line
+
+    async def _show_wait(self, servers: list[Managed], bar: tqdm[Any] | None, verb: str) -> None:
+        """Until cancelled, what the servers that are not up yet are doing: on a terminal the
+        bar's time waited and each one's last log line (vLLM's "Loading weights"), refreshed
+        every second; otherwise (or with no bar: a restart) a line every `still_every` seconds."""
+        began = said = time.monotonic()
+        drawn = self.terminal and bar is not None and not bar.disable
+        while True:
+            due = said + self.still_every - time.monotonic()  # the next line: never late
+            await asyncio.sleep(TICK if drawn else max(0.05, min(TICK, due)))
+            now = time.monotonic()
+            waiting = [m for m in servers if m.state in ("starting", "restarting")]
+            if drawn and bar is not None:
+                lines = "; ".join(
+                    f"{m.plan.key}: {self._last_log_line(m)[:60] or '(no log line yet)'}"
+                    for m in waiting
+                )
+                bar.set_postfix_str(f"{now - began:.0f} s" + (f"; {lines}" if lines else ""))
+            elif now - said >= self.still_every:
+                said = now
+                for m in waiting:
+                    line = self._last_log_line(m) or "(none yet)"
+                    self.say(
+                        f"still {verb} {m.plan.key}: {now - m.since:.0f} s, last log line: {line}"
+                    )
 
     def _failure(self, m: Managed, what: str) -> str:
         tail = log_tail(self.folder, self._log_name(m))
@@ -388,59 +445,72 @@ class Supervisor:
 
     @property
     def every(self) -> float:
-        """Seconds between health checks: often enough to see a freeze within a quarter of
-        serving.freeze_timeout (at most each second)."""
-        return min(1.0, self.serving.freeze_timeout / 4)
+        """Seconds between checks of a running server (serving.check_interval)."""
+        return self.serving.check_interval
+
+    @property
+    def probe_timeout(self) -> float:
+        """How long a health check may take: an answer within it is a sign of life; none is
+        not yet a freeze (a busy server answers late, its tokens show that it works)."""
+        return min(PROBE_MAX, self.serving.freeze_timeout)
 
     async def watch(self) -> None:
-        """Until cancelled: restart each server that exits or stops answering."""
+        """Until cancelled: restart each server that exits or freezes."""
         await asyncio.gather(*(self._keep(m) for m in self.servers.values()))
 
     async def _keep(self, m: Managed) -> None:
-        m.failing_since = None  # a freeze is counted from the first check that fails
-        while True:
-            await asyncio.sleep(self.every)
-            if m.state != "up":
-                continue  # stopped, or given up
-            if reason := await self._check(m):
-                m.state, m.since = "restarting", time.monotonic()
-                await self._restart_or_give_up(m, reason)
-                m.failing_since = None
-
-    async def _check(self, m: Managed) -> str | None:
-        """Why `m` is down, or None while it serves. A server is frozen when its health checks
-        have failed for `serving.freeze_timeout` seconds while it sent nothing on any request of
-        the run (a busy llama-cpp-python answers its health only between generations)."""
-        assert m.proc is not None
-        within = min(30.0, self.serving.freeze_timeout / 2)
-        asked = time.monotonic()
-        probe = asyncio.create_task(self._healthy(m, within))
         try:
-            while not probe.done():  # an exit is seen at once, not after the probe's timeout
-                await asyncio.wait({probe}, timeout=self.every)
-                if (code := m.proc.poll()) is not None:
-                    return f"exited with code {code}"
+            while True:
+                await asyncio.sleep(self.every)
+                if m.state != "up":
+                    continue  # stopped, or given up
+                if reason := self._check(m, time.monotonic()):
+                    self._cancel_probe(m)
+                    await self._restart_or_give_up(m, reason, self._last_sign(m))
         finally:
-            probe.cancel()
-        now = time.monotonic()
-        if probe.result():
-            m.failing_since = None
-            return None
-        if m.failing_since is None:
-            m.failing_since = asked
-        silent = now - m.failing_since
-        answering = getattr(self.listener, "answering", None)
-        if silent >= self.serving.freeze_timeout and not (
-            answering is not None and answering(m.plan, self.serving.freeze_timeout)
-        ):
-            return f"no health answer for {silent:.0f} s (frozen)"
+            self._cancel_probe(m)
+
+    def _check(self, m: Managed, now: float) -> str | None:
+        """Why `m` is down, or None while it serves. It has exited; or it is frozen: neither a
+        health answer nor a chunk or answer of any request of the run for
+        `serving.freeze_timeout` seconds (a busy llama-cpp-python answers its health late, but
+        its tokens keep coming). The health check runs beside this one, bounded, so that a check
+        that hangs never delays the decision: a freeze is acted on within freeze_timeout plus
+        one check interval of the last sign of life."""
+        assert m.proc is not None
+        if (code := m.proc.poll()) is not None:
+            return f"exited with code {code}"
+        if m.probe is None or m.probe.done():
+            m.probe = asyncio.create_task(self._probe(m))
+        silent = now - self._last_sign(m)
+        if silent >= self.serving.freeze_timeout:
+            return f"frozen: no health answer and no tokens for {silent:.0f} s"
         return None
 
-    async def _restart_or_give_up(self, m: Managed, reason: str) -> None:
+    async def _probe(self, m: Managed) -> None:
+        with contextlib.suppress(RuntimeError):  # the client closed: crawdad is stopping
+            if await self._healthy(m, self.probe_timeout):
+                m.alive_at = max(m.alive_at, time.monotonic())
+
+    def _cancel_probe(self, m: Managed) -> None:
+        if m.probe is not None:
+            m.probe.cancel()
+            m.probe = None
+
+    def _last_sign(self, m: Managed) -> float:
+        """When `m` last showed that it lives (monotonic): its last health answer, or the last
+        chunk or answer a request of the run got from it (the listener's `last_progress`)."""
+        progress = getattr(self.listener, "last_progress", None)
+        tokens = float(progress(m.plan)) if progress is not None else 0.0
+        return max(m.alive_at, tokens)
+
+    async def _restart_or_give_up(
+        self, m: Managed, reason: str, since: float | None = None
+    ) -> None:
         """A restart that fails in crawdad itself (a full disk for the log) gives the server up:
         the run must never wait for a server that nobody is bringing back."""
         try:
-            await self._restart(m, reason)
+            await self._restart(m, reason, since)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -451,8 +521,12 @@ class Supervisor:
                     f"{type(e).__name__}: {e}.\n{self.give_up_hint}"
                 )
 
-    async def _restart(self, m: Managed, reason: str) -> None:
+    async def _restart(self, m: Managed, reason: str, since: float | None = None) -> None:
+        """Stop `m` and start it again (within the bound of restarts). Its downtime counts from
+        `since`, its last sign of life (now, if not known), to its health answer again."""
         down_at, at = time.monotonic(), datetime.now(UTC)
+        m.silent_since = down_at if since is None else min(since, down_at)
+        m.silent_for = down_at - m.silent_since
         m.state, m.since = "restarting", down_at
         self._write_status()
         self.say(f"server {m.plan.key} {reason}: restarting it")
@@ -470,16 +544,21 @@ class Supervisor:
             m.restart_count += 1
             self._spawn(m)
             m.state = "restarting"  # _spawn says "starting"; the run sees a restart
-            why = await self._wait_up(m)
+            shown = asyncio.create_task(self._show_wait([m], None, "restarting"))
+            try:
+                why = await self._wait_up(m)
+            finally:
+                shown.cancel()
             if why is None:
                 break
             reason, tail = why, log_tail(self.folder, self._log_name(m))
             await self._stop_one(m, STOP_GRACE)
-        m.downtime += time.monotonic() - down_at
-        self._append(m, reason, at, time.monotonic() - down_at, tail, back=True)
+        down = time.monotonic() - m.silent_since
+        m.downtime += down
+        self._append(m, reason, at, down, tail, back=True)
         self._write_status()
         self._write_keys()
-        self.say(f"server {m.plan.key} is back after {time.monotonic() - down_at:.0f} s")
+        self.say(f"server {m.plan.key} is back after {down:.0f} s")
         if self.listener is not None:
             self.listener.server_up(m.plan)
 
@@ -487,8 +566,9 @@ class Supervisor:
         self, m: Managed, reason: str, at: datetime, down_at: float, tail: list[str]
     ) -> None:
         m.state, m.since = "failed", time.monotonic()
-        m.downtime += time.monotonic() - down_at
-        self._append(m, reason, at, time.monotonic() - down_at, tail, back=False)
+        down = time.monotonic() - min(m.silent_since or down_at, down_at)
+        m.downtime += down
+        self._append(m, reason, at, down, tail, back=False)
         self._write_status()
         window = self.serving.restart_window
         what = (
@@ -507,6 +587,7 @@ class Supervisor:
     def _append(
         self, m: Managed, reason: str, at: datetime, down: float, tail: list[str], back: bool
     ) -> None:
+        """`down`: seconds from its last sign of life (`silent_since`) to back, or to now."""
         from crawdad.serving.causes import likely_cause
 
         cause = likely_cause("\n".join(tail))
@@ -516,6 +597,7 @@ class Supervisor:
             reason=reason,
             cause=cause[0] if cause else None,
             downtime=round(down, 3),
+            silent_for=round(min(down, m.silent_for), 3),
             back=back,
         )
         with Folder(self.root, *self.parts) as folder, folder.open_append("restarts.jsonl") as f:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from crawdad.errors import CrawdadError
@@ -47,8 +48,12 @@ def _write_cache(path: Path, data: dict[str, str]) -> None:
         os.replace(tmp, path)
 
 
-def file_sha256(path: Path, cache: Path | None = None) -> str:
-    """sha256 of a file, from the cache when its path, size and mtime are the ones hashed."""
+Progress = Callable[[int, int], None]  # (bytes hashed, bytes in all), after each chunk
+
+
+def file_sha256(path: Path, cache: Path | None = None, progress: Progress | None = None) -> str:
+    """sha256 of a file, from the cache when its path, size and mtime are the ones hashed;
+    `progress` is told of each chunk hashed (crawdad.serving.waits.BytesProgress)."""
     st = path.stat()
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     cache = cache or cache_file()
@@ -56,9 +61,13 @@ def file_sha256(path: Path, cache: Path | None = None) -> str:
     if key in known:
         return known[key]
     digest = hashlib.sha256()
+    done = 0
     with open_input(path, "weights file") as f:  # a FIFO or a device: refused, never read
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
+            if progress is not None:
+                done += len(chunk)
+                progress(done, st.st_size)
     known[key] = digest.hexdigest()
     _write_cache(cache, known)
     return known[key]
@@ -78,13 +87,13 @@ def _snapshot_revision(folder: Path) -> str | None:
     return None
 
 
-def _folder_hash(folder: Path) -> str | None:
+def _folder_hash(folder: Path, progress: Progress | None = None) -> str | None:
     if revision := _snapshot_revision(folder.resolve()):
         return f"revision:{revision}"
     for name in ("model.safetensors.index.json", "model.safetensors", "config.json"):
         if (folder / name).is_file():
             if name == "model.safetensors":
-                return f"sha256:{file_sha256(folder / name)}"
+                return f"sha256:{file_sha256(folder / name, progress=progress)}"
             data = read_input(folder / name, "file", MAX_JSON_FILE)
             digest = hashlib.sha256(data).hexdigest()
             return f"{'index-' if name.endswith('index.json') else 'config-'}sha256:{digest}"
@@ -101,17 +110,17 @@ def _hub_revision(repo_id: str) -> str | None:
     return f"revision:{commit}" if re.fullmatch(r"[0-9A-Za-z._-]{1,128}", commit) else None
 
 
-def weights_hash(engine: str, weights: str) -> str | None:
+def weights_hash(engine: str, weights: str, progress: Progress | None = None) -> str | None:
     """What identifies `weights` (None: not known before the server runs, e.g. an Ollama tag,
-    or not found)."""
+    or not found); `progress` is told of each chunk of a file hashed."""
     if engine == "ollama":
         return None
     try:
         path = Path(weights).expanduser()
         if path.is_file():
-            return f"sha256:{file_sha256(path)}"
+            return f"sha256:{file_sha256(path, progress=progress)}"
         if path.is_dir():
-            return _folder_hash(path)
+            return _folder_hash(path, progress)
     except (OSError, RuntimeError, ValueError, CrawdadError):  # nice to have, never a failure
         return None
     if weights.count("/") == 1 and not weights.startswith((".", "/")):
