@@ -48,8 +48,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # 11: the manifest's `started`: each server crawdad started itself (its exact command, the
 #    engine's version, the weights' hash or revision, the GPUs and the memory plan), and
 #    `servers/restarts.jsonl` (`ServerRestart`): each restart of one. Lines are unchanged.
-# Version 1 to 10 lines still load: every field added since has a default that means what they did.
-SCHEMA_VERSION = 11
+# 12: what served a run, proven: `StartedServer.pid`, `.port` (a taken planned port is moved)
+#    and `.proven_by` ("api key", "socket"); `ServerRestart.silent_for` (how long the server
+#    showed no sign of life before crawdad acted; its `downtime` now counts from its last sign
+#    of life); the experiment manifest's questions (`selection`, `selection_history`: part of a
+#    stopped experiment's identity) and its stopping rule's `method` ("test": sequential tests
+#    by betting decide; a `stop` written before has none and is read as "cs", the sequence's
+#    edges, what it was). Lines are unchanged.
+# Version 1 to 11 lines still load: every field added since has a default that means what they did.
+SCHEMA_VERSION = 12
 
 # Ranges, by meaning (checked since version 7's crawdad; no line a crawdad wrote lies outside
 # them, so the schema version is unchanged). Every reader of records (the analysis, the viewer,
