@@ -742,7 +742,7 @@ def serve(
         typer.Option(
             "--setup",
             help="--slurm: a shell line the job runs first, as written (shown in the script's "
-            "header), such as 'source ~/venvs/crawdad/bin/activate' or 'module load cuda'.",
+            "header), such as 'module load cuda' or 'source VENV/bin/activate'.",
         ),
     ] = [],  # noqa: B006
     fetch: Annotated[

@@ -1267,6 +1267,20 @@ def run_case(name: str, tmp: Path) -> dict[str, Any]:
     return out
 
 
+def _peak_rss_mb() -> float | None:
+    """This process's own peak resident memory (VmHWM, of its address space since exec; None
+    off Linux). Not ru_maxrss: Linux keeps that across exec, so a child of a large process (an
+    xdist worker after a thousand tests) would report its parent's size."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1e3  # kB
+    return None
+
+
 def main() -> None:
     """Run the cases named on the command line (all without), one JSON line each."""
     import resource
@@ -1285,7 +1299,7 @@ def main() -> None:
     names = sys.argv[2:] or list(CASES)
     for name in names:
         print(json.dumps(run_case(name, tmp)), flush=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+    peak = _peak_rss_mb() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
     print(json.dumps({"name": "__process__", "maxrss_mb": peak}), flush=True)
 
 

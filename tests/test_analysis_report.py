@@ -163,13 +163,17 @@ def test_figure_hygiene(tmp_path):
     assert F.agent_colors(["b", "a"]) == F.agent_colors(["a", "b", "a"])
 
 
+def _pyplot_figures() -> set[int]:
+    plt = sys.modules.get("matplotlib.pyplot")
+    return set(plt.get_fignums()) if plt is not None else set()
+
+
 def test_figures_do_not_touch_pyplot(tmp_path):
     run = load_run(write_synthetic_run(tmp_path / "r", 40, seed=4))
+    # what another test of this worker left open is its own: only the report's figures count
+    before = _pyplot_figures()
     _figures_of(run)
-    if "matplotlib.pyplot" in sys.modules:
-        import matplotlib.pyplot as plt
-
-        assert plt.get_fignums() == []
+    assert _pyplot_figures() == before
 
 
 def _markdown_tables(text: str) -> list[list[list[str]]]:
