@@ -114,9 +114,9 @@ def slurm_script(
     serving = serving or ServingConfig()
     if nodes > 1 and (bare := [s.key for s in plan.servers if keyless(s)]):
         raise CrawdadError(
-            f"servers {', '.join(bare)} take no API key (Ollama, llama-cpp-python), so on "
-            "several nodes anyone on the network could use them: serve them on one node "
-            "(--nodes 1), or with vLLM, SGLang or llama-server"
+            f"servers {', '.join(bare)} take no API key (Ollama), so on several nodes anyone "
+            "on the network could use them: serve them on one node (--nodes 1), or with vLLM, "
+            "SGLang or llama.cpp"
         )
     setup = [_plain(line, "--setup") for line in setup if line.strip()]
     spec = JobSpec(
