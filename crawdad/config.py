@@ -422,11 +422,8 @@ class InputLimits(Strict):
 
 
 SERVED_URLS_ENV = "CRAWDAD_SERVED_URLS"
-# The key the servers of a `crawdad serve --slurm` job require (the job's secret): its name is
-# what a served model's `api_key_env` becomes, so that the key itself never reaches a manifest.
-SERVED_KEY_ENV = "CRAWDAD_SERVED_API_KEY"
-# The job's keys file (base URL -> key, 0600), where each server has a key of its own: it becomes
-# `serving.keys_file` where the config has that setting, and is read again when it changes.
+# The job's keys file (base URL -> key, 0600; each server start has a key of its own): it becomes
+# `serving.keys_file` where the config sets none, and is read again when it changes.
 SERVED_KEYS_ENV = "CRAWDAD_SERVED_KEYS"
 
 
@@ -594,8 +591,6 @@ class RunConfig(Strict):
         itself: each served model is pointed at them, instead of crawdad starting its own."""
         served = served_urls_from_env()
         keys = os.environ.get(SERVED_KEYS_ENV, "").strip()
-        has_keys_file = "keys_file" in type(self.serving).model_fields
-        by_file = Path(keys) if keys and has_keys_file else None
         for spec in [*self.agents, self.extractor, *self.readers()]:
             urls = served.get(spec.model) if spec.serve is not None else None
             if urls:
@@ -603,10 +598,8 @@ class RunConfig(Strict):
                 backend = "openai" if urls[0].rstrip("/").endswith("/v1") else "ollama"
                 object.__setattr__(spec, "backend", backend)
                 object.__setattr__(spec, "serve", None)
-                if by_file is None and os.environ.get(SERVED_KEY_ENV) and spec.api_key is None:
-                    object.__setattr__(spec, "api_key_env", SERVED_KEY_ENV)
-        if served and by_file is not None and getattr(self.serving, "keys_file", 0) is None:
-            object.__setattr__(self.serving, "keys_file", by_file)
+        if served and keys and self.serving.keys_file is None:
+            object.__setattr__(self.serving, "keys_file", Path(keys))
         return self
 
     @property

@@ -191,6 +191,7 @@ def test_served_urls_from_the_environment_point_served_models_at_running_servers
         "CRAWDAD_SERVED_URLS",
         '{"qwen3:32b": ["http://n1:8100/v1", "http://n2:8100/v1"], "granite3.3:2b": ["http://n1:8102"]}',
     )
+    monkeypatch.setenv("CRAWDAD_SERVED_KEYS", "/job/keys.json")  # each server's own key
     config = RunConfig.model_validate(
         {
             "agents": [
@@ -204,6 +205,7 @@ def test_served_urls_from_the_environment_point_served_models_at_running_servers
     assert config.agents[0].backend == "openai" and config.agents[0].serve is None
     assert config.agents[1].base_urls == ["http://localhost:11434"]
     assert config.extractor.backend == "ollama" and config.extractor.serve is None
+    assert config.serving.keys_file == Path("/job/keys.json")
 
 
 def test_doctor_checks_served_models_engine_weights_and_plan(

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from crawdad.config import RunConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import Plan, ServerPlan
-from crawdad.serving.node import PortHold, await_nodes, pinned, placed
+from crawdad.serving.node import await_nodes, keyless, pinned, placed
 from crawdad.serving.slurm import slurm_script
 from tests.test_supervisor import free_port, standin_program
 
@@ -220,7 +220,8 @@ def test_the_nodes_choose_free_ports_when_the_job_starts_and_require_the_key(
     cli: CLI, tmp_path: Path
 ) -> None:
     """Two jobs of one plan on one node (array tasks) and a stranger on the first port: three
-    different sets of ports; the servers answer only with the job's key."""
+    different sets of ports (a node moves a taken port even where replan_ports is false: the
+    plan's were chosen elsewhere); the servers answer only with the job's key."""
     check = (
         f"{shlex.quote(sys.executable)} -c 'import json, os, httpx; "
         'urls = json.loads(os.environ["CRAWDAD_SERVED_URLS"]); '
@@ -235,7 +236,8 @@ def test_the_nodes_choose_free_ports_when_the_job_starts_and_require_the_key(
     for name in ("t0", "t1"):  # the same plan, the same first port
         folder = tmp_path / name
         folder.mkdir()
-        config = served_toml(folder / "c.toml", ["m1", "m2", "m3"], first=first)
+        fixed = "replan_ports = false\n" if name == "t1" else ""
+        config = served_toml(folder / "c.toml", ["m1", "m2", "m3"], first=first, serving=fixed)
         jobs.append((folder, write_script(cli, config, check)))
     stranger = socket.socket()
     stranger.bind(("127.0.0.1", first))
@@ -364,40 +366,17 @@ def test_a_node_maps_the_plans_gpus_to_its_own_and_says_when_it_has_too_few() ->
         pinned(server, "3")
 
 
-def test_each_engine_gets_the_key_where_it_reads_it() -> None:
-    vllm = placed(_server(), "10.0.0.5", 9001, "k")
-    assert vllm.env["VLLM_API_KEY"] == "k" and "--host" in vllm.command
-    assert vllm.command[vllm.command.index("--port") + 1] == "9001"
-    assert vllm.base_url == "http://10.0.0.5:9001/v1" and "k" not in vllm.command
-    server = placed(_server(engine="llamacpp", command=["llama-server"]), "h", 1, "k")
-    assert server.env["LLAMA_API_KEY"] == "k"
-    sglang = placed(_server(engine="sglang", command=["python"]), "h", 1, "k")
-    assert sglang.command[-2:] == ["--api-key", "k"]
+def test_a_node_places_each_server_on_its_address_and_only_ollama_goes_without_a_key() -> None:
+    vllm = placed(_server(), "10.0.0.5")
+    assert vllm.command[vllm.command.index("--host") + 1] == "10.0.0.5"
+    assert vllm.command[vllm.command.index("--port") + 1] == "8100"  # reserved at its start
+    assert vllm.base_url == "http://10.0.0.5:8100/v1"
+    assert not vllm.env and "--api-key" not in vllm.command  # each start's key: the Supervisor's
     ollama = _server(engine="ollama", command=["ollama", "serve"], env={"OLLAMA_HOST": "x"})
-    assert placed(ollama, "h", 7, "k").env == {"OLLAMA_HOST": "h:7"}
-
-
-def test_port_holds_keep_two_crawdads_apart_and_a_dead_ones_hold_is_taken_over(
-    tmp_path: Path,
-) -> None:
-    first = free_port()
-    one, two = PortHold(tmp_path / "holds"), PortHold(tmp_path / "holds")
-    a = one.take("127.0.0.1", first, 2)
-    b = two.take("127.0.0.1", first, 2)
-    assert not set(a) & set(b)
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    one.release_all()
-    (tmp_path / "holds" / str(a[0])).write_text(dead.stdout.strip())  # a crawdad that died
-    assert PortHold(tmp_path / "holds").take("127.0.0.1", a[0], 1) == [a[0]]
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")  # planted in a shared /tmp
-    with pytest.raises(CrawdadError, match="not a folder of yours"):
-        PortHold(tmp_path / "link").take("127.0.0.1", first, 1)
+    assert placed(ollama, "h").env == {"OLLAMA_HOST": "h:8100"}
+    assert keyless(ollama)
+    python = _server(engine="llamacpp", command=[sys.executable])  # llama-cpp-python: API_KEY
+    assert not keyless(python) and not keyless(_server(engine="sglang", command=["python"]))
 
 
 def test_the_driver_wait_ends_on_a_dead_step_or_a_failed_node(tmp_path: Path) -> None:

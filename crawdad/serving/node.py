@@ -2,13 +2,14 @@
 the driver's wait for them (`crawdad serve --await JOB`).
 
 The job folder (shared by the nodes, 0700) holds what the batch script wrote, `job.json` (the
-plan and the serving settings, data only) and `secret` (the servers' API key, 0600), and what
-the nodes write: `nodes/<node>/` (each server's log, `status.json`, `restarts.jsonl`), then
-`nodes/<node>.json` once this node's servers answer (their URLs), or `nodes/<node>.failed` (why
-they will not). Each node chooses its ports when the job starts, on the node, skipping any port
-in use or held by another crawdad of this user; its Supervisor starts, keeps (restarts) and
-stops the servers. A node whose server is given up exits 1, which ends the job step and so the
-job (the script waits on it beside the driver).
+plan and the serving settings, data only), and what the nodes write: `nodes/<node>/` (each
+server's log, `status.json`, `restarts.jsonl`), then `nodes/<node>.json` once this node's servers
+answer (their URLs), or `nodes/<node>.failed` (why they will not), and `keys.json` (every node's
+servers' current keys, 0600). Each node's Supervisor reserves the plan's ports on the node when
+the job starts (`ports.reserve`: a port in use, or held by another crawdad of this user, moves to
+a free one), gives each server start a key of its own, and starts, keeps (restarts) and stops
+the servers. A node whose server is given up exits 1, which ends the job step and so the job
+(the script waits on it beside the driver).
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ import os
 import re
 import signal
 import socket
-import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from crawdad.config import ServingConfig
 from crawdad.errors import CrawdadError
 from crawdad.serving.base import Plan, ServerPlan
-from crawdad.serving.processes import port_free
+from crawdad.serving.processes import engine_of
 from crawdad.serving.supervisor import Supervisor
 
 JOB_FILE = "job.json"
-SECRET_FILE = "secret"
 KEYS_FILE = "keys.json"  # every node's servers: base URL -> key (0600), for the driver
 NODES = "nodes"
 POLL = 0.5  # seconds between looks at the job folder while the driver waits
@@ -57,7 +55,7 @@ class JobSpec(BaseModel):
     serving: ServingConfig
     nodes: int = Field(1, ge=1)
     # "loopback": one node, the servers on 127.0.0.1; "node": the node's own address, reached
-    # by the driver from the first node (an API key required where the engine takes one).
+    # by the driver from the first node (each start's key required where the engine takes one).
     bind: Literal["loopback", "node"] = "loopback"
 
 
@@ -65,32 +63,21 @@ class JobSpec(BaseModel):
 
 
 def keyless(server: ServerPlan) -> bool:
-    """Engines that take no API key crawdad can set (Ollama; llama-cpp-python, whose health
-    path needs the key): served on one node only, where nothing but loopback reaches them."""
-    from crawdad.serving.engines import _common
-
-    if server.engine == "ollama":
-        return True
-    return server.engine == "llamacpp" and _common.is_python(server.command[0])
+    """Engines that take no API key (Ollama): the Supervisor gives their starts none, so they
+    are served on one node only, where nothing but loopback reaches them."""
+    engine = engine_of(server)
+    return engine is None or engine.api_key("key") == ({}, [])
 
 
-def placed(server: ServerPlan, host: str, port: int, key: str | None) -> ServerPlan:
-    """`server` listening on host:port, requiring `key` (in its environment where the engine
-    reads it there: vLLM's VLLM_API_KEY, llama-server's LLAMA_API_KEY; SGLang's flag)."""
+def placed(server: ServerPlan, host: str) -> ServerPlan:
+    """`server` listening on `host` (its command line, and Ollama's OLLAMA_HOST); its port is
+    the plan's until the Supervisor reserves it on the node."""
     from crawdad.serving.engines import engine
 
     env = dict(server.env)
-    args = list(server.args)
     if "OLLAMA_HOST" in env:
-        env["OLLAMA_HOST"] = f"{host}:{port}"
-    if key is not None and not keyless(server):
-        if server.engine == "vllm":
-            env["VLLM_API_KEY"] = key
-        elif server.engine == "llamacpp":
-            env["LLAMA_API_KEY"] = key
-        else:
-            args += ["--api-key", key]
-    moved = server.model_copy(update={"host": host, "port": port, "args": args, "env": env})
+        env["OLLAMA_HOST"] = f"{host}:{server.port}"
+    moved = server.model_copy(update={"host": host, "env": env})
     command = engine(server.engine, server.executable).command(moved)
     return moved.model_copy(update={"command": command})
 
@@ -138,84 +125,6 @@ def bind_address(bind: str) -> str:
     return usable[0]
 
 
-class PortHold:
-    """Ports this node's servers will listen on, held from the choice until the job ends: a
-    file per port in a folder of this user's (O_EXCL), so that two array tasks on one node
-    never choose the same port; a hold whose crawdad is gone is taken over."""
-
-    def __init__(self, folder: Path | None = None) -> None:
-        self.folder = folder or Path(tempfile.gettempdir()) / f"crawdad-ports-{os.getuid()}"
-        self.held: list[Path] = []
-
-    def take(self, host: str, first: int, count: int) -> list[int]:
-        self.folder.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(self.folder)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise CrawdadError(
-                f"{self.folder} (where crawdad holds its ports) is not a folder of yours that "
-                "only you can write: remove it"
-            )
-        ports: list[int] = []
-        port = first
-        while len(ports) < count:
-            if port > 65535:
-                raise CrawdadError(f"no {count} free ports from {first} up on this node")
-            if self._hold(port):
-                if self._free(host, port):
-                    ports.append(port)
-                else:
-                    self._release(port)
-            port += 1
-        return ports
-
-    @staticmethod
-    def _free(host: str, port: int) -> bool:
-        try:
-            return port_free(host, port)
-        except OSError as e:
-            raise CrawdadError(f"cannot listen on {host}:{port} on this node ({e})") from None
-
-    def _hold(self, port: int) -> bool:
-        path = self.folder / str(port)
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                if not self._stale(path):
-                    return False
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-                continue
-            os.write(fd, str(os.getpid()).encode())
-            os.close(fd)
-            self.held.append(path)
-            return True
-        return False
-
-    @staticmethod
-    def _stale(path: Path) -> bool:
-        try:
-            pid = int(path.read_text()[:20] or "0")
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except (OSError, ValueError):
-            return False
-        return False
-
-    def _release(self, port: int) -> None:
-        path = self.folder / str(port)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        self.held = [p for p in self.held if p != path]
-
-    def release_all(self) -> None:
-        for path in self.held:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        self.held = []
-
-
 def node_name() -> str:
     """This node in the job folder: SLURM's node index and the host's short name."""
     host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname().split(".")[0]) or "host"
@@ -238,18 +147,6 @@ def read_job(job: Path) -> JobSpec:
         raise CrawdadError(
             f"{path}: not a job's plan written by crawdad serve --slurm: {e}"
         ) from None
-
-
-def read_secret(job: Path) -> str | None:
-    path = job / SECRET_FILE
-    try:
-        with path.open("rb") as f:
-            text = f.read(4096).decode("ascii", "replace").strip()
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise CrawdadError(f"{path}: cannot read the job's key ({e.strerror})") from None
-    return text or None
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -291,7 +188,7 @@ class _NodeListener:
 
 
 def serve_node(job: Path) -> int:
-    """This node's share of the job: every server of the plan, on ports chosen here."""
+    """This node's share of the job: every server of the plan, on ports reserved here."""
     name = node_name()
     nodes = job / NODES
     nodes.mkdir(mode=0o700, exist_ok=True)
@@ -307,58 +204,50 @@ def serve_node(job: Path) -> int:
 async def _serve_node(job: Path, name: str) -> int:
     spec = read_job(job)
     host = bind_address(spec.bind)
-    # A supervisor that gives each start a key of its own (`Supervisor.keys`) keys the servers
-    # itself; otherwise each server takes the job's key.
-    key = None if hasattr(Supervisor, "keys") else read_secret(job)
-    hold = PortHold()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    servers = [pinned(placed(s, host), visible) for s in spec.plan.servers]
+    plan = spec.plan.model_copy(update={"servers": servers})
+    # The plan's ports were chosen where the script was written: on the node, a taken one
+    # always moves (the driver learns the final URLs), whatever serving.replan_ports says.
+    serving = spec.serving.model_copy(update={"replan_ports": True})
+    given_up = asyncio.Event()
+    listener = _NodeListener(given_up)
+    say = _say(name)
+    supervisor = Supervisor(
+        plan, serving, job / NODES, sub=name, listener=listener, progress=False, say=say
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # The job's end (SIGTERM, or its step gone) ends the node at once, even mid-start.
+    ended: set[asyncio.Task[Any]] = {
+        asyncio.create_task(stop.wait()),
+        asyncio.create_task(_parent_gone(os.getppid())),
+    }
     try:
-        ports = hold.take(host, spec.serving.first_port, len(spec.plan.servers))
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        servers = [
-            pinned(placed(s, host, p, key), visible)
-            for s, p in zip(spec.plan.servers, ports, strict=True)
-        ]
-        plan = spec.plan.model_copy(update={"servers": servers})
-        given_up = asyncio.Event()
-        listener = _NodeListener(given_up)
-        say = _say(name)
-        supervisor = Supervisor(
-            plan, spec.serving, job / NODES, sub=name, listener=listener, progress=False, say=say
-        )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        # The job's end (SIGTERM, or its step gone) ends the node at once, even mid-start.
-        ended: set[asyncio.Task[Any]] = {
-            asyncio.create_task(stop.wait()),
-            asyncio.create_task(_parent_gone(os.getppid())),
-        }
-        try:
-            if not await _started(supervisor, ended):
-                return 0
-            running = Plan(gpus=plan.gpus, servers=[m.plan for m in supervisor.servers.values()])
-            share = functools.partial(share_keys, job, running, supervisor, key)
-            share()
-            listener.back = share
-            _write_new(job / NODES / f"{name}.json", _node_record(name, running, supervisor))
-            say(f"up: {', '.join(s.base_url for s in running.servers)}")
-            watch: asyncio.Task[Any] = asyncio.create_task(supervisor.watch())
-            lost: asyncio.Task[Any] = asyncio.create_task(given_up.wait())
-            await asyncio.wait([watch, lost, *ended], return_when=asyncio.FIRST_COMPLETED)
-            for task in (watch, lost):
-                task.cancel()
-            if given_up.is_set():
-                raise CrawdadError(listener.message)
-            if not stop.is_set():
-                say("the job's step is gone: stopping the servers")
+        if not await _started(supervisor, ended):
             return 0
-        finally:
-            for task in ended:
-                task.cancel()
-            await supervisor.stop()
+        running = supervisor.plan  # its ports as reserved on this node
+        share = functools.partial(share_keys, job, supervisor)
+        share()
+        listener.back = share
+        _write_new(job / NODES / f"{name}.json", _node_record(name, running, supervisor))
+        say(f"up: {', '.join(s.base_url for s in running.servers)}")
+        watch: asyncio.Task[Any] = asyncio.create_task(supervisor.watch())
+        lost: asyncio.Task[Any] = asyncio.create_task(given_up.wait())
+        await asyncio.wait([watch, lost, *ended], return_when=asyncio.FIRST_COMPLETED)
+        for task in (watch, lost):
+            task.cancel()
+        if given_up.is_set():
+            raise CrawdadError(listener.message)
+        if not stop.is_set():
+            say("the job's step is gone: stopping the servers")
+        return 0
     finally:
-        hold.release_all()
+        for task in ended:
+            task.cancel()
+        await supervisor.stop()  # and its ports released
 
 
 async def _started(supervisor: Supervisor, ended: set[asyncio.Task[Any]]) -> bool:
@@ -375,17 +264,14 @@ async def _started(supervisor: Supervisor, ended: set[asyncio.Task[Any]]) -> boo
     return True
 
 
-def share_keys(job: Path, plan: Plan, supervisor: Supervisor, key: str | None) -> None:
-    """This node's servers' current keys into the job's `keys.json` (0600, a JSON object of base
-    URL -> key, as `serving.keys_file` reads it), beside the other nodes' (under a lock)."""
+def share_keys(job: Path, supervisor: Supervisor) -> None:
+    """This node's servers' current keys (`Supervisor.keys`) into the job's `keys.json` (0600, a
+    JSON object of base URL -> key, as `serving.keys_file` reads it), beside the other nodes'
+    (under a lock)."""
     import fcntl
 
-    keys_of = getattr(supervisor, "keys", None)
-    if callable(keys_of):
-        mine = {str(u): str(k) for u, k in keys_of().items()}
-    else:
-        mine = {s.base_url: key for s in plan.servers if key is not None and not keyless(s)}
-    urls = {s.base_url for s in plan.servers}
+    mine = supervisor.keys()
+    urls = {s.base_url for s in supervisor.plan.servers}
     fd = os.open(job / "keys.lock", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -1,9 +1,10 @@
 """`crawdad serve --slurm`: a SLURM batch script from a plan. The script itself only sets up:
-it writes the plan as data (`job.json`, a quoted here-document of one JSON line) and a key
-(`secret`, 0600) into the job's folder, starts `crawdad serve --node` on every node (one `srun`
-task each; without SLURM, on this machine), waits for every node's servers
-(`crawdad serve --await`), and runs the driver beside them. crawdad's own supervisor starts,
-keeps (restarts) and stops each node's servers, on ports chosen on the node when the job runs.
+it writes the plan as data (`job.json`, a quoted here-document of one JSON line) into the job's
+folder, starts `crawdad serve --node` on every node (one `srun` task each; without SLURM, on this
+machine), waits for every node's servers (`crawdad serve --await`), and runs the driver beside
+them with their URLs and keys (`keys.json`). crawdad's own supervisor starts, keeps (restarts)
+and stops each node's servers, on ports reserved on the node when the job runs, each start with
+a key of its own.
 A node whose crawdad or servers end ends the job with a message, at once (`wait -n`).
 
 Nothing from a config becomes code: every value that reaches the script is quoted
@@ -26,7 +27,6 @@ from crawdad.serving.node import (
     AWAIT_MARGIN,
     JOB_FILE,
     KEYS_FILE,
-    SECRET_FILE,
     JobSpec,
     keyless,
 )
@@ -114,9 +114,9 @@ def slurm_script(
     serving = serving or ServingConfig()
     if nodes > 1 and (bare := [s.key for s in plan.servers if keyless(s)]):
         raise CrawdadError(
-            f"servers {', '.join(bare)} take no API key (Ollama, llama-cpp-python), so on "
-            "several nodes anyone on the network could use them: serve them on one node "
-            "(--nodes 1), or with vLLM, SGLang or llama-server"
+            f"servers {', '.join(bare)} take no API key (Ollama), so on several nodes anyone "
+            "on the network could use them: serve them on one node (--nodes 1), or with vLLM, "
+            "SGLang or llama.cpp"
         )
     setup = [_plain(line, "--setup") for line in setup if line.strip()]
     spec = JobSpec(
@@ -171,7 +171,6 @@ def slurm_script(
         f"cat > \"$JOB/{JOB_FILE}\" <<'{HEREDOC}'",
         data,
         HEREDOC,
-        f'(umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d " \\n" > "$JOB/{SECRET_FILE}")',
         "",
         *_start(),
         "",
@@ -180,9 +179,8 @@ def slurm_script(
         "AWAITING=$!",
         'wait "$AWAITING"',
         'CRAWDAD_SERVED_URLS=$(cat "$JOB/urls.json")',
-        f'CRAWDAD_SERVED_API_KEY=$(cat "$JOB/{SECRET_FILE}")',
         f'CRAWDAD_SERVED_KEYS="$JOB/{KEYS_FILE}"',
-        "export CRAWDAD_SERVED_URLS CRAWDAD_SERVED_API_KEY CRAWDAD_SERVED_KEYS",
+        "export CRAWDAD_SERVED_URLS CRAWDAD_SERVED_KEYS",
         "echo 'crawdad: every server is up; running the driver'",
         f"DRIVER_LINE={shlex.quote(driver.strip())}",
         'setsid bash -c "$DRIVER_LINE" &',
