@@ -495,10 +495,14 @@ def stopped_sentence(
             f"{about} contradicted itself (a miss at the stated alpha): no interval, no claim."
         )
     level = f" at {level_words(alpha, compared)}" if alpha is not None else ""
+    # Better or worse with 0 still inside: the sequential test decided; the sequence, valid for
+    # every value at once, needs more evidence to leave 0.
+    holds_zero = what in ("better", "worse") and d["lower"] <= 0 <= d["upper"]
+    why = "; it still holds 0: its sequential test decided, on less evidence" if holds_zero else ""
     return (
         f"`{d['variant']}` stopped after {d['questions']} questions, **{against}** (about "
         f"{about}): its anytime-valid confidence sequence at the stop "
-        f"{interval_words(d['lower'], d['upper'])}{level} (the interval to quote); "
+        f"{interval_words(d['lower'], d['upper'])}{level} (the interval to quote{why}); "
         f"{STOP_ESTIMATE}: {_pts(d['estimate'])} points."
     )
 

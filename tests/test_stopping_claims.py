@@ -67,6 +67,10 @@ def test_a_decision_of_the_tests_says_so_and_shows_the_sequence_for_the_size() -
     assert "decided by its sequential test, at 95% confidence, alpha 5% shared by 3" in line
     assert "its confidence sequence at the stop: \u22121.0 to +40.0 points" in line
     assert POOL in line and "lies in" not in line
+    # an interval that still holds 0 says why it may, beside a decision of the test
+    assert "+40.0 points, wider than the test: it may still hold 0)" in line
+    clear = describe("v", d.model_copy(update={"lower": 0.01}), "base", POOL, comparisons=3)
+    assert "+1.0 to +40.0 points); it starts" in clear and "may still hold 0" not in clear
 
 
 def test_the_models_target_is_worded_for_fixed_answers_too() -> None:
@@ -171,3 +175,15 @@ def test_too_narrow_is_said_only_of_a_variant_its_sequence_stopped(
         _paired("v"), "base", _decisions("v", decision), 0, frozenset(), (POOL, 0.05)
     )
     assert "ignore" not in str(full.blocks[0])
+
+
+def test_the_reports_sentence_says_why_an_interval_of_a_decided_variant_may_hold_0() -> None:
+    import pandas as pd
+    from crawdad.analysis.experiment_report import stopped_sentence
+
+    row = {"variant": "v", "decision": "better", "questions": 45, "estimate": 0.24}
+    row |= {"lower": -0.009, "upper": 0.488, "target": "models"}
+    said = stopped_sentence(pd.Series(row), "base", POOL, 0.05, 3)
+    assert "(the interval to quote; it still holds 0: its sequential test decided" in said
+    clear = stopped_sentence(pd.Series(row | {"lower": 0.006}), "base", POOL, 0.05, 3)
+    assert "(the interval to quote);" in clear and "holds 0" not in clear

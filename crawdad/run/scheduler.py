@@ -544,8 +544,10 @@ def describe(
     interval = interval_words(float(lo or 0), float(hi or 0), kind) if bounds else ""
     if getattr(decision, "method", "cs") == "test" and what in ("better", "worse", "equivalent"):
         # the test decides; the sequence, which needs more evidence to leave 0, shows the size
+        holds_zero = bounds and float(lo or 0) <= 0 <= float(hi or 0)
+        wider = ", wider than the test: it may still hold 0" if holds_zero else ""
         claim = f" (a claim about {about}, decided by its sequential test{level}" + (
-            f"; its confidence sequence at the stop: {interval})" if bounds else ")"
+            f"; its confidence sequence at the stop: {interval}{wider})" if bounds else ")"
         )
     elif bounds:
         claim = f" (a claim about {about}: it lies in {interval}{level})"
