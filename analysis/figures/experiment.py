@@ -40,9 +40,10 @@ MARKERS = {"crawdad": "o", "judge": "s", "simultaneous": "D", "solo": "^"}
 LOG_RATIO = 3.0
 LINE_STYLES = ("-", "--", ":", "-.")
 STOPPED = "stopped early"
+# In lines short enough for a legend column of a one-column figure (two columns side by side).
 STOPPED_KEY = (
-    "hollow, no bar: stopped early by the stopping rule; its fixed-sample interval is not "
-    "valid after the stop and is not shown (its sequence at the stop: Decisions)"
+    "hollow, no bar: stopped early by\nthe stopping rule; its fixed-sample\n"
+    "interval is not valid after the stop\n(its sequence at the stop: Decisions)"
 )
 POINT_COLOR = "#222222"  # a log x axis once the costliest point costs this many times the cheapest
 
@@ -283,7 +284,12 @@ def compute_figure(
         return no_data_figure(TITLE, "no variant has finished questions with token counts")
     colors = dict(colors or curve_colors(list(curves["model"])))
     n_curves = len(_distinct_curves(curves)) if len(curves) else 0
-    fig = new_figure(3.1 + 0.13 * (len(pts) + 1) / 2 + 0.15 * n_curves, COLUMN_WIDTH)
+    has_stopped = "stopped" in pts and bool(pts["stopped"].any())
+    # The key of stopped variants is four lines long: the key then takes one column, and the
+    # figure grows by its lines (two columns of it would not fit a column's width).
+    ncol = 1 if has_stopped else (2 if len(pts) > 3 else 1)
+    rows = len(pts) + 4 if has_stopped else (len(pts) + 1) / 2
+    fig = new_figure(3.1 + 0.13 * rows + 0.15 * n_curves, COLUMN_WIDTH)
     ax = fig.add_subplot()
     point_colors = [_solo_color(p, curves, colors) for _, p in pts.iterrows()]
     ends = {v for v, c in zip(pts["variant"], point_colors, strict=True) if c is not None}
@@ -337,7 +343,7 @@ def compute_figure(
         # stay distinct, where a "1.2k" style reads 1.2k five times.
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True, min_n_ticks=3))
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    if "stopped" in pts and pts["stopped"].any():  # a legend entry says what the hollow ones are
+    if has_stopped:  # a legend entry says what the hollow ones are
         key.append(
             (Line2D([], [], ls="none", marker="o", ms=5, mfc="white", mec=POINT_COLOR), STOPPED_KEY)
         )
@@ -353,7 +359,7 @@ def compute_figure(
         [*(h for h, _ in key), *lines],
         [*(n for _, n in key), *names],
         loc="outside lower center",
-        ncol=2 if len(key) > 3 else 1,
+        ncol=ncol,
         fontsize=6.5,
         handlelength=2.2,
         columnspacing=1.0,
