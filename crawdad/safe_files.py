@@ -267,23 +267,27 @@ class Folder:
     # --- writing -----------------------------------------------------------------------------
 
     def replacing(
-        self, name: str, binary: bool = False
+        self, name: str, binary: bool = False, mode: int | None = None
     ) -> contextlib.AbstractContextManager[IO[Any]]:
         """A file to write `name`'s new content into: written beside it, fsynced and renamed over
         it when the block ends without an error (a link or a FIFO named `name` is refused, never
-        followed); on an error the old file stays as it was."""
-        return self._replacing(name, binary)
+        followed); on an error the old file stays as it was. `mode`: the new file's permissions
+        exactly (0o600: this user's alone), whatever the umask; None: the umask's."""
+        return self._replacing(name, binary, mode)
 
     @contextlib.contextmanager
-    def _replacing(self, name: str, binary: bool) -> Iterator[IO[Any]]:
+    def _replacing(self, name: str, binary: bool, mode: int | None = None) -> Iterator[IO[Any]]:
         if problem := plain_name_problem(name):
             raise UnsafePathError(f"{self.path}: file name {problem}")
         if (st := self.lstat(name)) is not None:
             self._check_regular(name, st.st_mode)
         tmp = f".{name}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=self.fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+        fd = os.open(tmp, flags, 0o666 if mode is None else mode, dir_fd=self.fd)
         try:
             with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
+                if mode is not None:
+                    os.fchmod(f.fileno(), mode)
                 yield f
                 f.flush()
                 os.fsync(f.fileno())

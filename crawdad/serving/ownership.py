@@ -25,7 +25,6 @@ import ipaddress
 import json
 import os
 import secrets
-import stat
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -336,19 +335,5 @@ async def prove(
 def write_keys(folder: Folder, name: str, keys: dict[str, str]) -> None:
     """`name` in `folder`: a JSON object of base URL -> key, readable by this user alone (0600),
     replaced atomically, never through a link."""
-    if (st := folder.lstat(name)) is not None and not stat.S_ISREG(st.st_mode):
-        folder.is_file(name)  # raises, naming what is there
-    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600, dir_fd=folder.fd)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o600)
-            json.dump(keys, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=folder.fd)
-        raise
+    with folder.replacing(name, mode=0o600) as f:
+        json.dump(keys, f, indent=1)
