@@ -11,6 +11,7 @@ Layout of `out/`:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -871,16 +872,22 @@ def _rule_words(rule: dict[str, Any] | None) -> str:
     )
 
 
+def _history_steps(history: list[Any], words: Callable[[Any], str]) -> str:
+    """A manifest's history (stopping rules, selections) in words: from which question each held,
+    and when it took over."""
+    return "; ".join(
+        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
+        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {words(c)}"
+        for c in history
+    )
+
+
 def _changed_rule(history: list[Any]) -> str:
     """What the report says where a resume with --force changed the stopping rule: which rules
     held from which question, and that the guarantee no longer holds as stated."""
     if len(history) < 2:
         return ""
-    steps = "; ".join(
-        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
-        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_rule_words(c.rule)}"
-        for c in history
-    )
+    steps = _history_steps(history, lambda c: _rule_words(c.rule))
     return (
         "**The stopping rule was changed while the experiment ran** (a resume with `--force`): "
         f"{steps}. The guarantee below is that of a rule fixed before any decision was seen. "
@@ -911,11 +918,7 @@ def _changed_selection(history: list[Any]) -> str:
     questions: which held from which question, and that the guarantee no longer holds."""
     if len(history) < 2:
         return ""
-    steps = "; ".join(
-        ("from the start" if c.from_question == 0 else f"after {c.from_question} questions")
-        + f" ({c.at:%Y-%m-%d %H:%M} UTC): {_selection_words(c.selection)}"
-        for c in history
-    )
+    steps = _history_steps(history, lambda c: _selection_words(c.selection))
     return (
         "**The questions were changed while the experiment ran** (a resume with `--force` "
         f"after decisions could be seen): {steps}. The decisions below hold at their stated "
