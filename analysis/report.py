@@ -709,6 +709,7 @@ def write_report(
     contradicted: str = "leave-out",
     compare: bool = False,
     progress: bool | Literal["lines"] = False,
+    figures: str | None = None,
 ) -> Path:
     """Analyse the run folders and write the report folder `out`; return the path of report.md.
     One experiment folder (with `experiment.json`) gets the experiment report instead. Folders
@@ -721,10 +722,15 @@ def write_report(
     file from `crawdad data audit --json`; debates on questions whose label it contradicts are
     left out (`contradicted="leave-out"`) or kept and marked (`"mark"`). `progress`: the
     phases (loading, tables, sections, figures) as a bar on stderr, where it is a terminal;
-    "lines": a line per phase instead (for logs).
+    "lines": a line per phase instead (for logs). `figures`: each figure's formats, "png,pdf"
+    (the default) or "png" (PNG only, about twice as fast: a draft); None reads the environment's
+    CRAWDAD_FIGURES.
     """
+    from crawdad.analysis.figures import figure_formats
+
+    figure_formats(figures)  # a wrong value is refused before any work
     with ReportProgress(progress) as bar:
-        return _write_report(run_dirs, out, workers, audit, contradicted, compare, bar)
+        return _write_report(run_dirs, out, workers, audit, contradicted, compare, bar, figures)
 
 
 def _write_report(
@@ -735,6 +741,7 @@ def _write_report(
     contradicted: str,
     compare: bool,
     bar: ReportProgress,
+    figures: str | None = None,
 ) -> Path:
     workers = _default_workers() if workers is None else workers
     if not run_dirs:
@@ -748,7 +755,7 @@ def _write_report(
             )
         from crawdad.analysis.experiment_report import write_experiment_report
 
-        return write_experiment_report(Path(run_dirs[0]), out, bar)
+        return write_experiment_report(Path(run_dirs[0]), out, bar, figures)
     bar.phase(f"loading {len(run_dirs)} run folder{'s' if len(run_dirs) != 1 else ''}")
     runs = load_runs(run_dirs, workers=workers)  # first: a wrong run folder gets no report folder
     runs = pool_shards(runs, compare=compare)
@@ -756,7 +763,7 @@ def _write_report(
         from crawdad.analysis.contradicted_labels import apply_audit
 
         runs = apply_audit(runs, audit, contradicted)  # type: ignore[arg-type]
-    return write_into(out, lambda: _write(runs, out, workers, bar))
+    return write_into(out, lambda: _write(runs, out, workers, bar, figures))
 
 
 def _head(runs: list[Run]) -> list[str]:
@@ -838,7 +845,13 @@ def _add_unscored(sections: list[Section], runs: list[Run]) -> list[Section]:
     return sections
 
 
-def _write(runs: list[Run], out: Path, workers: int, bar: ReportProgress | None = None) -> Path:
+def _write(
+    runs: list[Run],
+    out: Path,
+    workers: int,
+    bar: ReportProgress | None = None,
+    figures: str | None = None,
+) -> Path:
     # Every score is over the debates with an exact answer; the others have a section of their
     # own (a run of nothing but questions of one's own has only that).
     scoring = [s for s in (r.scored() for r in runs) if len(s.debates)]
@@ -850,4 +863,4 @@ def _write(runs: list[Run], out: Path, workers: int, bar: ReportProgress | None 
         bar.phase("computing sections")
     sections = report_sections(scoring, tables) if scoring else []
     sections = _add_unscored(sections, runs)
-    return ReportWriter(out).write(sections, workers, _head(runs), bar)
+    return ReportWriter(out, figures).write(sections, workers, _head(runs), bar)

@@ -62,26 +62,30 @@ def _text(markdown: str) -> str:
 
 COLLAPSE_ROWS = 24  # longer tables are folded in report.md
 
-# A figure to draw: (the report folder, its figures/ folder in it, the Plot). Drawn after the
-# Markdown, several at once.
-_Job = tuple[Path, str, Plot]
+# A figure to draw: (the report folder, its figures/ folder in it, the Plot, the formats).
+# Drawn after the Markdown, several at once.
+_Job = tuple[Path, str, Plot, tuple[str, ...]]
 
 
 def _draw(job: _Job) -> list[Path]:
     from crawdad.analysis.figures import save
 
-    root, folder, plot = job
-    return save(plot.draw(*plot.args), root, folder, plot.name)
+    root, folder, plot, formats = job
+    return save(plot.draw(*plot.args), root, folder, plot.name, formats)
 
 
 class ReportWriter:
     """The one writer of a report folder: each section's tables and figures into its folder's
     `tables/` and `figures/`, and the Markdown that shows and links them. Every file is
     written inside the report folder, never through a link in it, and replaced atomically
-    (crawdad.safe_files)."""
+    (crawdad.safe_files). `figures`: the formats of each figure ("png,pdf", the default, or
+    "png"; None: the environment's CRAWDAD_FIGURES)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, figures: str | None = None) -> None:
+        from crawdad.analysis.figures import figure_formats
+
         self.root = root
+        self.formats = figure_formats(figures)
         self._jobs: list[_Job] = []
 
     def rel(self, p: Path) -> str:
@@ -134,11 +138,13 @@ class ReportWriter:
 
     def plot(self, folder: str, p: Plot) -> list[str]:
         fdir = self.root / folder / "figures"
-        self._jobs.append((self.root, (Path(folder) / "figures").as_posix(), p))
-        png, pdf = self.rel(fdir / f"{p.name}.png"), self.rel(fdir / f"{p.name}.pdf")
+        self._jobs.append((self.root, (Path(folder) / "figures").as_posix(), p, self.formats))
+        png = self.rel(fdir / f"{p.name}.png")
         caption = _text(" ".join(p.caption.splitlines()))
         alt = no_html(md_cell(p.caption))
-        return [f"![{alt}]({png})", "", f"[PDF]({pdf}) · {caption}", ""]
+        if "pdf" in self.formats:
+            caption = f"[PDF]({self.rel(fdir / f'{p.name}.pdf')}) · {caption}"
+        return [f"![{alt}]({png})", "", caption, ""]
 
     def draw(self, workers: int = 1, progress: ReportProgress | None = None) -> None:
         """Draw and save every queued figure; in `workers` processes when there are several."""

@@ -897,11 +897,22 @@ def analyze(
     progress: Annotated[
         bool, typer.Option(help="Show the report's phases (on a terminal's stderr).")
     ] = True,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            help="Each figure's files: png,pdf or png (PNG only, for drafts: PDFs take about"
+            " half of a report's time). Default: $CRAWDAD_FIGURES, else png,pdf.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write the paper's tables and figures (and more) for one or more runs. Folders that are
     shards of one run (one per --range, the same settings) are analysed as one run."""
     if contradicted not in ("leave-out", "mark"):
         raise typer.BadParameter("use leave-out or mark", param_hint="--contradicted")
+    from crawdad.analysis.figures import figure_formats
+
+    figure_formats(figures)  # a wrong value: "Error: --figures is ..."
     from crawdad.run.store import is_experiment, require_run_folder
 
     for run_dir in run_dirs:
@@ -922,6 +933,7 @@ def analyze(
             contradicted=contradicted,
             compare=compare,
             progress=progress,
+            figures=figures,
         )
     for w in seen:  # what the loader left out or could not read; also listed in the report
         typer.secho(f"warning: {w.message}", fg=typer.colors.YELLOW, err=True)
@@ -1013,6 +1025,10 @@ def demo(
 
     _check_out(out)
     base = load_config(config) if config else None
+    if report:
+        from crawdad.analysis.figures import figure_formats
+
+        figure_formats()  # a wrong CRAWDAD_FIGURES is named before any debate
     try:
         run_demo(
             out, limit=limit, concurrency=concurrency, progress=progress, config=base, data=data

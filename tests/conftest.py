@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background by a script (`pytest ... &`, as CI's steps beside each other
+# are) inherits SIGINT ignored, and so would every crawdad its tests start, which the Ctrl-C tests
+# need to see SIGINT as a terminal sends it. A handler here (not SIG_IGN) is reset to the default
+# in each child at exec. Each xdist worker imports this file.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHARED_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cladder-sample"
 
@@ -27,6 +38,26 @@ def paper_toml(url: str, path: Path, head: str = "", backend: str | None = None)
     return path
 
 
+def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """The folder `make(folder)` fills, made once per session however many xdist workers ask for
+    it (the first makes it while the others wait, then all read it): a module fixture's data,
+    which each worker would otherwise make again. Outside xdist: a folder of its own."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = factory.mktemp(name)
+        make(folder)
+        return folder
+    shared = factory.getbasetemp().parent  # this session's, shared by its workers
+    folder = shared / name
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / f"{name}.made").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that failed half-way
+            folder.mkdir()
+            make(folder)
+            (shared / f"{name}.made").touch()
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -34,6 +65,10 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRAWDAD_DEBUG", "")
     # the registry of running servers (crawdad/serving/keeper.py): each test its own
     monkeypatch.setenv("CRAWDAD_RUNTIME_DIR", str(tmp_path / ".crawdad-runtime"))
+    # Reports draw PNGs only: the PDFs are half of a report's time and few tests read them. The
+    # tests that do ask for them (test_analysis_report's report, test_end_to_end, the discovery
+    # reports), and test_figures_are_png_and_pdf_unless_asked checks the default.
+    monkeypatch.setenv("CRAWDAD_FIGURES", "png")
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from crawdad.analysis.report import TABLES, compute_tables, write_report
 from crawdad.analysis.synthetic_runs import synthetic_records, write_synthetic_run
 
 from crawdad.records import DebateRecord, Turn
+from tests.conftest import made_once
 
 AGENTS = {"a": "a", "b": "b"}
 
@@ -236,24 +237,6 @@ def protocol_runs(tmp_path_factory) -> dict[str, Path]:  # type: ignore[no-untyp
     from crawdad.fake import FakeExtractor, FakeServer, ProfileModel
     from crawdad.run.runner import run
 
-    base = tmp_path_factory.mktemp("protocol-runs")
-    data = load_cladder(_dataset(base / "data"))
-    key = answer_key(data.questions)
-
-    async def one(path: Path) -> Path:
-        cfg = load_config(path)
-        names = [a.model for a in cfg.agents] + ([cfg.judge.model] if cfg.judge else [])
-        models = {
-            m: ProfileModel(key, "deepseek-r1" if "deepseek" in m else "qwen3") for m in names
-        }
-        backend = cfg.agents[0].backend
-        async with FakeServer(backend, models | {cfg.extractor.model: FakeExtractor()}) as server:  # type: ignore[arg-type]
-            cfg = cfg.serve_all_from(server.url, backend)
-            cfg.concurrency = 8
-            cfg.retry.initial_wait = cfg.retry.max_wait = 0
-            await run(cfg, data, base / path.stem, progress=False, simulated=True)
-        return base / path.stem
-
     # Configs over questions answered from data need a `crawdad data tables` folder: they run
     # in test_configs (and their report section in test_data_questions_analysis).
     plain = [
@@ -261,7 +244,32 @@ def protocol_runs(tmp_path_factory) -> dict[str, Path]:  # type: ignore[no-untyp
         for p in sorted(CONFIGS.glob("*.toml"))
         if not load_config(p).task.startswith("cladder-data")
     ]
-    return {p.stem: asyncio.run(one(p)) for p in plain}
+
+    def make(base: Path) -> None:
+        data = load_cladder(_dataset(base / "data"))
+        key = answer_key(data.questions)
+
+        async def one(path: Path) -> Path:
+            cfg = load_config(path)
+            names = [a.model for a in cfg.agents] + ([cfg.judge.model] if cfg.judge else [])
+            models = {
+                m: ProfileModel(key, "deepseek-r1" if "deepseek" in m else "qwen3") for m in names
+            }
+            backend = cfg.agents[0].backend
+            async with FakeServer(
+                backend, models | {cfg.extractor.model: FakeExtractor()}
+            ) as server:  # type: ignore[arg-type]
+                cfg = cfg.serve_all_from(server.url, backend)
+                cfg.concurrency = 8
+                cfg.retry.initial_wait = cfg.retry.max_wait = 0
+                await run(cfg, data, base / path.stem, progress=False, simulated=True)
+            return base / path.stem
+
+        for p in plain:
+            asyncio.run(one(p))
+
+    base = made_once(tmp_path_factory, "protocol-runs", make)
+    return {p.stem: base / p.stem for p in plain}
 
 
 def test_every_protocol_config_gets_its_report(

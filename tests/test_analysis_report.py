@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from crawdad.records import DebateRecord
+from tests.conftest import made_once
 
 
 def _two_response_run(folder: Path, n: int = 12) -> Path:
@@ -42,18 +43,20 @@ def _two_response_run(folder: Path, n: int = 12) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory) -> tuple[Path, Path]:
-    base = tmp_path_factory.mktemp("report")
+def _make_report(base: Path) -> None:
     big = write_synthetic_run(base / "big", 250, seed=5, error_rate=0.03, unextracted_rate=0.02)
     # a few errored debates stay errored (never retried): they must be counted, not dropped
     with (big / "debates.jsonl").open("a") as f:
         for rec in synthetic_records(3, seed=9, error_rate=1.0, ids=[1000, 1001, 1002]):
             f.write(rec.model_copy(update={"seed": 5}).model_dump_json() + "\n")
     small = _two_response_run(base / "agree")
-    out = base / "out"
-    path = write_report([big, small], out)
-    return path, out
+    write_report([big, small], base / "out", figures="png,pdf")  # the suite's default is PNG
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tuple[Path, Path]:
+    out = made_once(tmp_path_factory, "report", _make_report) / "out"
+    return out / "report.md", out
 
 
 def test_returns_report_md(report):
@@ -93,6 +96,25 @@ def test_report_shows_everything(report):
     # generated sentences carry the numbers
     assert "points after debate" in text and "McNemar p=" in text
     assert "No debate reached a third response" in text  # the "agree" run
+
+
+def test_figures_are_png_and_pdf_unless_asked(tmp_path, monkeypatch, cli):
+    run = _two_response_run(tmp_path / "agree", n=6)
+    monkeypatch.delenv("CRAWDAD_FIGURES")
+    text = write_report([run], tmp_path / "both", workers=1).read_text()
+    assert "](agree/figures/accuracy.pdf)" in text or "](figures/accuracy.pdf)" in text
+    assert len(list((tmp_path / "both").rglob("*.pdf"))) == len(
+        list((tmp_path / "both").rglob("*.png"))
+    )
+    monkeypatch.setenv("CRAWDAD_FIGURES", "png")
+    text = write_report([run], tmp_path / "png", workers=1).read_text()
+    assert "[PDF]" not in text and not list((tmp_path / "png").rglob("*.pdf"))
+    assert list((tmp_path / "png").rglob("*.png"))
+    code, _, err = cli("analyze", str(run), "--out", str(tmp_path / "x"), "--figures", "svg")
+    assert code == 1 and "--figures is 'svg': use png,pdf" in err
+    monkeypatch.setenv("CRAWDAD_FIGURES", "pdf")  # PNG is what report.md shows: never left out
+    code, _, err = cli("analyze", str(run), "--out", str(tmp_path / "x"))
+    assert code == 1 and "CRAWDAD_FIGURES is 'pdf'" in err and not (tmp_path / "x").exists()
 
 
 def test_errored_and_unextracted_are_counted(report):

@@ -256,7 +256,9 @@ def test_a_discovery_demo_report_has_the_section_and_a_cladder_one_does_not(
 ) -> None:
     config = tmp_path / "pairs.toml"
     config.write_text(PAIRS + JUDGE)
-    code, printed, _ = cli("demo", "--config", str(config), "--limit", "2", "--out", "pairs")
+    with pytest.MonkeyPatch.context() as env:  # the PDFs too (the suite's default is PNG)
+        env.setenv("CRAWDAD_FIGURES", "png,pdf")
+        code, printed, _ = cli("demo", "--config", str(config), "--limit", "2", "--out", "pairs")
     assert code == 0, printed
     report = (tmp_path / "pairs" / "report" / "report.md").read_text()
     assert "## Causal discovery (MAC's Meta Agents Model)" in report
@@ -310,7 +312,8 @@ def test_an_experiment_on_the_fakes_reports_its_variants_graphs(cli, tmp_path: P
                 configs, manifest, dataset, tmp_path / "exp", progress=False, simulated=True
             )
         )
-    code, printed, _ = cli("analyze", str(tmp_path / "exp"), "--out", str(tmp_path / "rep"))
+    rep = str(tmp_path / "rep")
+    code, printed, _ = cli("analyze", str(tmp_path / "exp"), "--out", rep, "--figures", "png,pdf")
     assert code == 0, printed
     report = (tmp_path / "rep" / "report.md").read_text()
     section = report.split("## Causal discovery")[1]

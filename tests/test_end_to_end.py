@@ -71,6 +71,8 @@ def test_fake_run_then_analyze_writes_every_table_and_figure(tmp_path: Path) -> 
             str(tmp_path / "run"),
             "--out",
             str(tmp_path / "report"),
+            "--figures",
+            "png,pdf",
         ],
         capture_output=True,
         text=True,

@@ -1,5 +1,5 @@
 """Every figure of the report: pure functions from the metrics' tables of ONE run to a
-`matplotlib.figure.Figure` (no pyplot), plus `save` (PNG + PDF) and the shared style.
+`matplotlib.figure.Figure` (no pyplot), plus `save` (PNG + PDF, or PNG alone: `figure_formats`) and the shared style.
 
 Sized for one paper column (3.5 in wide, fonts >= 8 pt at 100%), with one colour per model
 (`agent_colors`) used in every figure where models are told apart.
@@ -8,6 +8,7 @@ Sized for one paper column (3.5 in wide, fonts >= 8 pt at 100%), with one colour
 from crawdad.analysis.figures._style import (
     COLUMN_WIDTH,
     agent_colors,
+    figure_formats,
     no_data_figure,
     save,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "change_figure",
     "confidence_change_figure",
     "confidence_figure",
+    "figure_formats",
     "lengths_figure",
     "no_data_figure",
     "persuasion_figure",

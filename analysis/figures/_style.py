@@ -7,6 +7,7 @@ figure registry fills up and nothing needs closing; rendering uses the Agg (PNG)
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ParamSpec
@@ -15,6 +16,8 @@ import matplotlib as mpl
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from crawdad.errors import ConfigError
 
 P = ParamSpec("P")
 
@@ -37,6 +40,23 @@ RC: Any = {  # matplotlib rc settings (typed Any: its stubs want literal keys)
     "savefig.pad_inches": 0.03,
 }
 DPI = 300
+
+FORMATS = ("png", "pdf")  # each figure's files: PNG shown in report.md, PDF for a paper
+FIGURES_ENV = "CRAWDAD_FIGURES"  # "png": PNG only, for drafts (PDFs are most of a report's time)
+
+
+def figure_formats(value: str | None = None) -> tuple[str, ...]:
+    """The formats each figure is saved in: `value` ("png,pdf" or "png"), else the environment's
+    CRAWDAD_FIGURES, else both. PNG is always among them: report.md shows it."""
+    raw = value if value is not None else os.environ.get(FIGURES_ENV, "")
+    asked = {f.strip().lower() for f in raw.split(",") if f.strip()} or set(FORMATS)
+    if not asked <= set(FORMATS) or "png" not in asked:
+        where = "--figures" if value is not None else FIGURES_ENV
+        raise ConfigError(
+            f"{where} is {raw!r}: use png,pdf (both, the default) or png (PNG only, for drafts)"
+        )
+    return tuple(f for f in FORMATS if f in asked)
+
 
 # Okabe-Ito colours without green and vermillion, which mean correct / wrong here.
 MODEL_PALETTE = ("#0072B2", "#E69F00", "#CC79A7", "#56B4E9", "#8C6D31", "#000000", "#F0E442")
@@ -124,16 +144,18 @@ def legend_below(fig: Figure, ax: Axes, ncol: int = 2, **kw: object) -> None:
         fig.legend(handles, labels, loc="outside lower center", ncol=ncol, **kw)  # type: ignore[arg-type]
 
 
-def save(fig: Figure, root: Path, rel: str, name: str) -> list[Path]:
-    """Write `name`.png and `name`.pdf into the folder `rel` of `root` (made if missing, never
-    through a link: crawdad.safe_files); return both paths."""
+def save(
+    fig: Figure, root: Path, rel: str, name: str, formats: tuple[str, ...] = FORMATS
+) -> list[Path]:
+    """Write `name`.png and `name`.pdf (or the `formats` given) into the folder `rel` of `root`
+    (made if missing, never through a link: crawdad.safe_files); return their paths."""
     import io
 
     from crawdad.safe_files import Folder
 
     paths = []
     with mpl.rc_context(RC), Folder(root, *Path(rel).parts) as out:
-        for ext in ("png", "pdf"):
+        for ext in formats:
             buffer = io.BytesIO()
             fig.savefig(
                 buffer,

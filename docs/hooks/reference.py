@@ -12,6 +12,7 @@ mkdocs calls `on_files` (see `hooks:` in mkdocs.yml); the page builders are plai
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 import types
@@ -115,6 +116,7 @@ def cli_page() -> str:
 # --- config keys ------------------------------------------------------------------------------
 
 
+@functools.cache  # finding a class's source parses its whole module: once per class
 def _field_comments(model: type[BaseModel]) -> dict[str, str]:
     """The comments beside each field in the class's source: the lines just above it and the
     one at the end of its line."""
