@@ -60,6 +60,19 @@ VLLM_MODEL_NAME = "smollm2-135m"
 
 #: Context windows the helpers start the servers with.
 LLAMACPP_N_CTX = 4096
+# llama-cpp-python computes a prompt on every core (`n_threads_batch`) and the answer on half of
+# them (`n_threads`), and threads that wait for each other spin. Beside other work (CI runs the
+# fast suite beside this one) a thread spinning for a descheduled sibling burns a core: six
+# requests on 2 busy cores took 58 CPU seconds (60 s) with the default, 35 (38 s) with as many
+# batch threads as answer threads. Every llama.cpp server of the suite (and each one crawdad
+# starts in it) gets these.
+LLAMACPP_THREADS = max(1, (os.cpu_count() or 2) // 2)
+LLAMACPP_THREAD_ARGS = (
+    "--n_threads",
+    str(LLAMACPP_THREADS),
+    "--n_threads_batch",
+    str(LLAMACPP_THREADS),
+)
 VLLM_MAX_MODEL_LEN = 2048
 
 
@@ -342,7 +355,7 @@ def llamacpp_server(
         "--model", str(gguf_model()),
         "--model_alias", model,
         "--host", HOST, "--port", str(port),
-        "--n_ctx", str(n_ctx),
+        "--n_ctx", str(n_ctx), *LLAMACPP_THREAD_ARGS,
     ]  # fmt: skip
     if interrupt_requests is not None:
         argv += ["--interrupt_requests", "true" if interrupt_requests else "false"]

@@ -28,6 +28,7 @@ from .conftest import require
 from .realrun import all_lines, manifest, write_data
 from .servers import (
     LLAMACPP_MODEL_NAME,
+    LLAMACPP_THREAD_ARGS,
     VLLM_MODEL_NAME,
     free_port,
     gguf_model,
@@ -92,7 +93,9 @@ def served_config(path: Path) -> Path:
     llama, vllm = str(llamacpp_python()), str(vllm_python())
     gguf = (
         f'{{ engine = "llamacpp", weights = "{gguf_model()}", executable = "{llama}", '
-        'context_length = 4096, args = ["--interrupt_requests", "false"] }'
+        'context_length = 4096, args = ["--interrupt_requests", "false", '
+        + ", ".join(f'"{a}"' for a in LLAMACPP_THREAD_ARGS)
+        + "] }"
     )
     hf = (
         f'{{ engine = "vllm", weights = "{hf_model_dir()}", executable = "{vllm}", '
