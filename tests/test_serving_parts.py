@@ -107,6 +107,25 @@ def test_installed_version_and_install_hint_without_starting_a_server(tmp_path: 
     assert "llama-cpp-python" in python.install_hint()
 
 
+def test_a_module_is_found_without_importing_the_packages_above_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether vLLM's server module is there is asked before every start and by doctor; vLLM's
+    package takes 10-15 CPU seconds to import, so the question imports nothing."""
+    from crawdad.serving.engines._common import has_module
+
+    package = tmp_path / "heavy"
+    (package / "entry").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise SystemExit(3)  # importing the package fails\n")
+    (package / "entry" / "__init__.py").write_text("")
+    (package / "entry" / "server.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    for found in ("heavy", "heavy.entry", "heavy.entry.server"):
+        assert has_module(sys.executable, found), found
+    for missing in ("heavy.entry.other", "heavy.other.server", "no_such_package_here"):
+        assert not has_module(sys.executable, missing), missing
+
+
 def _venv(root: Path, dists: dict[str, str], modules: set[str]) -> Path:
     """A stand-in environment: `bin/vllm`, and a `bin/python` that answers crawdad's probes
     (`-c CODE NAME`) as a Python with these distributions (name -> version) and modules would."""
