@@ -115,6 +115,8 @@ def test_figures_are_png_and_pdf_unless_asked(tmp_path, monkeypatch, cli):
     monkeypatch.setenv("CRAWDAD_FIGURES", "pdf")  # PNG is what report.md shows: never left out
     code, _, err = cli("analyze", str(run), "--out", str(tmp_path / "x"))
     assert code == 1 and "CRAWDAD_FIGURES is 'pdf'" in err and not (tmp_path / "x").exists()
+    code, _, err = cli("demo", "--limit", "2", "--out", str(tmp_path / "demo"))  # before a debate
+    assert code == 1 and "CRAWDAD_FIGURES is 'pdf'" in err and not (tmp_path / "demo").exists()
 
 
 def test_errored_and_unextracted_are_counted(report):

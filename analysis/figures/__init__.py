@@ -1,5 +1,6 @@
 """Every figure of the report: pure functions from the metrics' tables of ONE run to a
-`matplotlib.figure.Figure` (no pyplot), plus `save` (PNG + PDF, or PNG alone: `figure_formats`) and the shared style.
+`matplotlib.figure.Figure` (no pyplot), plus `save` (PNG + PDF, or PNG alone: `figure_formats`)
+and the shared style.
 
 Sized for one paper column (3.5 in wide, fonts >= 8 pt at 100%), with one colour per model
 (`agent_colors`) used in every figure where models are told apart.

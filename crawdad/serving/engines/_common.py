@@ -152,7 +152,7 @@ def dist_version(python: str | None, distribution: str) -> str | None:
 
 
 # The top-level package found by its spec, the rest of a dotted name as files below it:
-# `find_spec("a.b.c")` would import `a` and `a.b` (vllm's package: 10-15 CPU seconds).
+# `find_spec("a.b.c")` would import `a` and `a.b` (vLLM's package: 10-15 CPU seconds).
 _HAS_MODULE = """
 import importlib.util, os, sys
 top, *rest = sys.argv[1].split(".")
