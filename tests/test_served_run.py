@@ -100,6 +100,33 @@ def _in_the_background() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts `crawdad run ... &`
 
 
+def run_until_a_server_freezes(
+    tmp_path: Path, env: dict[str, str], background: bool = False
+) -> tuple[subprocess.Popen[str], Path]:
+    """`crawdad run` (a subprocess) of a config served by stand-ins with `env`, each frozen at
+    its 2nd request; returned once one has frozen (the run is mid-way, waiting) or the run has
+    ended: the process (its stderr piped) and its run folder. `background`: started as a shell
+    starts `crawdad run ... &`."""
+    once = tmp_path / "once"
+    env = env | {"CRAWDAD_STANDIN_FAULT": "freeze-after:2", "CRAWDAD_STANDIN_ONCE": str(once)}
+    config, out = served_toml(tmp_path, env), tmp_path / "run"
+    argv = ["run", "--data", str(EXAMPLES), "--out", str(out), "--config", str(config)]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "crawdad", *argv, "--no-progress"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CRAWDAD_GPUS": "none"},
+        preexec_fn=_in_the_background if background else None,
+    )
+    try:
+        while not once.exists() and run.poll() is None:
+            psutil.wait_procs([psutil.Process(run.pid)], timeout=0.05)
+    except BaseException:
+        run.kill()
+        raise
+    return run, out
+
+
 @pytest.mark.parametrize(
     ("sig", "background"),
     [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
@@ -111,23 +138,8 @@ def test_ctrl_c_or_sigterm_of_crawdad_run_leaves_no_server(
     """Also where crawdad was started in the background by a script (`crawdad run ... &`, as
     a batch job may): the shell has it ignore SIGINT, and SIGTERM must still stop it."""
     # Each server freezes at its 2nd request: the run is mid-way, waiting, when signalled.
-    env = {
-        "CRAWDAD_STANDIN_FAULT": "freeze-after:2",
-        "CRAWDAD_STANDIN_ONCE": str(tmp_path / "once"),
-    }
-    config, out = served_toml(tmp_path, env), tmp_path / "run"
-    argv = ["run", "--data", str(EXAMPLES), "--out", str(out), "--config", str(config)]
-    run = subprocess.Popen(
-        [sys.executable, "-m", "crawdad", *argv, "--no-progress"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "CRAWDAD_GPUS": "none"},
-        preexec_fn=_in_the_background if background else None,
-    )
+    run, out = run_until_a_server_freezes(tmp_path, {}, background)
     try:
-        once = tmp_path / "once"
-        while not once.exists() and run.poll() is None:  # a server has frozen: mid-run
-            psutil.wait_procs([psutil.Process(run.pid)], timeout=0.05)
         servers = psutil.Process(run.pid).children(recursive=True)
         assert len(servers) >= 3, run.stderr.read() if run.stderr else ""
         os.kill(run.pid, sig)

@@ -18,7 +18,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from crawdad.data.demo_questions import EXAMPLES
 from crawdad.serving.base import Plan
 from crawdad.serving.causes import log_tail
 from crawdad.serving.keeper import (
@@ -32,7 +31,7 @@ from crawdad.serving.keeper import (
 from crawdad.serving.leftovers import clean_leftovers
 from crawdad.serving.supervisor import Supervisor
 from crawdad.view.live import server_states
-from tests.test_served_run import served_toml
+from tests.test_served_run import run_until_a_server_freezes, served_toml
 from tests.test_supervisor import Events, chat, serving, standin
 
 TREE = {"CRAWDAD_STANDIN_WORKERS": "vllm,daemon"}
@@ -127,22 +126,8 @@ async def test_a_server_that_dies_takes_its_workers_along_before_the_restart(
 def test_kill_9_of_crawdad_leaves_no_process_of_any_server(tmp_path: Path) -> None:
     """A served run with vLLM-like trees, SIGKILLed mid-run: within 10 s nothing of any
     server runs, the registry is empty, and the live view says the servers are gone."""
-    env = TREE | {
-        "CRAWDAD_STANDIN_FAULT": "freeze-after:2",
-        "CRAWDAD_STANDIN_ONCE": str(tmp_path / "once"),
-    }
-    config, out = served_toml(tmp_path, env), tmp_path / "run"
-    argv = ["run", "--data", str(EXAMPLES), "--out", str(out), "--config", str(config)]
-    run = subprocess.Popen(
-        [sys.executable, "-m", "crawdad", *argv, "--no-progress"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "CRAWDAD_GPUS": "none"},
-    )
+    run, out = run_until_a_server_freezes(tmp_path, TREE)
     try:
-        once = tmp_path / "once"
-        while not once.exists() and run.poll() is None:  # a server has frozen: mid-run
-            psutil.wait_procs([psutil.Process(run.pid)], timeout=0.05)
         procs = server_processes(run.pid)
         # 3 servers: each a keeper, a stand-in, an EngineCore, its worker and a daemon
         assert len(procs) == 15, run.stderr.read() if run.stderr else ""
