@@ -910,9 +910,6 @@ def analyze(
     shards of one run (one per --range, the same settings) are analysed as one run."""
     if contradicted not in ("leave-out", "mark"):
         raise typer.BadParameter("use leave-out or mark", param_hint="--contradicted")
-    from crawdad.analysis.figures import figure_formats
-
-    figure_formats(figures)  # a wrong value: "Error: --figures is ..."
     from crawdad.run.store import is_experiment, require_run_folder
 
     for run_dir in run_dirs:
