@@ -145,14 +145,12 @@ async def test_full_queue_503s_slow_down_but_do_not_fail(tmp_path: Path) -> None
     # One request at a time per model and room for two more in the queue: 24 debates at once
     # overflow it, and the server answers 503 until crawdad has lowered its caps.
     tight = latency(capacity=1, max_queue=2)
-    cfg = config([], 24)
-    # A 503 that is not congestion counts as a failed try: with no wait at all between tries (the
-    # suite's default) a busy machine can spend them all before the server frees a slot; a
-    # twentieth of crawdad's default first wait is enough.
-    cfg.retry.initial_wait = 0.05
     async with FakeServer("ollama", paper_models(answer_key(ds.questions)), latency=tight) as s:
-        for spec in [*cfg.agents, cfg.extractor]:
-            spec.base_urls = [s.url]
+        cfg = config([s.url], 24)
+        # A 503 that is not congestion counts as a failed try: with no wait at all between tries
+        # (the suite's default) a busy machine can spend them all before the server frees a
+        # slot; a twentieth of crawdad's default first wait is enough.
+        cfg.retry.initial_wait = 0.05
         summary = await run(cfg, ds, tmp_path / "run", progress=False, simulated=True)
         rejected, statuses = s.stats.latency.rejected, s.stats.statuses
     assert rejected > 0 and statuses.get(503, 0) == rejected  # the queue really was full
