@@ -3,6 +3,7 @@
 # fresh venv and use it from a folder outside the checkout.
 #   bash .ci/package.sh [PYTHON]   (PYTHON: the interpreter that has `build`; default .venv's)
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # compile what is imported, once (see .ci/run)
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${1:-$ROOT/.venv/bin/python}

