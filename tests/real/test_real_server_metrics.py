@@ -38,7 +38,7 @@ def test_vllm_metrics_recorded_and_shown(vllm: RealServer, tmp_path: Path) -> No
     reading = parse_prometheus(page.text)
     assert reading is not None and reading.kind == "vllm", page.text[:2000]
     assert reading.running is not None and reading.waiting is not None, reading
-    config = _config(tmp_path / "run.toml", vllm, every=0.5)
+    config = _config(tmp_path / "run.toml", vllm, every=1.0)
     out = tmp_path / "run"
     result = crawdad(*run_args(write_data(tmp_path / "data", 2), out, config), cwd=tmp_path)
     assert result.returncode == 0, result.describe()
@@ -47,7 +47,12 @@ def test_vllm_metrics_recorded_and_shown(vllm: RealServer, tmp_path: Path) -> No
     read = [s for s in samples if s.get("kind") == "vllm"]
     assert read, f"no sample of vLLM's metrics in {len(samples)} samples: {lines[:3]}"
     assert all(s["source"] == "GET /metrics" and "running" in s for s in read)
-    assert not [x for x in lines if "note" in x], lines
+    # A sample that comes too late is lost and noted (a busy machine: vLLM's page takes longer
+    # than the half-period crawdad waits); anything else noted (no metrics, an answer it cannot
+    # read) is a failure.
+    notes = [x["note"] for x in lines if "note" in x]
+    late = f"a sample of the server at {vllm.base_url} was lost: it did not answer in full within"
+    assert all(n.startswith(late) for n in notes), notes
     report = tmp_path / "report"
     analysed = crawdad("analyze", str(out), "--out", str(report), cwd=tmp_path)
     assert analysed.returncode == 0, analysed.describe()
