@@ -55,8 +55,10 @@ PY
 crawdad configs | tail -n 3
 crawdad demo --limit 12 --out runs/demo --no-progress
 test -s runs/demo/report/report.md
-crawdad analyze runs/demo --out again
-test -s again/report.md
+test -s runs/demo/report/demo/figures/accuracy.pdf  # the demo's report: PNG and PDF
+crawdad analyze runs/demo --out again --figures png  # PNG only: the option, from the wheel
+test -s again/report.md && test -s again/demo/figures/accuracy.png
+test -z "$(find again -name '*.pdf')"
 crawdad demo --config protocols/judge --limit 4 --out runs/judge --no-progress --no-report
 crawdad run --help >/dev/null
 
