@@ -366,15 +366,6 @@ def llamacpp_server(
     )  # fmt: skip
 
 
-# On the CPU, vLLM runs the model in a worker process of its own under the engine core: a third
-# Python that imports torch and vLLM again. With the engine's multiprocessing off and the
-# one-process executor, the model runs inside the engine core (the API server and the engine
-# core stay two processes): a start took 19 CPU s instead of 31 (18 s to ready instead of 30),
-# with the same answers. The suite's vLLM servers, and those its tests have crawdad start, use it.
-VLLM_ONE_WORKER_ARGS = ("--distributed-executor-backend", "uni")
-VLLM_ONE_WORKER_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-
-
 def vllm_server(
     *,
     port: int | None = None,
@@ -404,13 +395,8 @@ def vllm_server(
     ]  # fmt: skip
     if reasoning_parser:
         argv += ["--reasoning-parser", reasoning_parser]
-    argv += [*VLLM_ONE_WORKER_ARGS, *extra_args]
-    base = {
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        **VLLM_ONE_WORKER_ENV,
-    }
+    argv += list(extra_args)
+    base = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     if env:
         base.update(env)
     return RealServer(

@@ -22,13 +22,7 @@ from crawdad.serving.ports import with_port
 from crawdad.serving.supervisor import Supervisor
 
 from .conftest import require
-from .servers import (
-    VLLM_MODEL_NAME,
-    VLLM_ONE_WORKER_ENV,
-    free_port,
-    llamacpp_server,
-    vllm_server,
-)
+from .servers import VLLM_MODEL_NAME, free_port, llamacpp_server, vllm_server
 from .test_real_served import llamacpp_plan, servers_left
 
 pytestmark = pytest.mark.real
@@ -45,7 +39,7 @@ def vllm_plan() -> ServerPlan:
         port=helper.port,
         context_length=2048,
         command=helper.argv,
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", **VLLM_ONE_WORKER_ENV},
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
     )
 
 

@@ -30,8 +30,6 @@ from .servers import (
     LLAMACPP_MODEL_NAME,
     LLAMACPP_THREAD_ARGS,
     VLLM_MODEL_NAME,
-    VLLM_ONE_WORKER_ARGS,
-    VLLM_ONE_WORKER_ENV,
     free_port,
     gguf_model,
     hf_model_dir,
@@ -99,13 +97,10 @@ def served_config(path: Path) -> Path:
         + ", ".join(f'"{a}"' for a in LLAMACPP_THREAD_ARGS)
         + "] }"
     )
-    vllm_args = ", ".join(f'"{a}"' for a in ("--dtype", "bfloat16", "--enforce-eager",
-                                                *VLLM_ONE_WORKER_ARGS))  # fmt: skip
-    vllm_env = ", ".join(f'{k} = "{v}"' for k, v in VLLM_ONE_WORKER_ENV.items())
     hf = (
         f'{{ engine = "vllm", weights = "{hf_model_dir()}", executable = "{vllm}", '
-        f"context_length = 2048, args = [{vllm_args}], "
-        f'env = {{ VLLM_CPU_KVCACHE_SPACE = "1", {vllm_env} }} }}'
+        'context_length = 2048, args = ["--dtype", "bfloat16", "--enforce-eager"], '
+        'env = { VLLM_CPU_KVCACHE_SPACE = "1" } }'
     )
     path.write_text(
         f"seed = 0\nconcurrency = 3\n"

@@ -62,14 +62,23 @@ def test_vllm_metrics_recorded_and_shown(vllm: RealServer, tmp_path: Path) -> No
 
 
 def test_llamacpp_python_has_none_noted_once(llamacpp: RealServer, tmp_path: Path) -> None:
-    config = _config(tmp_path / "run.toml", llamacpp, every=0.2)
+    config = _config(tmp_path / "run.toml", llamacpp, every=1.0)
     out = tmp_path / "run"
     result = crawdad(*run_args(write_data(tmp_path / "data", 1), out, config), cwd=tmp_path)
     assert result.returncode == 0, result.describe()
     assert "1/1 selected debates finished" in result.stdout, result.describe()
     told = (result.stdout + result.stderr).count("serves no metrics crawdad reads")
-    notes = [x for x in read_series(out) if "note" in x]
-    assert told == 1 and len(notes) == 1, f"{notes}\n{result.describe()}"
+    notes = [x["note"] for x in read_series(out) if "note" in x]
+    detail = f"{notes}\n{result.describe()}"
+    # Its 404 is noted once, however many samples ask. A sample that came too late (a busy
+    # llama-cpp-python answers its 404 after the half-period crawdad waits; it failed a CI
+    # rehearsal at 0.1 s) is noted as lost before the 404 is seen; nothing else may be noted.
+    late = (
+        f"a sample of the server at {llamacpp.base_url} was lost: it did not answer in full within"
+    )
+    none = [n for n in notes if "serves no metrics crawdad reads" in n]
+    assert told == 1 and len(none) == 1, detail
+    assert all(n.startswith(late) for n in notes if n not in none), detail
     report = tmp_path / "report"
     analysed = crawdad("analyze", str(out), "--out", str(report), cwd=tmp_path)
     assert analysed.returncode == 0, analysed.describe()
