@@ -31,6 +31,11 @@ def _config(path: Path, server: RealServer, every: float) -> Path:
     return config
 
 
+def _late(server: RealServer) -> str:
+    """How crawdad's note of a sample lost for coming too late begins (crawdad.run.server_series)."""
+    return f"a sample of the server at {server.base_url} was lost: it did not answer in full within"
+
+
 def test_vllm_metrics_recorded_and_shown(vllm: RealServer, tmp_path: Path) -> None:
     with httpx.Client(trust_env=False, timeout=30) as client:
         page = client.get(f"{server_root(vllm.base_url)}/metrics")
@@ -51,8 +56,7 @@ def test_vllm_metrics_recorded_and_shown(vllm: RealServer, tmp_path: Path) -> No
     # than the half-period crawdad waits); anything else noted (no metrics, an answer it cannot
     # read) is a failure.
     notes = [x["note"] for x in lines if "note" in x]
-    late = f"a sample of the server at {vllm.base_url} was lost: it did not answer in full within"
-    assert all(n.startswith(late) for n in notes), notes
+    assert all(n.startswith(_late(vllm)) for n in notes), notes
     report = tmp_path / "report"
     analysed = crawdad("analyze", str(out), "--out", str(report), cwd=tmp_path)
     assert analysed.returncode == 0, analysed.describe()
@@ -73,12 +77,9 @@ def test_llamacpp_python_has_none_noted_once(llamacpp: RealServer, tmp_path: Pat
     # Its 404 is noted once, however many samples ask. A sample that came too late (a busy
     # llama-cpp-python answers its 404 after the half-period crawdad waits; it failed a CI
     # rehearsal at 0.1 s) is noted as lost before the 404 is seen; nothing else may be noted.
-    late = (
-        f"a sample of the server at {llamacpp.base_url} was lost: it did not answer in full within"
-    )
     none = [n for n in notes if "serves no metrics crawdad reads" in n]
     assert told == 1 and len(none) == 1, detail
-    assert all(n.startswith(late) for n in notes if n not in none), detail
+    assert all(n.startswith(_late(llamacpp)) for n in notes if n not in none), detail
     report = tmp_path / "report"
     analysed = crawdad("analyze", str(out), "--out", str(report), cwd=tmp_path)
     assert analysed.returncode == 0, analysed.describe()
