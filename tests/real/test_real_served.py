@@ -2,20 +2,27 @@
 the CPU, from a plan, with no server started by hand. One start of each serves every check of
 the first test (vLLM takes ~40 s): the run goes end to end, the manifest records each server's
 command, version and weights hash, a SIGKILL of the llama.cpp server mid-run is survived with
-every selected debate finished, and no server process is left. The second test starts llama.cpp
-alone (a few seconds) under a `crawdad run`-like subprocess and Ctrl-Cs it.
+every selected debate finished, and no server process is left. While the run goes on, its vLLM
+shows that it took the secret crawdad handed it through the environment (issue 51: vLLM reads
+`VLLM_API_KEY`): /v1/models refuses a missing or wrong key and answers the key, /health stays
+open, and the secret is in no command line (test_real_ownership.py checks llama.cpp's side). The
+second test starts llama.cpp alone (a few seconds) under a `crawdad run`-like subprocess and
+Ctrl-Cs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import psutil
 import pytest
 
@@ -74,6 +81,48 @@ def servers_left(
     return left
 
 
+def bearer(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def vllm_answers_once_up(out: Path, besides: frozenset[int]) -> dict[str, object]:
+    """Once the run's vLLM is up: the key crawdad handed it (its environment's VLLM_API_KEY), its
+    command line, and what its /v1/models answers without a key, with a wrong one and with the
+    key, and what its /health answers."""
+    api = "vllm.entrypoints.openai.api_server"
+    while True:
+        found = servers_left((api,), besides)
+        if found:
+            break
+        await asyncio.sleep(0.2)
+    (server,) = found
+    argv = server.cmdline()
+    port = int(argv[argv.index("--port") + 1])
+    base = f"http://127.0.0.1:{port}"
+    status = out / "servers" / "status.json"
+    while True:  # up: crawdad has proven it its own (the supervisor's check), not just listening
+        try:
+            states = json.loads(status.read_text()).values()
+        except (OSError, ValueError):
+            states = []
+        if any(urlsplit(s["url"]).port == port and s["state"] == "up" for s in states):
+            break
+        await asyncio.sleep(0.2)
+    key = server.environ().get("VLLM_API_KEY")
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        models = f"{base}/v1/models"
+        ours = await client.get(models, headers=bearer(key))
+        return {
+            "key": key,
+            "command": " ".join(argv),
+            "no key": (await client.get(models)).status_code,
+            "wrong key": (await client.get(models, headers=bearer("wrong"))).status_code,
+            "the key": ours.status_code,
+            "served": [m["id"] for m in ours.json().get("data", [])] if ours.is_success else [],
+            "health": (await client.get(f"{base}/health")).status_code,
+        }
+
+
 async def kill_llamacpp_once_a_debate_is_written(out: Path, besides: frozenset[int]) -> int:
     """SIGKILL the llama.cpp server once the first debate is on disk (mid-run): its pid."""
     while True:
@@ -127,8 +176,10 @@ async def test_crawdad_starts_both_engines_survives_a_sigkill_and_leaves_nothing
     out = tmp_path / "run"
     suites = frozenset(p.pid for p in servers_left())  # the session's own, started by fixtures
     killer = asyncio.create_task(kill_llamacpp_once_a_debate_is_written(out, suites))
+    vllm_seen = asyncio.create_task(vllm_answers_once_up(out, suites))
     summary = await run_debates(config, dataset, out, progress=False)  # no server started by hand
     killed = await asyncio.wait_for(killer, 1)
+    seen = await asyncio.wait_for(vllm_seen, 1)
     assert summary.done_total == summary.selected == N, summary.lines()
     assert servers_left(besides=suites) == []
     assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == "zombie"
@@ -141,6 +192,13 @@ async def test_crawdad_starts_both_engines_survives_a_sigkill_and_leaves_nothing
     assert gguf.engine_version and hf.engine_version
     assert (gguf.weights_hash or "").startswith("sha256:")
     assert (hf.weights_hash or "").startswith("sha256:")  # its model.safetensors
+    # vLLM took its key from the environment crawdad gave it, and was proven crawdad's by it.
+    key = seen["key"]
+    assert isinstance(key, str) and key, seen
+    assert key not in str(seen["command"]) and key not in " ".join(hf.command), seen
+    assert (seen["no key"], seen["wrong key"], seen["the key"]) == (401, 401, 200), seen
+    assert seen["served"] == [VLLM_MODEL_NAME] and seen["health"] == 200, seen
+    assert hf.proven_by == gguf.proven_by == ["api key", "socket"], (hf, gguf)
     restarts = (out / "servers" / "restarts.jsonl").read_text().splitlines()
     assert len(restarts) == 1 and f'"key":"{gguf.key}"' in restarts[0]
     assert len({r.question_id for r in all_lines(out) if r.ok}) == N
