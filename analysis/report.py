@@ -445,7 +445,7 @@ def run_section(run: Run, all_tables: dict[str, pd.DataFrame], colors: dict[str,
             blocks += _tool_section(run)
         part: list[Block] = []
         if heading == WALL_CLOCK_SECTION:
-            part.append(_clock_note(run))
+            part.append(_clock_note(run, kind))
         skipped = [n for n in all_t + all_f if not RP.applies(n, kind)]
         if skipped:
             part.append(RP.skip_note(skipped, kind))
@@ -519,12 +519,12 @@ def _paper_findings(run: Run, t: dict[str, pd.DataFrame]) -> list[Section]:
     return [Section("Against the paper's other published results", blocks)]
 
 
-def _clock_note(run: Run) -> str:
+def _clock_note(run: Run, kind: str) -> str:
     started = run.manifest.created_at.isoformat(timespec="seconds") if run.manifest else "unknown"
+    shown = [f"`{n}`" for n in WALL_CLOCK_TABLES if RP.applies(n, kind)]
     return (
         f"_Everything in this section is measured by the clock (the run was started {started}): "
-        f"two runs of the same command differ here and only here. Its tables: "
-        f"{', '.join(f'`{n}`' for n in WALL_CLOCK_TABLES)}._"
+        f"two runs of the same command differ here and only here. Its tables: {', '.join(shown)}._"
     )
 
 

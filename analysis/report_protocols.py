@@ -59,9 +59,24 @@ FIRST_SPEAKER = {
     "accuracy",
     "fig3_confidence",
 }
+# What reads the models' responses: an algorithm run (a causal-discovery baseline) has none, so
+# these would be empty tables and "no data" figures.
+RESPONSES = {
+    "sentiment",
+    "short_debate_turns",
+    "lengths",
+    "fig7_lengths",
+    "time_sources",
+    "timing",
+    "slowest_seconds",
+    "stop_reasons",
+    "fig8_timing",
+}
 _WHY = {
     "crawdad": "it follows the crawdad protocol's alternating critique and defence turns",
     "first": "it compares the first speaker's opening answer with the final answer",
+    "algorithm": "an algorithm, not a model, gave every answer: there are no responses, turns or "
+    "first speaker to read",
 }
 
 PROTOCOL_TABLES: dict[str, tuple[str, TableFn]] = {
@@ -107,6 +122,8 @@ def run_kind(debates: pd.DataFrame) -> str:
 
 def applies(name: str, kind: str) -> bool:
     """Whether a paper table or figure of the report makes sense for a run of this protocol."""
+    if kind == "algorithm" and name in RESPONSES:
+        return False
     if name in CRAWDAD_ONLY:
         return kind == "crawdad"
     if name in FIRST_SPEAKER:
@@ -115,7 +132,11 @@ def applies(name: str, kind: str) -> bool:
 
 
 def skip_note(names: list[str], kind: str) -> str:
-    why = _WHY["crawdad"] if names[0] in CRAWDAD_ONLY else _WHY["first"]
+    names = list(dict.fromkeys(names))  # a table and its figure may share a name
+    if kind == "algorithm":
+        why = _WHY["algorithm"]
+    else:
+        why = _WHY["crawdad"] if names[0] in CRAWDAD_ONLY else _WHY["first"]
     return (
         f"_Not shown for this {kind} run ({', '.join(names)}): {why}; the Protocol section "
         "above holds the accuracy of every protocol._"

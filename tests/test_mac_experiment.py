@@ -225,6 +225,10 @@ def test_macs_whole_set_runs_and_reports_on_a_sachs_format_set(
         assert pd.isna(row["shd_lo"]) and pd.isna(row["edge_f1_hi"]), system  # one graph: no CI
     text = (tmp_path / "report" / "report.md").read_text()
     assert "no CI over graphs" in text
+    # An algorithm run has no responses: a note, not empty length and timing figures
+    drawn = {p.name for p in (tmp_path / "report" / "pc" / "figures").glob("*.png")}
+    assert drawn == {"protocol_accuracy.png"}
+    assert "Not shown for this algorithm run (short_debate_turns, lengths, fig7_lengths)" in text
     # MAC's published SHD and NHD on Sachs beside each kind of system (issue 29)
     assert "Against the published figures (MAC" in text and "Table 2" in text
     card = pd.read_csv(tmp_path / "report" / "discovery" / "tables" / "published_mac.csv")

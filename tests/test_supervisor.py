@@ -6,12 +6,14 @@ that leaves no process. Faults are counted in requests, never timed."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import hashlib
 import io
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -42,6 +44,7 @@ def standin_program() -> str:
     global _PROGRAM
     if _PROGRAM is None:
         folder = Path(tempfile.mkdtemp(prefix="crawdad-standin-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         program = folder / "standin-engine"
         program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m crawdad.fake.standin "$@"\n')
         program.chmod(0o755)
