@@ -187,6 +187,25 @@ def test_figure_hygiene(tmp_path):
     assert F.agent_colors(["b", "a"]) == F.agent_colors(["a", "b", "a"])
 
 
+def test_a_saved_figure_is_the_one_matplotlib_lays_out_and_saves(tmp_path):
+    """`save` solves the constrained layout once and drops the engine before saving (a draw
+    saved per figure): the PNG must be what matplotlib's own savefig writes, layout and all."""
+    import io
+
+    import matplotlib as mpl
+    from crawdad.analysis.figures._style import DPI, RC
+
+    run = load_run(write_synthetic_run(tmp_path / "r", 60, seed=5))
+    points, short = M.length_points(run.turns), M.short_debate_turns(run.turns)
+    fig, twin = (F.lengths_figure(points, short) for _ in range(2))  # log axes, notes, legend
+    plain = io.BytesIO()
+    with mpl.rc_context(RC):
+        twin.savefig(plain, format="png", dpi=DPI)  # its layout engine solves the layout here
+    (png,) = F.save(fig, tmp_path, "out", "lengths", ("png",))
+    assert fig.get_layout_engine() is None
+    assert png.read_bytes() == plain.getvalue()
+
+
 def _pyplot_figures() -> set[int]:
     plt = sys.modules.get("matplotlib.pyplot")
     return set(plt.get_fignums()) if plt is not None else set()
