@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from crawdad.serving.keeper import (
     read_entries,
     registry_dir,
     start_time,
+    write_entry,
 )
 from crawdad.serving.leftovers import clean_leftovers
 from crawdad.serving.supervisor import Supervisor
@@ -55,6 +57,14 @@ def server_processes(root: int) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return out
+
+
+def scratch_of(pid: int) -> Path:
+    """The temporary folder a vLLM-like server's keeper gave it, with the engine core's socket
+    file in it (crawdad/fake/standin_workers.py)."""
+    folder = Path(psutil.Process(pid).environ()["VLLM_RPC_BASE_PATH"])
+    assert [p.is_socket() for p in folder.iterdir()] == [True]
+    return folder
 
 
 def gone(procs: list[psutil.Process], within: float) -> list[psutil.Process]:
@@ -89,11 +99,14 @@ async def test_a_normal_stop_leaves_no_worker_nor_daemon(tmp_path: Path) -> None
         (_, entry), *_ = read_entries(registry_dir())  # type: ignore[arg-type]
         assert entry["server_pid"] == leader and entry["owner_pid"] == os.getpid()
         assert not entry["kept"]
+        scratch = scratch_of(pids["engine-core"])
+        assert scratch.stat().st_mode & 0o777 == 0o700
     finally:
         await sup.stop()
     # the keeper exits only once every process is gone: nothing to wait for
     assert gone(procs, 0) == []
     assert read_entries(registry_dir()) == []  # type: ignore[arg-type]
+    assert not scratch.exists()  # the socket file the stop left went with the folder
 
 
 async def test_a_server_that_dies_takes_its_workers_along_before_the_restart(
@@ -131,6 +144,9 @@ def test_kill_9_of_crawdad_leaves_no_process_of_any_server(tmp_path: Path) -> No
         procs = server_processes(run.pid)
         # 3 servers: each a keeper, a stand-in, an EngineCore, its worker and a daemon
         assert len(procs) == 15, run.stderr.read() if run.stderr else ""
+        cores = [p.pid for p in procs if p.cmdline()[-1:] == ["engine-core"]]
+        scratches = {scratch_of(pid) for pid in cores}
+        assert len(scratches) == 3  # one folder per server
         status = json.loads((out / "servers/status.json").read_text())
         assert {s["state"] for s in status.values()} == {"up"}
         assert server_states(out, time.time()) == {}
@@ -140,6 +156,7 @@ def test_kill_9_of_crawdad_leaves_no_process_of_any_server(tmp_path: Path) -> No
         if run.poll() is None:
             run.kill()
     assert gone(procs, 10.0) == []
+    assert [f for f in scratches if f.exists()] == []
     said = server_states(out, time.time())
     assert len(said) == 3 and all(s.endswith("gone (crawdad exited)") for s in said.values())
     # the next start says what the keepers stopped, and leaves the registry empty
@@ -172,6 +189,8 @@ def test_the_next_start_stops_and_names_what_a_crawdad_and_its_keepers_left(
         procs = server_processes(serve.pid)
         keepers = [p for p in procs if "keeper.py" in " ".join(p.cmdline())]
         assert len(keepers) == 3 and len(procs) == 15
+        cores = [p.pid for p in procs if p.cmdline()[-1:] == ["engine-core"]]
+        scratches = {scratch_of(pid) for pid in cores}
         os.kill(serve.pid, signal.SIGSTOP)  # it must not see its keepers die
         for k in keepers:
             k.kill()
@@ -192,11 +211,37 @@ def test_the_next_start_stops_and_names_what_a_crawdad_and_its_keepers_left(
 
     asyncio.run(next_start())
     assert gone(left, 0) == []
+    assert [f for f in scratches if f.exists()] == []  # the keepers' folders, from their entries
     assert len(said) == 3, said
     for line in said:
         assert line.startswith(f"stopped 4 process(es) left by crawdad pid {serve.pid} (server ")
         assert ", started 20" in line
     assert read_entries(registry_dir()) == []  # type: ignore[arg-type]
+
+
+def test_an_entry_gets_only_a_keepers_own_folder_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry entry is a file, not a promise: of the folders entries name as their server's
+    temporary folder, the next start removes only a keeper's kind (crawdad-server-*, right in
+    the temporary folder, ours, not a link)."""
+    temp = tmp_path / "tmp"
+    (other := temp / "results").mkdir(parents=True)
+    (deeper := temp / "sub" / "crawdad-server-deeper").mkdir(parents=True)
+    (link := temp / "crawdad-server-link").symlink_to(other)
+    (own := temp / "crawdad-server-own").mkdir()
+    (own / "socket-file").touch()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    folder = registry_dir()
+    assert folder is not None
+    named = [other, deeper, link, "crawdad-server-relative", 7, own]
+    for i, path in enumerate(named):  # written before the last boot: nothing of them runs
+        entry = {"keeper_pid": 10_000 + i, "boot_id": "an earlier boot", "scratch": str(path)}
+        write_entry(folder, f"{i}.json", entry | ({"scratch": 7} if path == 7 else {}))
+    assert clean_leftovers() == []
+    assert read_entries(folder) == []
+    assert other.is_dir() and deeper.is_dir() and link.is_symlink()
+    assert not own.exists()
 
 
 def test_the_servers_of_a_running_crawdad_and_kept_servers_are_not_leftovers(

@@ -2,7 +2,10 @@
 server's whole process tree stopped (crawdad/serving/keeper.py), not only its first process:
 
 - `engine-core`: a child of the server (vLLM's EngineCore) that starts a `worker` of its own in
-  a new session (setsid), as a GPU worker may, outside the server's process group;
+  a new session (setsid), as a GPU worker may, outside the server's process group; it listens
+  on a Unix socket in `VLLM_RPC_BASE_PATH`, as vLLM's processes do for ZeroMQ, whose file a
+  stop by signal leaves behind (only where the variable is set: vLLM itself falls back on the
+  system's temporary folder, where a test must not leave files);
 - `daemon`: a child that daemonizes (forks, the fork calls setsid and forks again, the middle
   process exits): the daemon's parent is gone, so it is adopted by the nearest subreaper.
 
@@ -15,9 +18,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import uuid
 
 ROLES = ("engine-core", "worker", "daemon")
 
@@ -51,8 +56,19 @@ def _wait() -> None:
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
 
 
+def _listen() -> socket.socket | None:
+    base = os.environ.get("VLLM_RPC_BASE_PATH")
+    if not base:
+        return None
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.path.join(base, str(uuid.uuid4())))  # vLLM's name: ipc://BASE/<uuid4>
+    sock.listen()
+    return sock
+
+
 def main(role: str) -> None:
     if role == "engine-core":
+        _sock = _listen()  # held open until the process ends
         _ready(start("worker", new_session=True))
     elif role == "daemon":
         if os.fork() > 0:

@@ -120,6 +120,9 @@ class Engine(Protocol):
     name: EngineName
     backend: Literal["openai", "ollama"]  # the client crawdad talks to it with
     executable: str  # what must be on PATH ("vllm", "llama-server", "ollama", "python")
+    # Variables that point the server's temporary files at a folder its keeper removes once the
+    # server is gone (crawdad/serving/keeper.py): what a server stopped by signal leaves behind.
+    scratch_env: tuple[str, ...]
 
     def command(self, server: ServerPlan) -> list[str]:
         """The command line that serves `server` (no shell; arguments as a list)."""

@@ -6,9 +6,10 @@ crawdad starts it as `python -I .../crawdad/serving/keeper.py` (stdlib only: it 
 no environment variable meant for the server changes how it runs), in a session of its own:
 
 - stdin: the control pipe. crawdad alone holds its write end. The first line is the spec (JSON:
-  `key`, `command`, `env` added to the server's, `log_fd`, `grace`, `outlive`, `owner_pid`,
-  `owner_start`, `log_head`, `log_tail`, `registry`, `log`); then `stop SECONDS` (SIGTERM to
-  every process of the server, SIGKILL after SECONDS) or `detach` (outlive crawdad from now on).
+  `key`, `command`, `env` added to the server's, `scratch_env`, `log_fd`, `grace`, `outlive`,
+  `owner_pid`, `owner_start`, `log_head`, `log_tail`, `registry`, `log`); then `stop SECONDS`
+  (SIGTERM to every process of the server, SIGKILL after SECONDS) or `detach` (outlive crawdad
+  from now on).
   EOF means crawdad is gone, even a SIGKILLed one: the keeper stops the server (after `grace`
   seconds, SIGKILL), unless it outlives crawdad (`outlive`, `--keep-servers`). The parent-death
   signal (SIGTERM) is the backup.
@@ -27,6 +28,12 @@ A reader thread empties the pipe into memory at once and a writer thread writes 
 server never waits on the disk (past 2 x `log_tail` bytes not yet written, the oldest are
 dropped and the log says so).
 
+The variables named in `scratch_env` point the server at a folder of the keeper's own (made in
+the system's temporary folder, mode 0700), removed once every process of the server is gone:
+what an engine leaves in the temporary folder when its processes are stopped by signal (vLLM's
+ZeroMQ sockets, `VLLM_RPC_BASE_PATH`) goes with the server. A keeper killed before it could
+remove the folder leaves it to the next crawdad, which finds it in the registry entry.
+
 Each keeper writes a registry entry (`<registry>/<pid>-<start>.json`): crawdad's pid and start
 time, its own, the server's, the mark in the server's environment (`CRAWDAD_SERVER_MARK`, which
 every process of the server inherits), so that the next crawdad on the machine finds what a
@@ -42,8 +49,10 @@ import os
 import resource
 import secrets
 import select
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections import deque
@@ -56,6 +65,7 @@ RUNTIME_ENV = "CRAWDAD_RUNTIME_DIR"  # where the registry is (tests; a machine w
 LOG_HEAD = 1 << 20  # bytes of a server's log kept from its start
 LOG_TAIL = 4 << 20  # at least this many of its newest bytes are kept (at most twice as many)
 KILL_BOUND = 10.0  # seconds to wait for SIGKILLed processes to be gone
+SCRATCH_PREFIX = "crawdad-server-"  # a server's temporary folder, in the system's (`scratch_env`)
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 ENTRY_LIMIT = 1 << 16  # bytes of one registry entry read
@@ -356,6 +366,7 @@ class Keeper:
         self.entry_name = f"{os.getpid()}-{start_time(os.getpid())}.json"
         self.registry: Path | None = Path(spec["registry"]) if spec.get("registry") else None
         self.mark = secrets.token_hex(12)
+        self.scratch: str | None = None  # the server's own temporary folder (`scratch_env`)
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
@@ -389,6 +400,9 @@ class Keeper:
         self.pump = LogPump(out_r, log, 2 * log.tail)
         env = {**os.environ, **{str(k): str(v) for k, v in self.spec.get("env", {}).items()}}
         env[MARK_ENV] = self.mark
+        if names := [str(n) for n in self.spec.get("scratch_env") or []]:
+            self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+            env |= dict.fromkeys(names, self.scratch)
         command = [str(c) for c in self.spec["command"]]
         null = os.open(os.devnull, os.O_RDONLY)
         try:
@@ -424,6 +438,7 @@ class Keeper:
             "server_pid": self.pid,
             "server_start": start_time(self.pid),
             "mark": self.mark,
+            "scratch": self.scratch,
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "kept": self.outlive,
         }
@@ -546,8 +561,15 @@ class Keeper:
         if not self._wait_gone(time.monotonic() + KILL_BOUND, signal.SIGKILL):
             self.note(f"processes still there after SIGKILL: {descendants(os.getpid())}")
 
+    def drop_scratch(self) -> None:
+        """Remove the server's temporary folder, once no process of it is left to use it."""
+        if self.scratch is not None and not descendants(os.getpid()):
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
     def finish(self) -> int:
         self._reap()
+        self.drop_scratch()
         if (
             self.registry is not None
             and not self.outlive
@@ -609,8 +631,10 @@ def main() -> None:
         keeper.start()
     except Exception as e:
         _reply(f"failed {type(e).__name__}: {e}".replace("\n", " "))
-        if keeper is not None and keeper.pid:
-            keeper.stop(0.0)
+        if keeper is not None:
+            if keeper.pid:
+                keeper.stop(0.0)
+            keeper.drop_scratch()
         os._exit(127)
     _reply(f"started {keeper.pid} {keeper.mark}")
     keeper.run()

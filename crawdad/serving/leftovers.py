@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from crawdad.serving.keeper import (
+    SCRATCH_PREFIX,
     alive,
     boot_id,
     marked,
@@ -77,11 +81,11 @@ def _clean(folder: Path, name: str, entry: dict[str, Any]) -> str | None:
     keeper_alive = keeper is not None and alive(keeper, entry.get("keeper_start"))
     stale_boot = entry.get("boot_id") not in (None, "", boot_id())
     if stale_boot:  # written before the machine restarted: nothing of it runs
-        _remove(folder, name)
+        _remove(folder, name, entry)
         return None
     if entry.get("kept"):
         if not keeper_alive and not _processes(entry):
-            _remove(folder, name)
+            _remove(folder, name, entry)
         return None
     owner = _int(entry.get("owner_pid"))
     if owner is not None and alive(owner, entry.get("owner_start")):
@@ -94,7 +98,7 @@ def _clean(folder: Path, name: str, entry: dict[str, Any]) -> str | None:
     pids = _processes(entry)
     by_keeper = _int(entry.get("stopped_by_keeper"))
     if not pids:
-        _remove(folder, name)
+        _remove(folder, name, entry)
         if by_keeper is None:
             return None
         return (
@@ -106,7 +110,7 @@ def _clean(folder: Path, name: str, entry: dict[str, Any]) -> str | None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(keeper, signal.SIGKILL)  # a keeper that did not do its job in time
     if not left:
-        _remove(folder, name)
+        _remove(folder, name, entry)
     stopped = len(pids) - len(left)
     text = f"stopped {stopped} process(es) left by {_describe(entry)}"
     if left:
@@ -118,9 +122,26 @@ def _reread(folder: Path, name: str) -> dict[str, Any] | None:
     return next((e for n, e in read_entries(folder) if n == name), None)
 
 
-def _remove(folder: Path, name: str) -> None:
+def _remove(folder: Path, name: str, entry: dict[str, Any]) -> None:
+    """Forget an entry whose server has no process left, with the temporary folder its keeper
+    did not live to remove."""
+    _drop_scratch(entry.get("scratch"))
     with contextlib.suppress(OSError):
         os.unlink(folder / name)
+
+
+def _drop_scratch(path: Any) -> None:
+    """Remove a server's temporary folder, only where it is one a keeper makes: a folder of ours
+    named crawdad-server-* right in the temporary folder (an entry is a file, not a promise)."""
+    if not isinstance(path, str):
+        return
+    folder = Path(path)
+    if folder.parent != Path(tempfile.gettempdir()) or not folder.name.startswith(SCRATCH_PREFIX):
+        return
+    with contextlib.suppress(OSError):
+        st = folder.lstat()
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            shutil.rmtree(folder)
 
 
 def clean_leftovers() -> list[str]:

@@ -185,6 +185,7 @@ def spawn(
         "key": server.key,
         "command": list(server.command),
         "env": {**server.env, **(env or {})},
+        "scratch_env": list(engine.scratch_env) if (engine := engine_of(server)) else [],
         "log_fd": log_fd,
         "log": f"{server.key}.log",
         "log_head": log_cap[0],

@@ -36,12 +36,15 @@ All traffic is loopback only: servers bind 127.0.0.1.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -313,6 +316,20 @@ class RealServer:
         return f"RealServer({self.kind}, {self.base_url}, model={self.model!r}, {state})"
 
 
+_SOCKETS: str | None = None
+
+
+def _sockets_folder() -> str:
+    """A folder for the ZeroMQ socket files of the vLLMs the suite starts by hand (vLLM leaves
+    them where it is stopped by signal; crawdad's own keepers give each server one), removed
+    when the session ends."""
+    global _SOCKETS
+    if _SOCKETS is None:
+        _SOCKETS = tempfile.mkdtemp(prefix="crawdad-real-vllm-")
+        atexit.register(shutil.rmtree, _SOCKETS, ignore_errors=True)
+    return _SOCKETS
+
+
 def _base_env(extra: Mapping[str, str] | None) -> dict[str, str]:
     env = dict(os.environ)
     # Never reach a model hub; everything is local.
@@ -393,6 +410,7 @@ def vllm_server(
         argv += ["--reasoning-parser", reasoning_parser]
     argv += list(extra_args)
     base = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    base["VLLM_RPC_BASE_PATH"] = _sockets_folder()
     if env:
         base.update(env)
     return RealServer(

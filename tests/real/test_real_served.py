@@ -85,10 +85,17 @@ def bearer(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def sockets_in(folder: str) -> list[bool] | None:
+    """Whether each file in `folder` is a socket; None: there is no such folder."""
+    path = Path(folder)
+    return [p.is_socket() for p in path.iterdir()] if folder and path.is_dir() else None
+
+
 async def vllm_answers_once_up(out: Path, besides: frozenset[int]) -> dict[str, object]:
     """Once the run's vLLM is up: the key crawdad handed it (its environment's VLLM_API_KEY), its
     command line, and what its /v1/models answers without a key, with a wrong one and with the
-    key, and what its /health answers."""
+    key, and what its /health answers; the folder its keeper gave it for its sockets
+    (VLLM_RPC_BASE_PATH), and whether each file there is a socket."""
     api = "vllm.entrypoints.openai.api_server"
     while True:
         found = servers_left((api,), besides)
@@ -108,7 +115,9 @@ async def vllm_answers_once_up(out: Path, besides: frozenset[int]) -> dict[str, 
         if any(urlsplit(s["url"]).port == port and s["state"] == "up" for s in states):
             break
         await asyncio.sleep(0.2)
-    key = server.environ().get("VLLM_API_KEY")
+    environ = server.environ()
+    key = environ.get("VLLM_API_KEY")
+    scratch = environ.get("VLLM_RPC_BASE_PATH", "")
     async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
         models = f"{base}/v1/models"
         ours = await client.get(models, headers=bearer(key))
@@ -120,6 +129,8 @@ async def vllm_answers_once_up(out: Path, besides: frozenset[int]) -> dict[str, 
             "the key": ours.status_code,
             "served": [m["id"] for m in ours.json().get("data", [])] if ours.is_success else [],
             "health": (await client.get(f"{base}/health")).status_code,
+            "scratch": scratch,
+            "sockets": sockets_in(scratch),
         }
 
 
@@ -199,6 +210,9 @@ async def test_crawdad_starts_both_engines_survives_a_sigkill_and_leaves_nothing
     assert (seen["no key"], seen["wrong key"], seen["the key"]) == (401, 401, 200), seen
     assert seen["served"] == [VLLM_MODEL_NAME] and seen["health"] == 200, seen
     assert hf.proven_by == gguf.proven_by == ["api key", "socket"], (hf, gguf)
+    # vLLM's ZeroMQ sockets were in a folder of its keeper's, gone with the server
+    assert seen["sockets"] and all(seen["sockets"]), seen  # type: ignore[arg-type]
+    assert seen["scratch"] and sockets_in(str(seen["scratch"])) is None, seen  # removed
     restarts = (out / "servers" / "restarts.jsonl").read_text().splitlines()
     assert len(restarts) == 1 and f'"key":"{gguf.key}"' in restarts[0]
     assert len({r.question_id for r in all_lines(out) if r.ok}) == N

@@ -14,6 +14,7 @@ from crawdad.serving.engines import _common
 class LlamaCpp:
     name: EngineName = "llamacpp"
     backend: Literal["openai", "ollama"] = "openai"
+    scratch_env: tuple[str, ...] = ()
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or "llama-server"

@@ -14,6 +14,7 @@ from crawdad.serving.engines import _common
 class Ollama:
     name: EngineName = "ollama"
     backend: Literal["openai", "ollama"] = "ollama"
+    scratch_env: tuple[str, ...] = ()
     # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
     metrics_kind: str | None = "ollama"
 

@@ -12,6 +12,7 @@ from crawdad.serving.engines import _common
 class SGLang:
     name: EngineName = "sglang"
     backend: Literal["openai", "ollama"] = "openai"
+    scratch_env: tuple[str, ...] = ()
     # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
     metrics_kind: str | None = "sglang"
 

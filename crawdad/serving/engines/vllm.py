@@ -14,6 +14,7 @@ from crawdad.serving.engines import _common
 class VLLM:
     name: EngineName = "vllm"
     backend: Literal["openai", "ollama"] = "openai"
+    scratch_env: tuple[str, ...] = ("VLLM_RPC_BASE_PATH",)  # its ZeroMQ sockets
     # Which of crawdad's readers of a server's own metrics applies (backends/server_metrics.py).
     metrics_kind: str | None = "vllm"
 
