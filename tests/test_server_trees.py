@@ -67,6 +67,11 @@ def scratch_of(pid: int) -> Path:
     return folder
 
 
+def scratches_of(procs: list[psutil.Process]) -> set[Path]:
+    """The temporary folders of the servers whose engine cores are among `procs`."""
+    return {scratch_of(p.pid) for p in procs if p.cmdline()[-1:] == ["engine-core"]}
+
+
 def gone(procs: list[psutil.Process], within: float) -> list[psutil.Process]:
     """The processes still running after `within` seconds at most (zombies count as gone)."""
     deadline = time.monotonic() + within
@@ -144,8 +149,7 @@ def test_kill_9_of_crawdad_leaves_no_process_of_any_server(tmp_path: Path) -> No
         procs = server_processes(run.pid)
         # 3 servers: each a keeper, a stand-in, an EngineCore, its worker and a daemon
         assert len(procs) == 15, run.stderr.read() if run.stderr else ""
-        cores = [p.pid for p in procs if p.cmdline()[-1:] == ["engine-core"]]
-        scratches = {scratch_of(pid) for pid in cores}
+        scratches = scratches_of(procs)
         assert len(scratches) == 3  # one folder per server
         status = json.loads((out / "servers/status.json").read_text())
         assert {s["state"] for s in status.values()} == {"up"}
@@ -189,8 +193,7 @@ def test_the_next_start_stops_and_names_what_a_crawdad_and_its_keepers_left(
         procs = server_processes(serve.pid)
         keepers = [p for p in procs if "keeper.py" in " ".join(p.cmdline())]
         assert len(keepers) == 3 and len(procs) == 15
-        cores = [p.pid for p in procs if p.cmdline()[-1:] == ["engine-core"]]
-        scratches = {scratch_of(pid) for pid in cores}
+        scratches = scratches_of(procs)
         os.kill(serve.pid, signal.SIGSTOP)  # it must not see its keepers die
         for k in keepers:
             k.kill()
@@ -236,8 +239,9 @@ def test_an_entry_gets_only_a_keepers_own_folder_removed(
     assert folder is not None
     named = [other, deeper, link, "crawdad-server-relative", 7, own]
     for i, path in enumerate(named):  # written before the last boot: nothing of them runs
-        entry = {"keeper_pid": 10_000 + i, "boot_id": "an earlier boot", "scratch": str(path)}
-        write_entry(folder, f"{i}.json", entry | ({"scratch": 7} if path == 7 else {}))
+        scratch = path if isinstance(path, int) else str(path)
+        entry = {"keeper_pid": 10_000 + i, "boot_id": "an earlier boot", "scratch": scratch}
+        write_entry(folder, f"{i}.json", entry)
     assert clean_leftovers() == []
     assert read_entries(folder) == []
     assert other.is_dir() and deeper.is_dir() and link.is_symlink()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -316,18 +317,14 @@ class RealServer:
         return f"RealServer({self.kind}, {self.base_url}, model={self.model!r}, {state})"
 
 
-_SOCKETS: str | None = None
-
-
+@functools.cache
 def _sockets_folder() -> str:
     """A folder for the ZeroMQ socket files of the vLLMs the suite starts by hand (vLLM leaves
     them where it is stopped by signal; crawdad's own keepers give each server one), removed
     when the session ends."""
-    global _SOCKETS
-    if _SOCKETS is None:
-        _SOCKETS = tempfile.mkdtemp(prefix="crawdad-real-vllm-")
-        atexit.register(shutil.rmtree, _SOCKETS, ignore_errors=True)
-    return _SOCKETS
+    folder = tempfile.mkdtemp(prefix="crawdad-real-vllm-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _base_env(extra: Mapping[str, str] | None) -> dict[str, str]:
