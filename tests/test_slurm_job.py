@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 from pydantic import ValidationError
 
@@ -27,6 +28,7 @@ from crawdad.errors import CrawdadError
 from crawdad.serving.base import Plan, ServerPlan
 from crawdad.serving.node import await_nodes, keyless, pinned, placed
 from crawdad.serving.slurm import slurm_script
+from tests.test_server_trees import gone
 from tests.test_supervisor import free_port, standin_program
 
 CLI = Callable[..., tuple[int, str, str]]
@@ -314,10 +316,7 @@ def test_a_node_whose_crawdad_dies_ends_the_job_with_a_message(cli: CLI, tmp_pat
         pids = [
             s["pid"] for s in json.loads((tmp_path / "node.json").read_text())["servers"].values()
         ]
-        deadline = time.monotonic() + 30
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(_alive(p) for p in pids)
+        assert gone(_processes(pids), 30.0) == []
 
 
 def test_a_server_that_cannot_start_ends_the_job_before_the_driver(
@@ -333,13 +332,13 @@ def test_a_server_that_cannot_start_ends_the_job_before_the_driver(
     assert not (tmp_path / "driver-ran").exists()
 
 
-def _alive(pid: int) -> bool:
-    """The process runs; a zombie, or one gone while we look, does not."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+def _processes(pids: list[int]) -> list[psutil.Process]:
+    """The processes of `pids` still there (one already gone is not waited for)."""
+    procs = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    return procs
 
 
 # --- the node's parts ---------------------------------------------------------------------------
@@ -551,10 +550,7 @@ def test_a_nodes_crawdad_never_outlives_its_job(cli: CLI, tmp_path: Path) -> Non
         job.kill()
         job.wait()
         pids = [record["pid"], *(s["pid"] for s in record["servers"].values())]
-        deadline = time.monotonic() + 30
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(_alive(p) for p in pids)
+        assert gone(_processes(pids), 30.0) == []
     finally:
         if driver.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
